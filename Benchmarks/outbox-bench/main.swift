@@ -1,0 +1,146 @@
+// `make bench`: the engine's speed targets (issue: foundation). Run in release mode:
+//   swift build -c release --product outbox-bench && .build/release/outbox-bench all
+// Prints one JSON object per measurement and a human summary line.
+import CSQLite
+import Foundation
+import Outbox
+
+let argumentsList = Array(CommandLine.arguments.dropFirst())
+let mode = argumentsList.first ?? "all"
+let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
+
+func monoNs() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+func tempStore(_ name: String) -> String {
+    let dir = NSTemporaryDirectory() + "outbox-bench-\(getpid())"
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    let path = dir + "/" + name
+    for suffix in ["", "-wal", "-shm", ".lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    return path
+}
+
+/// ~300-byte stored events: an ordinal and two padding strings.
+let padA = String(repeating: "a", count: 110)
+let padB = String(repeating: "b", count: 60)
+func properties(_ index: Int) -> [String: PropertyValue] {
+    ["i": .int(Int64(index)), "padA": .string(padA), "padB": .string(padB)]
+}
+
+func percentile(_ sorted: [UInt64], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return 0 }
+    return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
+}
+
+final class LatencyBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [[UInt64]]
+    init(threads: Int) { values = Array(repeating: [], count: threads) }
+    func set(_ thread: Int, _ latencies: [UInt64]) { lock.lock(); values[thread] = latencies; lock.unlock() }
+    var all: [UInt64] { lock.lock(); defer { lock.unlock() }; return values.flatMap { $0 } }
+}
+
+/// Caller-side cost of `trackEvent` from `threads` threads, `total` calls in all.
+func benchCaller(threads: Int) throws {
+    var configuration = Configuration(storePath: tempStore("caller-\(threads).outbox"))
+    configuration.maxStorageSize = 1 << 30
+    let engine = try OutboxEngine(configuration: configuration)
+    let perThread = total / threads
+    let latencies = LatencyBox(threads: threads)
+    let group = DispatchGroup()
+    let start = monoNs()
+    for thread in 0..<threads {
+        group.enter()
+        Thread {
+            var local = [UInt64](repeating: 0, count: perThread)
+            for index in 0..<perThread {
+                let props = properties(index)
+                let before = monoNs()
+                try? engine.trackEvent("bench", properties: props)
+                local[index] = monoNs() - before
+            }
+            latencies.set(thread, local)
+            group.leave()
+        }.start()
+    }
+    group.wait()
+    let elapsed = Double(monoNs() - start) / 1e9
+    let sorted = latencies.all.sorted()
+    let semaphore = DispatchSemaphore(value: 0)
+    Task { await engine.persisted(); semaphore.signal() }
+    semaphore.wait()
+    engine.shutdown()
+    let callsPerSecond = Double(perThread * threads) / elapsed
+    print(#"{"bench":"trackEvent caller","threads":\#(threads),"calls":\#(perThread * threads),"calls_per_s":\#(Int(callsPerSecond)),"p50_us":\#(String(format: "%.3f", percentile(sorted, 0.5) / 1000)),"p99_us":\#(String(format: "%.3f", percentile(sorted, 0.99) / 1000)),"p999_us":\#(String(format: "%.3f", percentile(sorted, 0.999) / 1000))}"#)
+}
+
+/// Committed events per second: from the first `trackEvent` until `persisted()` returns.
+func benchCommitted() throws -> Double {
+    var configuration = Configuration(storePath: tempStore("committed.outbox"))
+    configuration.maxStorageSize = 1 << 30
+    let engine = try OutboxEngine(configuration: configuration)
+    let start = monoNs()
+    for index in 0..<total { try engine.trackEvent("bench", properties: properties(index)) }
+    let semaphore = DispatchSemaphore(value: 0)
+    Task { await engine.persisted(); semaphore.signal() }
+    semaphore.wait()
+    let elapsed = Double(monoNs() - start) / 1e9
+    let status = try StoreReport.read(path: configuration.storePath)
+    engine.shutdown()
+    let rate = Double(total) / elapsed
+    let averageRow = status.bytes / max(1, status.pendingNormal)
+    print(#"{"bench":"committed events","events":\#(total),"stored":\#(status.pendingNormal),"seconds":\#(String(format: "%.3f", elapsed)),"events_per_s":\#(Int(rate)),"db_bytes_per_row":\#(averageRow)}"#)
+    return rate
+}
+
+/// Raw SQLite on this machine: WAL, synchronous=NORMAL, 1000 rows per transaction, one reused statement,
+/// a 300-byte blob per row (the size of our stored event payload).
+func benchRawSQLite() -> Double {
+    let path = tempStore("raw.sqlite")
+    var db: OpaquePointer?
+    guard sqlite3_open(path, &db) == SQLITE_OK else { print("raw: open failed"); return 0 }
+    defer { sqlite3_close(db) }
+    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, payload BLOB NOT NULL);", nil, nil, nil)
+    var statement: OpaquePointer?
+    sqlite3_prepare_v3(db, "INSERT INTO t(payload) VALUES (?)", -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+    defer { sqlite3_finalize(statement) }
+    let payload = [UInt8](repeating: 0x61, count: 300)
+    let start = monoNs()
+    var index = 0
+    while index < total {
+        sqlite3_exec(db, "BEGIN", nil, nil, nil)
+        for _ in 0..<1000 where index < total {
+            payload.withUnsafeBytes { _ = sqlite3_bind_blob(statement, 1, $0.baseAddress, Int32($0.count), outbox_sqlite_transient()) }
+            sqlite3_step(statement)
+            sqlite3_reset(statement)
+            index += 1
+        }
+        sqlite3_exec(db, "COMMIT", nil, nil, nil)
+    }
+    let rate = Double(total) / (Double(monoNs() - start) / 1e9)
+    print(#"{"bench":"raw sqlite baseline","rows":\#(total),"rows_per_s":\#(Int(rate))}"#)
+    return rate
+}
+
+switch mode {
+case "caller":
+    try benchCaller(threads: 1)
+    try benchCaller(threads: 2)
+case "committed":
+    let raw = benchRawSQLite()
+    let ours = try benchCommitted()
+    print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours / raw))}"#)
+case "all":
+    try benchCaller(threads: 1)
+    try benchCaller(threads: 2)
+    let raw = benchRawSQLite()
+    let ours = try benchCommitted()
+    print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours / raw))}"#)
+default:
+    print("usage: outbox-bench [all|caller|committed] [COUNT]")
+    exit(2)
+}
+try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "outbox-bench-\(getpid())")

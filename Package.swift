@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Outbox",
+    products: [
+        .library(name: "Outbox", targets: ["Outbox"]),
+        .library(name: "OutboxMock", targets: ["OutboxMock"]),
+        .executable(name: "outbox", targets: ["outbox"]),
+        .executable(name: "outbox-mock", targets: ["outbox-mock"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+    ],
+    targets: [
+        // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev).
+        .systemLibrary(name: "CLibUV", path: "Sources/CLibUV", pkgConfig: "libuv"),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3"),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl"),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib"),
+        // Swift cannot call C variadic functions: curl_easy_setopt & co. get fixed-type wrappers.
+        .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
+        // rtnetlink socket helpers for the reachability watcher (SPEC N1).
+        .target(name: "CNetlink", path: "Sources/CNetlink"),
+
+        .target(
+            name: "Outbox",
+            dependencies: [
+                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Outbox"
+        ),
+        .executableTarget(
+            name: "outbox",
+            dependencies: ["Outbox", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Sources/outbox"
+        ),
+
+        .target(
+            name: "OutboxMock",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
+            ],
+            path: "MockServer/OutboxMock"
+        ),
+        .executableTarget(
+            name: "outbox-mock",
+            dependencies: ["OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "MockServer/outbox-mock"
+        ),
+
+        // Benchmarks: `make bench` builds this in release mode.
+        .executableTarget(
+            name: "outbox-bench",
+            dependencies: ["Outbox", "CSQLite"],
+            path: "Benchmarks/outbox-bench"
+        ),
+        // A child process for the crash tests: tracks events in a loop until it is killed.
+        .executableTarget(name: "outbox-crash-child", dependencies: ["Outbox"], path: "Tests/CrashChild"),
+
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "CLibUV", "CSQLite"], path: "Tests/OutboxTests"),
+        .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "CZlib"], path: "Tests/OutboxMockTests"),
+        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxMock"], path: "Tests/EndToEndTests"),
+    ]
+)

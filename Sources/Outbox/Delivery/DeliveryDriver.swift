@@ -1,0 +1,360 @@
+import Foundation
+import Logging
+
+/// Result of one `dispatch(completion:)` (SPEC C7; Google Analytics' GAIDispatchResult).
+public enum DispatchResult: Sendable, Equatable {
+    /// A request delivered logs.
+    case good
+    /// Nothing was waiting.
+    case noData
+    /// The request failed (the logs stay stored and are retried).
+    case error
+}
+
+/// Carries out the scheduler's decisions on the loop thread: claims batches from the store, encodes them, sends
+/// them through the transport, and applies each outcome (SPEC C1–C9, R1–R7). Owns no policy of its own.
+final class DeliveryDriver {
+    private let store: LogStore
+    private let transport: Transport
+    private let configuration: Configuration
+    private let logger: Logger
+    private let clock: any OutboxClock
+    private let url: String
+    private let headers: [(String, String)]
+    private var scheduler: DeliveryScheduler
+    private var random = SystemRandomNumberGenerator()
+    private let wakeTimer: LoopTimer
+    private var wakeAtMs: Int64?
+    private var correction: ClockCorrection
+    private var encoder: BatchEncoder
+    private var device: DeviceContext
+    private let boot: Int64
+    private var nextKey: DeliveryScheduler.BatchKey = 1
+
+    /// A batch holding a lease, or a part of one being bisected (SPEC R1 413/400).
+    private struct Flight {
+        var logs: [StoredLog]
+        var transfer: TransferID?
+        /// Bisection parts are never retried as a whole batch again: they finish with their own outcome.
+        var isPart = false
+        var dispatchWaiters: [(DispatchResult) -> Void] = []
+    }
+    private var flights: [DeliveryScheduler.BatchKey: Flight] = [:]
+    private var pendingDispatchWaiters: [(DispatchResult) -> Void] = []
+    private var idleWaiters: [() -> Void] = []
+    private(set) var counters = DeliveryCounters()
+    private var isClosing = false
+
+    init(store: LogStore, transport: Transport, configuration: Configuration, loop: EventLoop, installID: UUID,
+         device: DeviceContext, waitingNormal: Int, waitingCritical: Int) {
+        self.store = store
+        self.transport = transport
+        self.configuration = configuration
+        self.logger = configuration.logger
+        self.clock = configuration.clock
+        let base = (configuration.endpoint ?? "").hasSuffix("/") ? String((configuration.endpoint ?? "").dropLast()) : (configuration.endpoint ?? "")
+        self.url = base + "/logs?api-version=1.0.0"
+        self.headers = [("Content-Type", "application/json"), ("App-Secret", configuration.appSecret),
+                        ("Install-ID", installID.uuidString.lowercased())]
+        self.scheduler = DeliveryScheduler(settings: configuration.schedulerSettings, nowMs: Self.nowMs(configuration.clock),
+                                           waitingNormal: waitingNormal, waitingCritical: waitingCritical)
+        self.correction = ClockCorrection(thresholdMs: configuration.clockSkewThreshold.milliseconds)
+        self.encoder = BatchEncoder(contexts: [0: device.json()])
+        self.device = device
+        self.boot = BootID.current
+        // SPEC R5: a restart re-enables sending; a cause left by the last run no longer holds.
+        try? store.setMeta(MetaKey.disabledReason, nil)
+        self.wakeTimer = LoopTimer(loop: loop)
+        self.wakeTimer.action = { [unowned self] in
+            self.wakeAtMs = nil
+            self.pump()
+        }
+    }
+
+    private static func nowMs(_ clock: any OutboxClock) -> Int64 { clock.monoNs() / 1_000_000 }
+    private var nowMs: Int64 { Self.nowMs(clock) }
+
+    var disabledReason: String? { scheduler.disabled?.description }
+    var retries: Int { scheduler.retries }
+    var inFlightBatches: Int { flights.count }
+
+    // MARK: - Events from the engine
+
+    func stored(normal: Int, critical: Int) {
+        scheduler.stored(normal: normal, critical: critical, nowMs: nowMs)
+        pump()
+    }
+
+    func removed(normal: Int, critical: Int) { scheduler.removedWaiting(normal: normal, critical: critical) }
+
+    func pause() { scheduler.pause() }
+    func resume() { scheduler.resume(); pump() }
+
+    /// SPEC C7. `completion` is called once: with the result of the first request this dispatch starts, or
+    /// `.noData` when nothing waits.
+    func dispatch(completion: ((DispatchResult) -> Void)?) {
+        scheduler.dispatch()
+        if let completion { pendingDispatchWaiters.append(completion) }
+        pump()
+        if !pendingDispatchWaiters.isEmpty && flights.isEmpty {
+            // The pump started nothing: nothing was waiting (or sending is paused, offline or disabled).
+            let waiters = pendingDispatchWaiters
+            pendingDispatchWaiters = []
+            let result: DispatchResult = (scheduler.waitingNormal + scheduler.waitingCritical) == 0 ? .noData : .error
+            waiters.forEach { $0(result) }
+        }
+    }
+
+    /// SPEC A10: the network type in the device context follows the watcher.
+    func setNetworkType(_ type: String) {
+        guard device.networkType != type else { return }
+        device.networkType = type
+        device.sources["networkType"] = "rtnetlink + /proc/net/route"
+        encoder.contexts[0] = device.json()
+    }
+
+    func networkChanged(online: Bool) {
+        scheduler.networkChanged(online: online, nowMs: nowMs)
+        persistDisabledReason()
+        logger.info("network \(online ? "online" : "offline")")
+        pump()
+    }
+
+    func retryNow() {
+        scheduler.retryNow(nowMs: nowMs)
+        persistDisabledReason()
+        pump()
+    }
+
+    /// Calls `done` once nothing waits and nothing is in flight (for `emit --wait-delivered` and `shutdown(drainFor:)`).
+    func whenIdle(_ done: @escaping () -> Void) {
+        if isIdle { done() } else { idleWaiters.append(done) }
+    }
+
+    var isIdle: Bool {
+        flights.isEmpty && ((try? store.counts()).map { $0.pendingNormal + $0.pendingCritical + $0.inFlight == 0 } ?? false)
+    }
+
+    private func notifyIdleIfNeeded() {
+        guard !idleWaiters.isEmpty, isIdle else { return }
+        let waiters = idleWaiters
+        idleWaiters = []
+        waiters.forEach { $0() }
+    }
+
+    // MARK: - The pump
+
+    /// Asks the scheduler what to do until it says wait; arms the one timer for that moment.
+    func pump() {
+        guard !isClosing else { return }
+        while true {
+            switch scheduler.next(nowMs: nowMs) {
+            case .sendNewBatch:
+                guard claimAndSend() else { continue }
+            case .resend(let key):
+                send(key)
+            case .wait(let until):
+                arm(until)
+                notifyIdleIfNeeded()
+                return
+            }
+        }
+    }
+
+    private func arm(_ until: Int64?) {
+        guard let until else { wakeTimer.stop(); wakeAtMs = nil; return }
+        if wakeAtMs == until { return }
+        wakeAtMs = until
+        wakeTimer.start(afterMs: UInt64(max(0, until - nowMs)))
+    }
+
+    /// Claims a batch and sends it. Returns false when the store had nothing (the scheduler learns it).
+    private func claimAndSend() -> Bool {
+        do {
+            // SPEC S4: expired logs are deleted before a batch is loaded.
+            counters.expired += try store.expire(nowMs: clock.wallMs())
+            guard let batch = try store.claim(limit: configuration.batchSize, nowMs: Int64.max), !batch.logs.isEmpty else {
+                scheduler.nothingToClaim()
+                return false
+            }
+            let critical = batch.logs.filter { $0.priority == .critical }.count
+            let key = nextKey
+            nextKey += 1
+            scheduler.claimed(key, normal: batch.logs.count - critical, critical: critical,
+                              exhausted: batch.logs.count < configuration.batchSize)
+            var flight = Flight(logs: batch.logs)
+            flight.dispatchWaiters = pendingDispatchWaiters
+            pendingDispatchWaiters = []
+            flights[key] = flight
+            send(key)
+            return true
+        } catch {
+            logger.error("claiming a batch failed", metadata: ["outbox.error": "\(error)"])
+            scheduler.nothingToClaim()
+            return false
+        }
+    }
+
+    private func send(_ key: DeliveryScheduler.BatchKey) {
+        guard var flight = flights[key] else { return }
+        let wallNow = clock.wallMs(), monoNow = clock.monoNs()
+        let correction = self.correction, boot = self.boot
+        var body = encoder.encode(flight.logs, sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,
+                                                                           nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)) { log in
+            correction.timestamp(wallMs: log.wallMs, monoNs: log.monoNs, boot: log.boot, nowWallMs: wallNow,
+                                 nowMonoNs: monoNow, nowBoot: boot)
+        }
+        var headers = self.headers
+        if body.count >= 1400, let compressed = try? Gzip.compress(body) {
+            body = compressed
+            headers.append(("Content-Encoding", "gzip"))
+        }
+        logger.debug("sending batch", metadata: ["outbox.batch": "\(key)", "outbox.logs": "\(flight.logs.count)"])
+        counters.requests += 1
+        flight.transfer = transport.send(HTTPRequest(url: url, headers: headers, body: body)) { [weak self] result in
+            self?.finished(key, result)
+        }
+        flights[key] = flight
+    }
+
+    // MARK: - Outcomes (SPEC R1)
+
+    private func finished(_ key: DeliveryScheduler.BatchKey, _ result: TransferResult) {
+        guard var flight = flights[key] else { return }
+        flight.transfer = nil
+        let outcome: Outcome
+        switch result {
+        case .failure(.cancelled):
+            // SPEC C8: an interrupted attempt does not count; the rows stay stored for the next run.
+            flights[key] = nil
+            scheduler.cancelled(key)
+            flight.dispatchWaiters.forEach { $0(.error) }
+            return
+        case .failure(let failure):
+            outcome = .retryable(reason: "\(failure)", retryAfterMs: nil)
+        case .response(let response):
+            learnServerClock(response)
+            let retryAfter = RetryPolicy.retryAfterMs(retryAfter: response.header("Retry-After"),
+                                                      msRetryAfter: response.header("x-ms-retry-after-ms"), nowMs: clock.wallMs())
+            let reason = String(decoding: response.body.prefix(512), as: UTF8.self)
+            outcome = Outcome.classify(status: response.status, retryAfterMs: retryAfter, body: reason)
+        }
+        let seqs = flight.logs.map(\.seq)
+        let followUp = scheduler.finished(key, outcome: outcome, nowMs: nowMs, random: &random)
+        do {
+            switch outcome {
+            case .delivered:
+                try store.complete(seqs: seqs)
+                counters.delivered += seqs.count
+                flights[key] = nil
+                flight.dispatchWaiters.forEach { $0(.good) }
+            case .split, .refuse:
+                flights[key] = nil
+                flight.dispatchWaiters.forEach { $0(.error) }
+                try bisect(flight.logs, outcome: outcome)
+            case .stop(let status, let reason):
+                logger.error("the server refused the credentials or the endpoint; sending stopped, data kept",
+                             metadata: ["outbox.status": "\(status)", "outbox.reason": "\(reason.prefix(200))"])
+                try store.release(seqs: seqs, nextAttemptMs: 0)
+                flights[key] = nil
+                released(flight.logs)
+                flight.dispatchWaiters.forEach { $0(.error) }
+            case .retryable(let reason, _):
+                flight.dispatchWaiters.forEach { $0(.error) }
+                flight.dispatchWaiters = []
+                switch followUp {
+                case .retry(let at):
+                    logger.info("batch will be retried", metadata: [
+                        "outbox.batch": "\(key)", "outbox.reason": "\(reason)", "outbox.retry_in_ms": "\(at - nowMs)"])
+                    flights[key] = flight
+                case .releaseRows, .done:
+                    if flight.isPart || followUp == .releaseRows {
+                        logger.error("retries exhausted; sending disabled, data kept", metadata: ["outbox.reason": "\(reason)"])
+                    }
+                    try store.release(seqs: seqs, nextAttemptMs: 0)
+                    flights[key] = nil
+                    released(flight.logs)
+                }
+            }
+        } catch {
+            logger.error("storing the outcome of a batch failed", metadata: ["outbox.error": "\(error)"])
+            flights[key] = nil
+        }
+        persistDisabledReason()
+        pump()
+    }
+
+    private var persistedDisabledReason: String?
+
+    /// SPEC R5: the disabled state and its cause are visible to `outbox status`, also from another process.
+    private func persistDisabledReason() {
+        let reason = scheduler.disabled?.description
+        guard reason != persistedDisabledReason else { return }
+        persistedDisabledReason = reason
+        try? store.setMeta(MetaKey.disabledReason, reason)
+    }
+
+    private func released(_ logs: [StoredLog]) {
+        let critical = logs.filter { $0.priority == .critical }.count
+        scheduler.rowsReleased(normal: logs.count - critical, critical: critical, nowMs: nowMs)
+    }
+
+    /// SPEC R1: 413 splits in halves; 400/422 bisect down to the refused logs. A single refused (or still too
+    /// large) log is dead-lettered with the server's status and reason; its neighbours get delivered.
+    private func bisect(_ logs: [StoredLog], outcome: Outcome) throws {
+        if logs.count == 1 {
+            let status: Int
+            let reason: String
+            switch outcome {
+            case .refuse(let code, let text): status = code; reason = text
+            default: status = 413; reason = "log too large for the server"
+            }
+            try store.deadLetter(seqs: logs.map(\.seq), status: status, reason: reason)
+            counters.deadLettered += 1
+            logger.warning("log refused by the server and dead-lettered", metadata: ["outbox.status": "\(status)"])
+            return
+        }
+        let middle = logs.count / 2
+        for part in [Array(logs[..<middle]), Array(logs[middle...])] {
+            let key = nextKey
+            nextKey += 1
+            scheduler.adopt(key)
+            flights[key] = Flight(logs: part, isPart: true)
+            send(key)
+        }
+    }
+
+    private func learnServerClock(_ response: HTTPResponse) {
+        guard let date = response.header("Date"), let serverMs = HTTPDate.parse(date) else { return }
+        correction.learn(serverMs: serverMs, localWallMs: clock.wallMs())
+    }
+
+    // MARK: - Shutdown (SPEC C8)
+
+    /// Cancels what is in flight (rows return to pending; the attempt does not count) and closes the transport.
+    func close() {
+        isClosing = true
+        wakeTimer.stop()
+        for (key, flight) in flights {
+            try? store.release(seqs: flight.logs.map(\.seq), nextAttemptMs: 0)
+            scheduler.cancelled(key)
+        }
+        flights = [:]
+        transport.cancelAll()
+        transport.close()
+        wakeTimer.close()
+        pendingDispatchWaiters.forEach { $0(.error) }
+        pendingDispatchWaiters = []
+        let waiters = idleWaiters
+        idleWaiters = []
+        waiters.forEach { $0() }
+    }
+}
+
+/// What delivery did since the engine started.
+public struct DeliveryCounters: Sendable, Equatable {
+    public var requests = 0
+    public var delivered = 0
+    public var deadLettered = 0
+    public var expired = 0
+}

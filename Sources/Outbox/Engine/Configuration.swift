@@ -1,0 +1,145 @@
+import Foundation
+import Logging
+
+/// Everything an engine needs, validated once when the engine starts (STYLE 6). Defaults are SPEC.md's.
+///
+/// ```swift
+/// var configuration = Configuration(storePath: "/var/lib/myapp/outbox.sqlite")
+/// configuration.maxStorageSize = 4 * 1024 * 1024
+/// let engine = try OutboxEngine(configuration: configuration)
+/// ```
+public struct Configuration: Sendable {
+    /// The SQLite file of this engine (SPEC S1). Created with mode 0600; one engine per file.
+    public var storePath: String
+    /// SPEC S2: the database never grows beyond this many bytes. 24 KiB – 1 TiB; default 10 MiB.
+    public var maxStorageSize: Int = 10 * 1024 * 1024
+    /// SPEC S5: optional cap on the number of stored logs, 1–4000 when set. Default: none.
+    public var maxLogCount: Int? = nil
+    /// SPEC S4: logs older than this are deleted and never sent. 1 hour – 365 days; default 25 days.
+    public var maxLogAge: Duration = .seconds(25 * 24 * 3600)
+    /// SPEC T4: distinct event names per install, 1–10 000; default 200.
+    public var maxDistinctEventNames: Int = 200
+    /// SPEC T5: a normal log is committed at most this long after `trackEvent` returned. 1 ms – 1 s; default 50 ms.
+    public var groupCommitWindow: Duration = .milliseconds(50)
+    /// Logs handed over but not yet committed, at most. A caller that tracks faster than the disk commits waits
+    /// (back-pressure) rather than growing memory without bound or dropping logs. 1 000 – 10 000 000; default 100 000.
+    public var intakeCapacity: Int = 100_000
+    /// Wall and monotonic clocks; tests inject a `ManualClock`.
+    public var clock: any OutboxClock = SystemClock()
+    /// The host's logger (STYLE 4). Default: discards everything.
+    public var logger: Logger = Logger(label: "outbox", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// Where the engine's libuv loop runs.
+    public var runMode: RunMode = .dedicatedThread
+
+    // MARK: Delivery (SPEC C, R, W). Without an endpoint the engine only stores.
+
+    /// The ingestion server's base URL; logs go to `{endpoint}/logs?api-version=1.0.0` (SPEC W1). nil: store only.
+    public var endpoint: String? = nil
+    /// Sent as `App-Secret` (never logged).
+    public var appSecret: String = ""
+    /// SPEC C1: logs per request, 1–500; default 50.
+    public var batchSize = 50
+    /// SPEC C2: maximum delay of the oldest waiting normal log, 6 s – 86400 s; default 6 s.
+    public var transmissionInterval: Duration = .seconds(6)
+    /// SPEC C2: the same for critical logs, 1 s – `transmissionInterval`; default 3 s.
+    public var criticalTransmissionInterval: Duration = .seconds(3)
+    /// SPEC R3: back-off of one batch, each 1 s – 1 day, at most 10; default 10 s, 5 min, 20 min.
+    public var retryIntervals: [Duration] = [.seconds(10), .seconds(300), .seconds(1200)]
+    /// SPEC R4: the longest pause a `Retry-After` may impose, 1 s – 1 day; default 1 h.
+    public var maxRetryAfter: Duration = .seconds(3600)
+    /// SPEC R5: after exhausted retries one probe batch goes through this often; nil: until restart. Default 30 min.
+    public var probeInterval: Duration? = .seconds(1800)
+    /// SPEC C6: nil = automatic (C2); > 0 = periodic dispatch; ≤ 0 = manual (`dispatch()` only).
+    public var dispatchInterval: Duration? = nil
+    /// A request that has not completed after this is a timeout (retryable), 1 s – 10 min; default 30 s.
+    public var requestTimeout: Duration = .seconds(30)
+    /// An extra CA bundle (PEM) for HTTPS endpoints, e.g. a test server's self-signed certificate. Verification
+    /// always stays on.
+    public var caFile: String? = nil
+    /// SPEC A9: server clock offsets above this correct timestamps; default 1 s.
+    public var clockSkewThreshold: Duration = .seconds(1)
+    /// SPEC N1: watch rtnetlink for reachability (ignored for a loopback endpoint, which is always reachable).
+    public var watchesNetwork = true
+    /// SPEC A10: the app's identity in the device context.
+    public var appVersion = "unknown"
+    public var appBuild = "unknown"
+    public var appNamespace: String? = nil
+
+    /// Lets tests use values below the user-facing bounds (tiny storage caps, short ages). Never set it in an app.
+    public var testingAllowsValuesBelowBounds = false
+
+    public init(storePath: String) {
+        self.storePath = storePath
+    }
+
+    /// Checks every field; the error names the field, its bounds and the value given.
+    public func validate() throws(OutboxError) {
+        let testing = testingAllowsValuesBelowBounds
+        guard !storePath.isEmpty else { throw .invalidConfiguration("storePath is empty: give the path of the SQLite file") }
+        let minStorage = 24 * 1024  // the store itself needs 24 KiB (its schema alone takes 8 pages)
+        try check("maxStorageSize", maxStorageSize, minStorage...(1 << 40), unit: " bytes")
+        if let count = maxLogCount { try check("maxLogCount", count, 1...4000, unit: "") }
+        let ageSeconds = Int(maxLogAge.components.seconds)
+        try check("maxLogAge", ageSeconds, (testing ? 1 : 3600)...(365 * 24 * 3600), unit: " s")
+        try check("maxDistinctEventNames", maxDistinctEventNames, 1...10_000, unit: "")
+        let windowMs = Int(groupCommitWindow.milliseconds)
+        try check("groupCommitWindow", windowMs, 1...1000, unit: " ms")
+        try check("intakeCapacity", intakeCapacity, (testing ? 1 : 1000)...10_000_000, unit: "")
+        if let endpoint {
+            guard endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") else {
+                throw .invalidConfiguration("endpoint must start with http:// or https://, got \(endpoint)")
+            }
+        }
+        try check("batchSize", batchSize, 1...500, unit: "")
+        let intervalMs = Int(transmissionInterval.milliseconds)
+        try check("transmissionInterval", intervalMs, (testing ? 1 : 6000)...86_400_000, unit: " ms")
+        try check("criticalTransmissionInterval", Int(criticalTransmissionInterval.milliseconds),
+                  (testing ? 1 : 1000)...max(intervalMs, 1), unit: " ms")
+        guard retryIntervals.count <= 10 else {
+            throw .invalidConfiguration("retryIntervals holds at most 10 intervals, got \(retryIntervals.count)")
+        }
+        for interval in retryIntervals {
+            try check("each of retryIntervals", Int(interval.milliseconds), (testing ? 1 : 1000)...86_400_000, unit: " ms")
+        }
+        try check("maxRetryAfter", Int(maxRetryAfter.milliseconds), (testing ? 1 : 1000)...86_400_000, unit: " ms")
+        if let probeInterval {
+            try check("probeInterval", Int(probeInterval.milliseconds), (testing ? 1 : 60_000)...86_400_000, unit: " ms")
+        }
+        try check("requestTimeout", Int(requestTimeout.milliseconds), (testing ? 1 : 1000)...600_000, unit: " ms")
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw .invalidConfiguration("caFile \(caFile) is not a readable file")
+        }
+    }
+
+    var schedulerSettings: DeliveryScheduler.Settings {
+        var settings = DeliveryScheduler.Settings()
+        settings.batchSize = batchSize
+        settings.normalIntervalMs = transmissionInterval.milliseconds
+        settings.criticalIntervalMs = criticalTransmissionInterval.milliseconds
+        settings.dispatchIntervalMs = dispatchInterval?.milliseconds
+        settings.probeIntervalMs = probeInterval?.milliseconds
+        settings.retry = RetryPolicy(intervalsMs: retryIntervals.map(\.milliseconds), maxRetryAfterMs: maxRetryAfter.milliseconds)
+        return settings
+    }
+
+    private func check(_ name: String, _ value: Int, _ range: ClosedRange<Int>, unit: String) throws(OutboxError) {
+        guard range.contains(value) else {
+            throw .invalidConfiguration("\(name) must be between \(range.lowerBound)\(unit) and \(range.upperBound)\(unit), got \(value)\(unit)")
+        }
+    }
+
+    var storeLimits: StoreLimits {
+        var limits = StoreLimits()
+        limits.maxStorageSize = maxStorageSize
+        limits.maxLogCount = maxLogCount
+        limits.maxAgeMs = maxLogAge.milliseconds
+        return limits
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,293 @@
+import Foundation
+import Logging
+
+/// Everything the loop thread owns (DESIGN "Ownership and threads"): the store, the id generator, the counters.
+/// Only the loop thread calls into it, except `init`, which runs before the loop starts.
+final class EngineCore {
+    let loop: EventLoop
+    let store: LogStore
+    let intake: Intake
+    let configuration: Configuration
+    let logger: Logger
+    private var ids = IDGenerator()
+    private let boot: Int64
+    private var async: LoopAsync?
+    private var commitTimer: LoopTimer?
+    private var housekeeping: LoopTimer?
+    private var commitTimerArmed = false
+    private var lastCommitNs: Int64 = 0
+    private let windowNs: Int64
+    /// Logs a failed transaction could not store; retried first at the next commit (never dropped).
+    private var retryBuffer: [NewLog] = []
+    /// Event names of a failed transaction; persisted with the next one (SPEC T4 remembers them across restarts).
+    private var retryNames: [String] = []
+    private(set) var counters = EngineCounters()
+    private(set) var isStopped = false
+    /// Present when the configuration names an endpoint.
+    private(set) var delivery: DeliveryDriver?
+    private var watcher: ReachabilityWatcher?
+    /// SPEC N2: the host's override; nil lets the watcher decide.
+    private var reachabilityOverride: Reachability?
+
+    init(configuration: Configuration, loop: EventLoop, store: LogStore, intake: Intake) {
+        self.configuration = configuration
+        self.logger = configuration.logger
+        self.loop = loop
+        self.store = store
+        self.intake = intake
+        self.boot = BootID.current
+        self.windowNs = configuration.groupCommitWindow.milliseconds * 1_000_000
+    }
+
+    /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
+    func start(installID: UUID) throws {
+        if configuration.endpoint != nil {
+            var options = TransportOptions()
+            options.requestTimeout = configuration.requestTimeout
+            options.caFile = configuration.caFile
+            options.userAgent = "outbox/\(OutboxVersion.string)"
+            let transport = try Transport(loop: loop, options: options)
+            let counts = try store.counts()
+            let device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
+                                               appNamespace: configuration.appNamespace)
+            let delivery = DeliveryDriver(store: store, transport: transport, configuration: configuration, loop: loop,
+                                          installID: installID, device: device,
+                                          waitingNormal: counts.pendingNormal, waitingCritical: counts.pendingCritical)
+            self.delivery = delivery
+            // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
+            if configuration.watchesNetwork && !Self.isLoopback(configuration.endpoint ?? "") {
+                do {
+                    let watcher = try ReachabilityWatcher(loop: loop, logger: logger) { [unowned self] state in
+                        self.networkStateChanged(state)
+                    }
+                    self.watcher = watcher
+                    delivery.setNetworkType(watcher.state.networkType)
+                    if !watcher.state.online { delivery.networkChanged(online: false) }
+                } catch {
+                    logger.warning("no reachability watcher; assuming online", metadata: ["outbox.error": "\(error)"])
+                }
+            }
+        }
+        let async = LoopAsync(loop: loop) { [unowned self] in self.onWake() }
+        self.async = async
+        intake.setWake { async.send() }
+        commitTimer = LoopTimer(loop: loop) { [unowned self] in
+            self.commitTimerArmed = false
+            self.commitNow()
+            self.delivery?.pump()
+        }
+        let housekeeping = LoopTimer(loop: loop) { [unowned self] in self.runHousekeeping() }
+        housekeeping.unref()
+        housekeeping.start(afterMs: 60_000, repeatMs: 60_000)
+        self.housekeeping = housekeeping
+        // A backlog from an earlier run is due at once; the first pump runs inside the loop.
+        if delivery != nil { commitTimer?.start(afterMs: 0) }
+    }
+
+    // MARK: - Group commit (SPEC T5)
+
+    /// The async callback: commit now when something urgent waits, the queue is long, or the window since the
+    /// last commit has passed; otherwise arm a timer for the end of the window so that small trickles share one
+    /// transaction.
+    private func onWake() {
+        let (count, urgent, closed) = intake.peek()
+        if closed { stop(); return }
+        guard count > 0 else { return }
+        let now = configuration.clock.monoNs()
+        if urgent || count >= intake.commitThreshold || now - lastCommitNs >= windowNs {
+            commitNow()
+        } else if !commitTimerArmed, let commitTimer {
+            commitTimerArmed = true
+            commitTimer.start(afterMs: UInt64(max(1, (lastCommitNs + windowNs - now) / 1_000_000)))
+        }
+    }
+
+    /// Drains the intake and stores everything in one transaction per run of events.
+    func commitNow() {
+        if commitTimerArmed { commitTimer?.stop(); commitTimerArmed = false }
+        let items = intake.takeAll()
+        guard !items.isEmpty || !retryBuffer.isEmpty else { return }
+        var logs: [NewLog] = []
+        var waiters: [(Int, CommitWaiter)] = []
+        var names: [String] = []
+        logs.reserveCapacity(items.count + retryBuffer.count)
+        logs.append(contentsOf: retryBuffer)
+        names.append(contentsOf: retryNames)
+        retryBuffer.removeAll()
+        retryNames.removeAll()
+        var barriers: [CommitWaiter] = []
+
+        for item in items {
+            switch item {
+            case .event(let draft):
+                if let waiter = draft.waiter { waiters.append((logs.count, waiter)) }
+                if let name = draft.newName { names.append(name) }
+                logs.append(makeLog(draft))
+            case .barrier(let waiter):
+                barriers.append(waiter)
+            case .setEnabled(let enabled):
+                flush(&logs, &names, &waiters)
+                applyEnabled(enabled)
+            case .task(let work):
+                flush(&logs, &names, &waiters)
+                work()
+            }
+        }
+        flush(&logs, &names, &waiters)
+        lastCommitNs = configuration.clock.monoNs()
+        for barrier in barriers { barrier.signal(nil) }
+    }
+
+    private func makeLog(_ draft: EventDraft) -> NewLog {
+        let id = ids.uuid()
+        var payload: [UInt8] = []
+        payload.reserveCapacity(draft.body.count + 64)
+        payload.append(contentsOf: #"{"type":"event","id":""#.utf8)
+        id.write(into: &payload)
+        payload.append(UInt8(ascii: "\""))
+        // Sessions and users (SPEC A1–A3, A8) add `sid` and `userId` here.
+        if !draft.body.isEmpty {
+            payload.append(UInt8(ascii: ","))
+            payload.append(contentsOf: draft.body)
+        }
+        payload.append(UInt8(ascii: "}"))
+        return NewLog(id: id, priority: draft.priority, wallMs: draft.wallMs, monoNs: draft.monoNs, boot: boot,
+                      context: 0, payload: payload)
+    }
+
+    private func flush(_ logs: inout [NewLog], _ names: inout [String], _ waiters: inout [(Int, CommitWaiter)]) {
+        guard !logs.isEmpty || !names.isEmpty else { return }
+        do {
+            let result = try store.append(logs, newEventNames: names)
+            counters.stored += result.stored
+            counters.evicted += result.evicted
+            if let delivery {
+                var critical = 0, normal = 0
+                for (index, log) in logs.enumerated() where result.rejected[index] == nil {
+                    if log.priority == .critical { critical += 1 } else { normal += 1 }
+                }
+                // Evictions take the oldest normal logs first (SPEC S2): the waiting count shrinks accordingly.
+                if result.evicted > 0 { delivery.removed(normal: result.evicted, critical: 0) }
+                delivery.stored(normal: normal, critical: critical)
+            }
+            counters.rejected += result.rejected.count
+            if !result.rejected.isEmpty {
+                logger.warning("logs not stored", metadata: [
+                    "outbox.rejected": "\(result.rejected.count)",
+                    "outbox.reason": "\(result.rejected.values.first.map(String.init(describing:)) ?? "")",
+                ])
+            }
+            for (index, waiter) in waiters { waiter.signal(result.rejected[index]) }
+        } catch {
+            // The transaction rolled back. Normal logs were accepted already: keep them and try again at the next
+            // commit. A critical caller still waits, so it gets the error and decides (its log is not kept).
+            let failure = (error as? OutboxError) ?? .storage(code: -1, message: "\(error)")
+            logger.error("storing logs failed; kept in memory and retried", metadata: ["outbox.error": "\(failure)"])
+            let waited = Set(waiters.map(\.0))
+            for (_, waiter) in waiters { waiter.signal(failure) }
+            for (index, log) in logs.enumerated() where !waited.contains(index) { retryBuffer.append(log) }
+            retryNames.append(contentsOf: names)
+            if let commitTimer, !commitTimerArmed {
+                commitTimerArmed = true
+                commitTimer.start(afterMs: 1000)
+            }
+        }
+        logs.removeAll(keepingCapacity: true)
+        names.removeAll()
+        waiters.removeAll()
+    }
+
+    private func applyEnabled(_ enabled: Bool) {
+        do {
+            try store.setMeta(MetaKey.enabled, enabled ? "1" : "0")
+            if !enabled {
+                // SPEC T6: the user opted out — what was stored goes too.
+                retryBuffer.removeAll()
+                try store.deleteAllLogs()
+                delivery?.removed(normal: Int.max / 2, critical: Int.max / 2)
+                logger.info("collection disabled; stored logs deleted")
+            } else {
+                logger.info("collection enabled")
+            }
+        } catch {
+            logger.error("could not persist the enabled flag", metadata: ["outbox.error": "\(error)"])
+        }
+    }
+
+    // MARK: - Reachability (SPEC N1, N2, R6)
+
+    private func networkStateChanged(_ state: NetworkState) {
+        delivery?.setNetworkType(state.networkType)
+        guard reachabilityOverride == nil else { return }
+        delivery?.networkChanged(online: state.online)
+    }
+
+    func setReachability(_ reachability: Reachability?) {
+        reachabilityOverride = reachability
+        switch reachability {
+        case .online?: delivery?.networkChanged(online: true)
+        case .offline?: delivery?.networkChanged(online: false)
+        case nil: delivery?.networkChanged(online: watcher?.state.online ?? true)
+        }
+    }
+
+    static func isLoopback(_ endpoint: String) -> Bool {
+        guard let host = URLComponents(string: endpoint)?.host?.lowercased() else { return false }
+        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
+    }
+
+    // MARK: - Housekeeping
+
+    private func runHousekeeping() {
+        do {
+            let expired = try store.expire(nowMs: configuration.clock.wallMs())
+            counters.expired += expired
+            if expired > 0 { delivery?.removed(normal: expired, critical: 0) }
+        } catch {
+            logger.error("expiry failed", metadata: ["outbox.error": "\(error)"])
+        }
+    }
+
+    // MARK: - Shutdown
+
+    /// Commits what is queued, closes the store and every handle. Runs on the loop thread.
+    func stop() {
+        guard !isStopped else { return }
+        isStopped = true
+        commitNow()
+        delivery?.close()
+        watcher?.close()
+        if !retryBuffer.isEmpty {
+            logger.error("logs could not be stored before shutdown", metadata: ["outbox.lost": "\(retryBuffer.count)"])
+        }
+        store.close()
+        intake.detachWake()
+        loop.closeAll()
+    }
+}
+
+/// What this engine did since it started.
+struct EngineCounters: Sendable, Equatable {
+    var stored = 0
+    var evicted = 0
+    var rejected = 0
+    var expired = 0
+}
+
+enum MetaKey {
+    static let installID = "install_id"
+    static let enabled = "enabled"
+    static let userID = "user_id"
+    static let firstStart = "first_start_done"
+    /// Why delivery is disabled (SPEC R5), persisted so that `outbox status` can show it.
+    static let disabledReason = "disabled_reason"
+}
+
+/// The kernel's boot id, reduced to 64 bits: monotonic times compare only within one boot (SPEC A9).
+enum BootID {
+    static let current: Int64 = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else { return 0 }
+        let hex = text.filter(\.isHexDigit).prefix(16)
+        return Int64(bitPattern: UInt64(hex, radix: 16) ?? 0)
+    }()
+}

@@ -1,0 +1,176 @@
+import CLibUV
+import Foundation
+
+/// How the engine runs its libuv loop (DESIGN "Ownership and threads").
+public enum RunMode: @unchecked Sendable {
+    /// The engine starts a thread that runs its own `uv_loop_t`.
+    case dedicatedThread
+    /// The engine registers its handles on the host's `uv_loop_t *` and never runs it. Create the engine and
+    /// call `shutdown()` on the thread that runs that loop (libuv handles are not thread-safe). Every handle of
+    /// the engine is unref'd, so the engine never keeps the host's loop alive.
+    case hostLoop(UnsafeMutableRawPointer)
+}
+
+/// The engine's libuv loop: owns it (dedicated mode) or borrows it (host mode), tracks every handle the engine
+/// opened so that shutdown closes them all.
+final class EventLoop: @unchecked Sendable {
+    let raw: UnsafeMutablePointer<uv_loop_t>
+    let isHosted: Bool
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+    /// `uv_loop_close`'s result after a dedicated loop stopped (0 = no handle leaked).
+    private(set) var closeResult: Int32?
+    /// The thread that runs the loop; in host mode the thread that created the engine.
+    private var loopThread: pthread_t
+    private var handles: [ObjectIdentifier: LoopHandle] = [:]
+
+    init(mode: RunMode) throws {
+        switch mode {
+        case .dedicatedThread:
+            raw = .allocate(capacity: 1)
+            let rc = uv_loop_init(raw)
+            guard rc == 0 else {
+                raw.deallocate()
+                throw OutboxError.io(path: "uv_loop_init", message: String(cString: uv_strerror(rc)))
+            }
+            isHosted = false
+        case .hostLoop(let pointer):
+            raw = pointer.assumingMemoryBound(to: uv_loop_t.self)
+            isHosted = true
+        }
+        loopThread = pthread_self()
+    }
+
+    /// Starts the dedicated thread (no-op in host mode). Handles created before this are registered on a loop
+    /// that is not running yet, which libuv allows from any thread.
+    func startThread(name: String) {
+        guard !isHosted else { return }
+        let started = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in
+            self.loopThread = pthread_self()
+            started.signal()
+            uv_run(self.raw, UV_RUN_DEFAULT)
+            // Close callbacks of handles closed in the last iteration have run: the loop must be empty now.
+            self.closeResult = uv_loop_close(self.raw)
+            self.raw.deallocate()
+            self.finished.signal()
+        }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        self.thread = thread
+        thread.start()
+        // The loop thread's id must be known before any caller asks `isOnLoopThread`.
+        started.wait()
+    }
+
+    /// Waits for the dedicated loop thread to end (after every handle was closed).
+    func joinThread() {
+        guard !isHosted, thread != nil else { return }
+        finished.wait()
+        thread = nil
+    }
+
+    var isOnLoopThread: Bool {
+        if !isHosted && thread == nil { return false }
+        return pthread_equal(pthread_self(), loopThread) != 0
+    }
+
+    func register(_ handle: LoopHandle) {
+        handles[ObjectIdentifier(handle)] = handle
+        if isHosted { uv_unref(handle.raw) }
+    }
+
+    func unregister(_ handle: LoopHandle) {
+        handles.removeValue(forKey: ObjectIdentifier(handle))
+    }
+
+    /// Closes every handle the engine opened. Must run on the loop thread.
+    func closeAll() {
+        for handle in Array(handles.values) { handle.close() }
+        handles.removeAll()
+    }
+
+    var openHandleCount: Int { handles.count }
+}
+
+/// Base of the engine's libuv handles. The handle memory holds a retained reference to its Swift object in
+/// `data`; the close callback releases it and frees the memory, so an object outlives every callback of its handle.
+class LoopHandle {
+    let raw: UnsafeMutablePointer<uv_handle_t>
+    private(set) var isClosed = false
+    weak var owner: EventLoop?
+
+    init(type: uv_handle_type) {
+        let size = uv_handle_size(type)
+        raw = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16).bindMemory(to: uv_handle_t.self, capacity: 1)
+    }
+
+    /// Call once the handle was initialised: from now on libuv owns the memory until the close callback.
+    func retainForLoop(_ loop: EventLoop) {
+        raw.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        owner = loop
+        loop.register(self)
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        owner?.unregister(self)
+        uv_close(raw) { handle in
+            guard let handle, let data = handle.pointee.data else { return }
+            Unmanaged<LoopHandle>.fromOpaque(data).release()
+            UnsafeMutableRawPointer(handle).deallocate()
+        }
+    }
+}
+
+/// A `uv_timer_t` running a closure on the loop thread.
+final class LoopTimer: LoopHandle {
+    /// Runs on the loop thread each time the timer fires; may be set after creation (before the first start).
+    var action: () -> Void
+
+    init(loop: EventLoop, action: @escaping () -> Void = {}) {
+        self.action = action
+        super.init(type: UV_TIMER)
+        uv_timer_init(loop.raw, timer)
+        retainForLoop(loop)
+    }
+
+    private var timer: UnsafeMutablePointer<uv_timer_t> { UnsafeMutableRawPointer(raw).assumingMemoryBound(to: uv_timer_t.self) }
+
+    func start(afterMs: UInt64, repeatMs: UInt64 = 0) {
+        guard !isClosed else { return }
+        uv_timer_start(timer, { timer in
+            guard let timer, let data = timer.pointee.data else { return }
+            Unmanaged<LoopTimer>.fromOpaque(data).takeUnretainedValue().action()
+        }, afterMs, repeatMs)
+    }
+
+    func stop() {
+        guard !isClosed else { return }
+        uv_timer_stop(timer)
+    }
+
+    /// An unref'd timer does not keep the loop alive (housekeeping).
+    func unref() { uv_unref(raw) }
+}
+
+/// A `uv_async_t`: the one way other threads wake the loop. `send` is thread-safe until `close`.
+final class LoopAsync: LoopHandle {
+    private let action: () -> Void
+
+    init(loop: EventLoop, action: @escaping () -> Void) {
+        self.action = action
+        super.init(type: UV_ASYNC)
+        uv_async_init(loop.raw, async, { async in
+            guard let async, let data = async.pointee.data else { return }
+            Unmanaged<LoopAsync>.fromOpaque(data).takeUnretainedValue().action()
+        })
+        retainForLoop(loop)
+    }
+
+    private var async: UnsafeMutablePointer<uv_async_t> { UnsafeMutableRawPointer(raw).assumingMemoryBound(to: uv_async_t.self) }
+
+    /// Callers must make sure `close` cannot run concurrently (the intake calls this under its lock).
+    func send() { uv_async_send(async) }
+}

@@ -1,0 +1,296 @@
+import Foundation
+import Logging
+
+/// The engine an app embeds: it records analytics logs durably in SQLite (and, with delivery configured, sends
+/// them in batches). Every public method may be called from any thread; none blocks on disk or network, except
+/// that a `.critical` log waits for its commit (SPEC T5).
+///
+/// ```swift
+/// let engine = try OutboxEngine(configuration: Configuration(storePath: "/tmp/app.outbox"))
+/// try engine.trackEvent("signup", properties: ["plan": "pro", "seats": 3])
+/// try engine.trackEvent("payment", flags: .critical)   // committed before this returns
+/// await engine.persisted()                               // everything so far is on disk
+/// engine.shutdown()
+/// ```
+public final class OutboxEngine: @unchecked Sendable {
+    /// The anonymous install id (SPEC A8), persisted in the store; sent as `Install-ID`.
+    public let installID: UUID
+    /// Where the store was moved aside because it was corrupt at open (SPEC S7); nil when it was healthy.
+    public let recoveredCorruptStore: String?
+    private let configuration: Configuration
+    private let logger: Logger
+    private let loop: EventLoop
+    private let intake: Intake
+    private let core: EngineCore
+    private var shutdownLock = pthread_mutex_t()
+    private var isShutDown = false
+
+    /// Opens (or creates) the store and starts the engine. Errors: `invalidConfiguration`, `storeLocked` when
+    /// another engine holds the file, `storeTooNew`, `storage`/`io` when the file cannot be opened.
+    public init(configuration: Configuration) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        self.logger = configuration.logger
+        let store = try LogStore(path: configuration.storePath, limits: configuration.storeLimits,
+                                 clock: configuration.clock, logger: configuration.logger)
+        var storeOwnedHere = true
+        defer { if storeOwnedHere { store.close() } }
+
+        let installID: UUID
+        if let text = try store.meta(MetaKey.installID), let id = UUID(uuidString: text) {
+            installID = id
+        } else {
+            installID = UUID()
+            try store.setMeta(MetaKey.installID, installID.uuidString.lowercased())
+        }
+        self.installID = installID
+        self.recoveredCorruptStore = store.recoveredFromCorruption
+        let enabled = try store.meta(MetaKey.enabled) != "0"
+        let expired = try store.expire(nowMs: configuration.clock.wallMs())
+        if expired > 0 { logger.info("expired logs deleted at start", metadata: ["outbox.expired": "\(expired)"]) }
+        intake = Intake(enabled: enabled, names: try store.eventNames(),
+                        maxNames: configuration.maxDistinctEventNames, capacity: configuration.intakeCapacity)
+
+        loop = try EventLoop(mode: configuration.runMode)
+        core = EngineCore(configuration: configuration, loop: loop, store: store, intake: intake)
+        storeOwnedHere = false
+        try core.start(installID: installID)
+        loop.startThread(name: "outbox-loop")
+        pthread_mutex_init(&shutdownLock, nil)
+        logger.info("engine started", metadata: ["outbox.store": "\(configuration.storePath)"])
+    }
+
+    deinit { pthread_mutex_destroy(&shutdownLock) }
+
+    // MARK: - Tracking (SPEC T1–T7)
+
+    /// Records an event (SPEC T1). Names longer than 256 characters are truncated, properties beyond 20 dropped
+    /// (keeping the first 20 in key order), long keys and strings truncated to 125 — each with a warning.
+    /// Throws `emptyEventName`, `invalidPropertyValue` (NaN, infinity), `tooManyEventNames` (SPEC T4), and for a
+    /// `.critical` log any error that prevented its commit. While disabled (SPEC T6) the event is ignored.
+    public func trackEvent(_ name: String, properties: [String: PropertyValue] = [:], flags: LogFlags = .normal) throws {
+        let validated = try EventValidator.validate(name: name, properties: properties)
+        if !validated.adjustments.isEmpty { warn(name: validated.name, validated.adjustments) }
+        let onLoopThread = loop.isOnLoopThread
+        let waiter = flags == .critical && !onLoopThread ? CommitWaiter() : nil
+        let clock = configuration.clock
+        let draft = EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(),
+                               body: validated.body, newName: nil, waiter: waiter)
+        guard try intake.admit(name: validated.name, draft: draft, onLoopThread: onLoopThread) == .accepted else { return }
+        if onLoopThread {
+            // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
+            if flags == .critical || intake.peek().count >= intake.commitThreshold { core.commitNow() }
+        } else if let waiter, let error = waiter.wait() {
+            throw error
+        }
+    }
+
+    private func warn(name: String, _ adjustments: EventValidator.Adjustments) {
+        var metadata: Logger.Metadata = ["outbox.event": "\(name)"]
+        if adjustments.nameTruncated { metadata["outbox.name_truncated_to"] = "\(EventValidator.maxNameLength)" }
+        if !adjustments.droppedKeys.isEmpty { metadata["outbox.dropped_properties"] = "\(adjustments.droppedKeys)" }
+        if !adjustments.truncatedKeys.isEmpty { metadata["outbox.truncated_keys"] = "\(adjustments.truncatedKeys)" }
+        if !adjustments.truncatedValues.isEmpty { metadata["outbox.truncated_values"] = "\(adjustments.truncatedValues)" }
+        logger.warning("event adjusted to the limits of SPEC T2-T3", metadata: metadata)
+    }
+
+    /// Returns once everything tracked before the call is committed to SQLite (SPEC T5).
+    public func persisted() async {
+        if loop.isOnLoopThread { core.commitNow(); return }
+        _ = await withCheckedContinuation { (continuation: CheckedContinuation<OutboxError?, Never>) in
+            do {
+                try intake.submit(.barrier(CommitWaiter(continuation: continuation)))
+            } catch {
+                continuation.resume(returning: nil)  // shut down: everything was committed by shutdown
+            }
+        }
+    }
+
+    /// SPEC T6: persisted across restarts. Setting `false` deletes the stored logs and ignores new ones.
+    public var isEnabled: Bool { intake.isEnabled }
+
+    public func setEnabled(_ enabled: Bool) throws {
+        try intake.submit(.setEnabled(enabled))
+        if loop.isOnLoopThread { core.commitNow() }
+    }
+
+    // MARK: - Delivery (SPEC C5–C8, R5, N2)
+
+    /// SPEC C5: stops sending; tracking and storing go on. In-flight requests finish.
+    public func pause() { onLoop { $0.delivery?.pause() } }
+
+    /// SPEC C5: sends what accumulated.
+    public func resume() { onLoop { $0.delivery?.resume() } }
+
+    /// SPEC C7: sends everything waiting now, whatever the dispatch mode.
+    public func dispatch() { onLoop { $0.delivery?.dispatch(completion: nil) } }
+
+    /// SPEC C7: like `dispatch()`, then calls `completion` once (on the loop thread) with the result of the first
+    /// request it started, or `.noData` when nothing waited — call again until `.noData` to drain.
+    public func dispatch(completion: @escaping @Sendable (DispatchResult) -> Void) {
+        onLoop { core in
+            guard let delivery = core.delivery else { completion(.noData); return }
+            delivery.dispatch(completion: completion)
+        }
+    }
+
+    /// SPEC R5: re-enables sending after exhausted retries and sends waiting batches now.
+    public func retryNow() { onLoop { $0.delivery?.retryNow() } }
+
+    /// SPEC N2: the host's word on reachability overrides the rtnetlink watcher; `nil` hands back to the watcher.
+    public func setReachability(_ reachability: Reachability?) {
+        onLoop { $0.setReachability(reachability) }
+    }
+
+    /// Waits until the store is empty and nothing is in flight, or `timeout` passes. Returns true when drained.
+    public func waitUntilDelivered(timeout: Duration) async -> Bool {
+        let once = OnceFlag()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            onLoop { core in
+                guard let delivery = core.delivery else {
+                    if once.claim() { continuation.resume(returning: false) }
+                    return
+                }
+                delivery.whenIdle { if once.claim() { continuation.resume(returning: true) } }
+                let deadline = LoopTimer(loop: core.loop)
+                deadline.action = { [unowned deadline] in
+                    deadline.close()
+                    if once.claim() { continuation.resume(returning: false) }
+                }
+                deadline.start(afterMs: UInt64(max(0, timeout.milliseconds)))
+                delivery.whenIdle { deadline.close() }
+            } orElse: {
+                if once.claim() { continuation.resume(returning: false) }
+            }
+        }
+    }
+
+    /// SPEC C8: sends what it can within `drainFor`, then shuts down; what was not delivered stays stored.
+    public func shutdown(drainFor: Duration) async {
+        dispatch()
+        _ = await waitUntilDelivered(timeout: drainFor)
+        shutdown()
+    }
+
+    /// Runs `body` on the loop thread (inline when already there); `orElse` runs when the engine is shut down.
+    private func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
+        if loop.isOnLoopThread {
+            guard !core.isStopped else { orElse?(); return }
+            body(core)
+            return
+        }
+        let core = self.core
+        do {
+            try intake.submit(.task { body(core) })
+        } catch {
+            orElse?()
+        }
+    }
+
+    // MARK: - Inspection
+
+    /// The store's counters and the engine's state (SPEC X4), read on the loop thread.
+    public func status() async throws -> EngineStatus {
+        if loop.isOnLoopThread { return try makeStatus() }
+        return try await withCheckedThrowingContinuation { continuation in
+            do {
+                try intake.submit(.task { [self] in continuation.resume(with: Result { try self.makeStatus() }) })
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+
+    private func makeStatus() throws -> EngineStatus {
+        let counts = try core.store.counts()
+        let now = configuration.clock.wallMs()
+        return EngineStatus(
+            pendingNormal: counts.pendingNormal, pendingCritical: counts.pendingCritical, inFlight: counts.inFlight,
+            bytes: counts.bytes, oldestAgeSeconds: counts.oldestWallMs.map { Double(max(0, now - $0)) / 1000 },
+            deadLetters: counts.deadLetters, enabled: intake.isEnabled, disabledReason: core.delivery?.disabledReason,
+            installID: installID.uuidString.lowercased(), stored: core.counters.stored,
+            evicted: core.counters.evicted, rejected: core.counters.rejected,
+            expired: core.counters.expired + (core.delivery?.counters.expired ?? 0),
+            delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
+            retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0)
+    }
+
+    // MARK: - Shutdown
+
+    /// Commits everything tracked so far, closes the store and every libuv handle. Later calls throw `shutDown`.
+    /// Dedicated mode: returns after the loop thread ended (`uv_loop_close` returned). Host mode: call it on the
+    /// loop's thread; the handles finish closing during the host's next `uv_run`.
+    public func shutdown() {
+        pthread_mutex_lock(&shutdownLock)
+        defer { pthread_mutex_unlock(&shutdownLock) }
+        guard !isShutDown else { return }
+        isShutDown = true
+        _ = intake.close()
+        if loop.isHosted {
+            core.stop()
+        } else {
+            loop.joinThread()
+            if let result = loop.closeResult, result != 0 {
+                logger.error("libuv loop closed with handles still open", metadata: ["outbox.uv": "\(result)"])
+            }
+        }
+        logger.info("engine stopped")
+    }
+
+    /// Runs `body` with the store on the loop thread after committing what is queued (tests, the crash child).
+    func withStore<T: Sendable>(_ body: @escaping @Sendable (LogStore) throws -> T) async throws -> T {
+        if loop.isOnLoopThread { core.commitNow(); return try body(core.store) }
+        let core = self.core
+        return try await withCheckedThrowingContinuation { continuation in
+            do {
+                try intake.submit(.task { continuation.resume(with: Result { try body(core.store) }) })
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+
+    /// `uv_loop_close`'s result in dedicated mode after `shutdown()` (0: no handle leaked). For tests.
+    var dedicatedLoopCloseResult: Int32? { loop.closeResult }
+    var openHandleCount: Int { loop.openHandleCount }
+}
+
+/// A snapshot of the engine (SPEC X4).
+public struct EngineStatus: Sendable, Equatable, Codable {
+    public var pendingNormal: Int
+    public var pendingCritical: Int
+    public var inFlight: Int
+    public var bytes: Int
+    public var oldestAgeSeconds: Double?
+    public var deadLetters: Int
+    public var enabled: Bool
+    public var disabledReason: String?
+    public var installID: String
+    /// Since this engine started.
+    public var stored: Int
+    public var evicted: Int
+    public var rejected: Int
+    public var expired: Int
+    public var delivered: Int
+    public var deadLettered: Int
+    public var retries: Int
+    public var requests: Int
+}
+
+/// SPEC N2: what the host says about the network.
+public enum Reachability: Sendable, Equatable {
+    case online
+    case offline
+}
+
+/// A flag that lets exactly one of several racing callers through.
+final class OnceFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    func claim() -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        if done { return false }
+        done = true
+        return true
+    }
+}

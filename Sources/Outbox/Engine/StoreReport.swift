@@ -1,0 +1,25 @@
+import Foundation
+
+/// What `outbox status` prints (SPEC X4), read from a store file without taking it over: works while an engine
+/// runs on it (SQLite WAL readers do not block the writer).
+public struct StoreReport: Sendable, Equatable {
+    public var pendingNormal: Int
+    public var pendingCritical: Int
+    public var inFlight: Int
+    public var bytes: Int
+    public var oldestAgeSeconds: Double?
+    public var deadLetters: Int
+    public var enabled: Bool
+    public var disabledReason: String?
+    public var installID: String?
+
+    public static func read(path: String, clock: any OutboxClock = SystemClock()) throws -> StoreReport {
+        let (counts, meta) = try LogStore.inspect(path: path)
+        let now = clock.wallMs()
+        return StoreReport(
+            pendingNormal: counts.pendingNormal, pendingCritical: counts.pendingCritical, inFlight: counts.inFlight,
+            bytes: counts.bytes, oldestAgeSeconds: counts.oldestWallMs.map { Double(max(0, now - $0)) / 1000 },
+            deadLetters: counts.deadLetters, enabled: meta[MetaKey.enabled] != "0",
+            disabledReason: meta[MetaKey.disabledReason], installID: meta[MetaKey.installID])
+    }
+}

@@ -1,0 +1,181 @@
+import CSQLite
+import Logging
+
+/// Opening, configuring and recovering the store file (SPEC S1, S6, S7, C9).
+extension LogStore {
+    /// Page size for a new database. 4 KiB pages are the fastest here, but the empty schema alone takes
+    /// 8 pages (one per table and index, plus the schema page): 32 KiB, more than the smallest allowed cap
+    /// (24 KiB). Small caps therefore get 1 KiB pages. An existing file keeps the page size it was created
+    /// with (SQLite cannot change it in WAL mode).
+    static func pageSize(for maxStorageSize: Int) -> Int {
+        maxStorageSize >= 512 * 1024 ? 4096 : 1024
+    }
+
+    struct Opened {
+        var db: Database
+        var movedAside: String?
+    }
+
+    /// Opens the database; a corrupt or non-database file is moved aside and a fresh one created (S7).
+    static func openOrRecover(path: String, limits: StoreLimits, clock: any OutboxClock,
+                              logger: Logger) throws(OutboxError) -> Opened {
+        do throws(OutboxError) {
+            return Opened(db: try openDatabase(path: path, limits: limits), movedAside: nil)
+        } catch {
+            guard error.isCorruption else { throw error }
+            let moved = try moveAside(path: path, clock: clock)
+            reportCorruption(path: path, movedTo: moved, cause: error, logger: logger)
+            return Opened(db: try openDatabase(path: path, limits: limits), movedAside: moved)
+        }
+    }
+
+    /// Opens, checks and migrates. Throws a corruption error (`isCorruption`) when the file is unusable.
+    static func openDatabase(path: String, limits: StoreLimits) throws(OutboxError) -> Database {
+        try FileSystem.createIfMissing(path, mode: 0o600)
+        // A file from elsewhere (a copy, an older tool) may be readable by others: logs are user data (S1).
+        for file in [path, path + "-wal", path + "-shm"] {
+            if let mode = FileSystem.mode(file), mode & 0o077 != 0 { FileSystem.chmod(file, 0o600) }
+        }
+        let db = try Database(path: path)
+        do throws(OutboxError) {
+            // Only effective on an empty file, and only before WAL mode is set.
+            try db.exec("PRAGMA page_size = \(pageSize(for: limits.maxStorageSize))")
+            // Reading the header happens here: a file that is not a database fails with SQLITE_NOTADB.
+            let mode = try db.string("PRAGMA journal_mode = WAL")
+            if mode?.lowercased() != "wal" {
+                throw .storage(code: SQLITE_ERROR, message: "cannot switch \(path) to WAL mode (got \(mode ?? "nothing"))")
+            }
+            // NORMAL in WAL mode: a commit survives a killed process (the kernel has the write, T5); a power
+            // loss may roll back the commits since the last WAL sync but never corrupts. FULL would sync on
+            // every commit (DESIGN: ~56k vs ~6k commits/s).
+            try db.exec("PRAGMA synchronous = NORMAL")
+            try quickCheck(db)
+            try LogSchema.migrator.migrate(db)
+            return db
+        } catch {
+            db.close()
+            throw error
+        }
+    }
+
+    /// `PRAGMA quick_check`: verifies every b-tree page's structure (not index contents), so a truncated or
+    /// scribbled file is caught at open instead of at a random later query. It reads the whole file; opening
+    /// a full 10 MiB store, this check included, takes ~25 ms here.
+    static func quickCheck(_ db: Database) throws(OutboxError) {
+        let check = try db.prepare("PRAGMA quick_check(1)")
+        guard try check.step() else { return }
+        let verdict = check.string(at: 0)
+        if verdict != "ok" {
+            throw .storage(code: SQLITE_CORRUPT, message: "integrity check failed: \(verdict.prefix(200))")
+        }
+    }
+
+    /// Moves `path` and its -wal/-shm to `<path>.corrupt-<unix-seconds>` (with `-wal`/`-shm` suffixes).
+    /// Returns the new path of the main file.
+    static func moveAside(path: String, clock: any OutboxClock) throws(OutboxError) -> String {
+        let stamp = clock.wallMs() / 1000
+        var target = "\(path).corrupt-\(stamp)"
+        var attempt = 1
+        // Two corruptions within one second must not overwrite the first evidence.
+        while FileSystem.exists(target) {
+            target = "\(path).corrupt-\(stamp)-\(attempt)"
+            attempt += 1
+        }
+        try FileSystem.moveIfPresent(path, to: target)
+        try FileSystem.moveIfPresent(path + "-wal", to: target + "-wal")
+        try FileSystem.moveIfPresent(path + "-shm", to: target + "-shm")
+        return target
+    }
+
+    static func reportCorruption(path: String, movedTo: String, cause: OutboxError, logger: Logger) {
+        logger.error("the store was corrupt or unreadable: moved it aside and started a fresh one; its logs are not sent (SPEC S7)", metadata: [
+            "outbox.store": "\(path)",
+            "outbox.moved_to": "\(movedTo)",
+            "outbox.cause": "\(cause)",
+        ])
+    }
+
+    /// Per-connection settings, then the start-up duties: in-flight rows back to pending (S6, C9), the cap
+    /// re-applied (S2, after a configuration change), expiry (S4).
+    func configureOpenedDatabase() throws(OutboxError) {
+        pageSize = Int(try db.pragma("page_size"))
+        guard pageSize > 0 else {
+            throw .storage(code: SQLITE_CORRUPT, message: "page size of \(path) reads as 0")
+        }
+        maxPages = max(1, limits.maxStorageSize / pageSize)
+        // max_page_count is not stored in the file: it must be set on every open. SQLite refuses to go below
+        // the current page count, which `enforceCapAtOpen` then fixes.
+        try db.exec("PRAGMA max_page_count = \(maxPages)")
+        try db.exec("PRAGMA journal_size_limit = \(walSizeLimit)")
+        try db.exec("PRAGMA wal_autocheckpoint = \(walAutocheckpointPages)")
+        // A store rebuilt by VACUUM (opt-out, cap lowered) needs its temporary copy somewhere; memory keeps
+        // it off the disk that may be full.
+        try db.exec("PRAGMA temp_store = MEMORY")
+
+        try db.transaction { () throws(OutboxError) in
+            // C9, S6: whatever was in flight when the last process stopped is sent again; and the retry
+            // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
+            // in the old process's clock anyway.
+            try db.execute("UPDATE logs SET batch = NULL, next_attempt_ms = 0 WHERE batch IS NOT NULL OR next_attempt_ms <> 0")
+        }
+        baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
+        try loadCounters()
+        try enforceCapAtOpen()
+        _ = try expireOnce(nowMs: clock.wallMs())
+        try pruneContexts()
+    }
+
+    func loadCounters() throws(OutboxError) {
+        let scan = try db.prepare("SELECT count(*), max(seq), min(wall_ms) FROM logs")
+        if try scan.step() {
+            logCount = scan.int(at: 0)
+            nextSeq = (scan.optionalInt64(at: 1) ?? 0) + 1
+            minWallMs = scan.optionalInt64(at: 2)
+        }
+        lastBatchID = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.lastBatchKey)]) ?? "") ?? 0
+    }
+
+    /// When the cap was lowered since the file was written, evicts down to it and rebuilds the file so that it
+    /// shrinks (without auto_vacuum, freed pages stay in the file).
+    func enforceCapAtOpen() throws(OutboxError) {
+        let pageCount = Int(try db.pragma("page_count"))
+        let used = try Self.usedBytes(db)
+        let countOver = limits.maxLogCount.map { logCount > $0 } ?? false
+        guard pageCount > maxPages || used > budgetBytes || countOver else { return }
+        let evicted = try db.transaction { () throws(OutboxError) -> [EvictionEvent] in
+            try makeRoom(for: [], mandatoryBytes: 0, extraBytes: 0, overflowMayEvictCritical: true).evictions
+        }
+        commitEvictions(evicted, reason: "cap lowered")
+        if pageCount > maxPages {
+            try db.exec("VACUUM")
+            try db.checkpoint(.truncate)
+            try db.exec("PRAGMA max_page_count = \(maxPages)")
+        }
+    }
+
+    /// Device contexts no log refers to any more, except the latest (which new logs will use).
+    func pruneContexts() throws(OutboxError) {
+        try db.transaction { () throws(OutboxError) in
+            try db.execute("""
+                DELETE FROM contexts WHERE id <> (SELECT max(id) FROM contexts)
+                AND id NOT IN (SELECT context FROM logs)
+                """)
+        }
+    }
+
+    /// Mid-session corruption (S7): the same treatment as at open, keeping the lock.
+    func recoverFromCorruption(cause: OutboxError) throws(OutboxError) {
+        // The engine may still hold seqs and batch ids of the lost file: numbering continues above them, so a
+        // late complete(seqs:) or complete(batchID:) cannot touch a row of the fresh file.
+        let previousSeq = nextSeq
+        let previousBatch = lastBatchID
+        db.close()
+        let moved = try Self.moveAside(path: path, clock: clock)
+        Self.reportCorruption(path: path, movedTo: moved, cause: cause, logger: logger)
+        db = try Self.openDatabase(path: path, limits: limits)
+        recoveredFromCorruption = moved
+        try configureOpenedDatabase()
+        nextSeq = max(nextSeq, previousSeq)
+        lastBatchID = max(lastBatchID, previousBatch)
+    }
+}

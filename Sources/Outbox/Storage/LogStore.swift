@@ -1,0 +1,424 @@
+import CSQLite
+import Logging
+
+/// The durable queue of logs (SPEC S1–S7, C4, C9, R2): one SQLite file in WAL mode, one connection, owned
+/// by the engine's loop thread.
+///
+/// ```swift
+/// let store = try LogStore(path: "/var/lib/app/outbox.sqlite", limits: StoreLimits(),
+///                          clock: SystemClock(), logger: logger)
+/// let result = try store.append(logs)                 // one transaction (group commit)
+/// if let batch = try store.claim(limit: 50, nowMs: clock.wallMs()) {
+///     // send batch.logs …
+///     try store.complete(batchID: batch.batchID)      // or release(batchID:nextAttemptMs:)
+/// }
+/// store.close()
+/// ```
+///
+/// Not thread-safe and not `Sendable`: every call must come from the thread that owns the store.
+/// Every method throws `OutboxError` only.
+final class LogStore {
+    let path: String
+    let limits: StoreLimits
+    let clock: any OutboxClock
+    let logger: Logger
+
+    /// The path the corrupt database was moved to, when this store had to start afresh (SPEC S7).
+    var recoveredFromCorruption: String?
+
+    /// Logs evicted by S2/S5 since this store was opened.
+    var evictedTotal = 0
+    /// Logs deleted by S4 since this store was opened.
+    var expiredTotal = 0
+    /// Logs moved to the dead-letter table since this store was opened.
+    var deadLetteredTotal = 0
+    /// Dead letters dropped (oldest first) to keep the table under its cap since this store was opened.
+    var deadLettersDroppedTotal = 0
+    /// Writes (appends, claims, releases, dead letters, meta) that hit SQLITE_FULL — the hard cap or a full
+    /// disk — and were retried with more room: a measure of how good the soft size estimate is. Diagnostic.
+    var fullRetriesTotal = 0
+
+    var db: Database
+    private var lock: FileLock?
+
+    /// Page size of the database file (chosen at creation, see `Self.pageSize(for:)`).
+    var pageSize: Int
+    /// `max_page_count`, the hard cap (S2).
+    var maxPages: Int
+    /// Next `seq` to assign. Kept in memory rather than with AUTOINCREMENT: AUTOINCREMENT reads and writes
+    /// `sqlite_sequence` on every insert. Within one session a seq is never reused (so an engine holding seqs
+    /// of an evicted in-flight batch cannot touch newer rows); across sessions it restarts above the largest
+    /// stored seq, which keeps C4's order.
+    var nextSeq: Int64 = 1
+    /// Rows in `logs`, maintained on every change so S5 needs no COUNT(*) per append.
+    var logCount = 0
+    /// A lower bound of the stored logs' `wall_ms` (nil: no logs). Lets `expire` skip its full scan when
+    /// nothing can be old enough (it runs before every claim).
+    var minWallMs: Int64?
+    var lastBatchID: Int64 = 0
+    /// Bytes the schema takes before any log (one page per table and index, plus the schema page).
+    var baseBytes = 0
+
+    /// Number of WAL pages after which SQLite checkpoints on commit (a quarter of the cap, at most SQLite's
+    /// default of 1000), and the size the WAL file is truncated back to when it is reset after a checkpoint.
+    /// Together they bound the -wal file at about the larger of twice the checkpoint size and the biggest
+    /// single transaction. The limit is twice the checkpoint size so the file is not cut and regrown every cycle.
+    var walAutocheckpointPages: Int { max(16, min(1000, maxPages / 4)) }
+    var walSizeLimit: Int { max(1024 * 1024, 2 * walAutocheckpointPages * pageSize) }
+
+    /// Smallest accepted `maxStorageSize` (SPEC S2).
+    static let minimumStorageSize = 24 * 1024
+    static let schemaVersion = LogSchema.version
+
+    /// Opens (creating if needed) the store at `path` and takes its lock. See the type's documentation.
+    init(path: String, limits: StoreLimits, clock: any OutboxClock, logger: Logger) throws(OutboxError) {
+        try Self.validate(limits)
+        self.path = path
+        self.limits = limits
+        self.clock = clock
+        self.logger = logger
+
+        let lock: FileLock
+        do {
+            lock = try FileLock(path: path + ".lock")
+        } catch {
+            switch error {
+            case .held: throw .storeLocked(path: path)
+            case .io(let message): throw .io(path: path + ".lock", message: "cannot lock the store: \(message)")
+            }
+        }
+
+        let opened = try Self.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
+        self.lock = lock
+        self.db = opened.db
+        self.recoveredFromCorruption = opened.movedAside
+        self.pageSize = 4096
+        self.maxPages = 0
+        do {
+            try configureOpenedDatabase()
+        } catch {
+            db.close()
+            lock.unlock()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Closes the database (SQLite checkpoints and removes the WAL when the last connection closes) and
+    /// releases the lock. Idempotent; every later call throws `shutDown`.
+    func close() {
+        guard db.isOpen || lock != nil else { return }
+        db.close()
+        lock?.unlock()
+        lock = nil
+    }
+
+    var isOpen: Bool { db.isOpen }
+
+    static func validate(_ limits: StoreLimits) throws(OutboxError) {
+        if limits.maxStorageSize < minimumStorageSize {
+            throw .invalidConfiguration("maxStorageSize must be at least \(minimumStorageSize) bytes (24 KiB), got \(limits.maxStorageSize)")
+        }
+        if let count = limits.maxLogCount, count < 1 {
+            throw .invalidConfiguration("maxLogCount must be at least 1 when set, got \(count)")
+        }
+        if limits.maxAgeMs <= 0 {
+            throw .invalidConfiguration("maxAgeMs must be positive, got \(limits.maxAgeMs)")
+        }
+        if limits.maxDeadLetterBytes < 0 {
+            throw .invalidConfiguration("maxDeadLetterBytes must not be negative, got \(limits.maxDeadLetterBytes)")
+        }
+    }
+
+    /// Runs `body`; when the database turns out to be corrupt mid-session, moves it aside, starts a fresh one
+    /// (SPEC S7) and runs `body` once more.
+    func guarded<T>(_ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
+        guard db.isOpen else { throw .shutDown }
+        do throws(OutboxError) {
+            return try body()
+        } catch {
+            guard error.isCorruption else { throw error }
+            try recoverFromCorruption(cause: error)
+            return try body()
+        }
+    }
+
+    // MARK: Claiming (C4, C9)
+
+    /// Marks up to `limit` claimable logs as one in-flight batch and returns them: critical logs first, then
+    /// normal ones, each in ascending `seq` (C4). Claimable: not in flight and `next_attempt_ms <= nowMs`.
+    /// `priority` restricts the claim to one priority. Expired logs (S4) are deleted first.
+    /// `nowMs` and `nextAttemptMs` are in the caller's clock; the store only compares them.
+    func claim(limit: Int, nowMs: Int64, priority: Priority? = nil) throws(OutboxError) -> ClaimedBatch? {
+        guard limit > 0 else { return nil }
+        return try guarded { () throws(OutboxError) -> ClaimedBatch? in
+            _ = try expireOnce(nowMs: clock.wallMs())
+            // Marking a row makes it a few bytes longer: at the cap that can need a page.
+            return try withRoom(bytes: 16 * min(limit, 1000)) { () throws(OutboxError) -> ClaimedBatch? in
+                var logs: [StoredLog] = []
+                logs.reserveCapacity(min(limit, 512))
+                for candidate in [Priority.critical, .normal] where priority == nil || priority == candidate {
+                    guard logs.count < limit else { break }
+                    let select = try db.cachedStatement(LogSchema.claimable(candidate))
+                    defer { select.reset() }
+                    try select.bind(nowMs, at: 1)
+                    try select.bind(limit - logs.count, at: 2)
+                    while try select.step() {
+                        logs.append(Self.readLog(select))
+                    }
+                }
+                guard !logs.isEmpty else { return nil }
+                let batchID = lastBatchID + 1
+                let mark = try db.cachedStatement("UPDATE logs SET batch = ? WHERE seq = ?")
+                for log in logs {
+                    try mark.bind(batchID, at: 1)
+                    try mark.bind(log.seq, at: 2)
+                    try mark.run()
+                }
+                try writeMeta(Self.lastBatchKey, String(batchID))
+                lastBatchID = batchID
+                return ClaimedBatch(batchID: batchID, logs: logs)
+            }
+        }
+    }
+
+    /// Deletes a delivered batch. Returns the number of rows deleted (fewer than claimed when some were
+    /// evicted or expired meanwhile).
+    @discardableResult
+    func complete(batchID: Int64) throws(OutboxError) -> Int {
+        try guarded { () throws(OutboxError) -> Int in
+            try db.execute("DELETE FROM logs WHERE batch = ?", [.integer(batchID)])
+            let deleted = db.changes
+            logCount -= deleted
+            return deleted
+        }
+    }
+
+    /// Deletes the given logs (part of a split batch that was delivered).
+    @discardableResult
+    func complete(seqs: [Int64]) throws(OutboxError) -> Int {
+        guard !seqs.isEmpty else { return 0 }
+        return try guarded { () throws(OutboxError) -> Int in
+            try db.transaction { () throws(OutboxError) -> Int in
+                let delete = try db.cachedStatement("DELETE FROM logs WHERE seq = ?")
+                var deleted = 0
+                for seq in seqs {
+                    try delete.bind(seq, at: 1)
+                    try delete.run()
+                    deleted += db.changes
+                }
+                logCount -= deleted
+                return deleted
+            }
+        }
+    }
+
+    /// Returns a batch's logs to pending, claimable again from `nextAttemptMs` (C9, R3).
+    @discardableResult
+    func release(batchID: Int64, nextAttemptMs: Int64) throws(OutboxError) -> Int {
+        try guarded { () throws(OutboxError) -> Int in
+            try withRoom(bytes: 4 * pageSize) { () throws(OutboxError) -> Int in
+                try db.execute("UPDATE logs SET batch = NULL, next_attempt_ms = ? WHERE batch = ?",
+                               [.integer(nextAttemptMs), .integer(batchID)])
+                return db.changes
+            }
+        }
+    }
+
+    /// Returns the given logs to pending, claimable again from `nextAttemptMs` (splitting a batch, R1).
+    @discardableResult
+    func release(seqs: [Int64], nextAttemptMs: Int64) throws(OutboxError) -> Int {
+        guard !seqs.isEmpty else { return 0 }
+        return try guarded { () throws(OutboxError) -> Int in
+            try withRoom(bytes: 16 * seqs.count) { () throws(OutboxError) -> Int in
+                let update = try db.cachedStatement("UPDATE logs SET batch = NULL, next_attempt_ms = ? WHERE seq = ?")
+                var released = 0
+                for seq in seqs {
+                    try update.bind(nextAttemptMs, at: 1)
+                    try update.bind(seq, at: 2)
+                    try update.run()
+                    released += db.changes
+                }
+                return released
+            }
+        }
+    }
+
+    // MARK: Expiry (S4)
+
+    /// Deletes logs whose capture time is older than `maxAgeMs` before `nowMs` (wall clock), counts and logs
+    /// them. Returns how many were deleted.
+    @discardableResult
+    func expire(nowMs: Int64) throws(OutboxError) -> Int {
+        try guarded { () throws(OutboxError) -> Int in try expireOnce(nowMs: nowMs) }
+    }
+
+    func expireOnce(nowMs: Int64) throws(OutboxError) -> Int {
+        let cutoff = nowMs &- limits.maxAgeMs
+        guard let oldest = minWallMs, oldest < cutoff else { return 0 }
+        // No index on wall_ms (it would cost every insert); this scan runs only when the lower bound says
+        // something may have expired, and it re-tightens the bound.
+        let expired = try db.transaction { () throws(OutboxError) -> Int in
+            try db.execute("DELETE FROM logs WHERE wall_ms < ?", [.integer(cutoff)])
+            let deleted = db.changes
+            minWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
+            return deleted
+        }
+        guard expired > 0 else { return 0 }
+        logCount -= expired
+        expiredTotal += expired
+        logger.info("deleted logs older than the maximum age (SPEC S4)", metadata: [
+            "outbox.expired": "\(expired)",
+            "outbox.max_age_ms": "\(limits.maxAgeMs)",
+        ])
+        return expired
+    }
+
+    // MARK: Inspection (X4)
+
+    func counts() throws(OutboxError) -> StoreCounts {
+        try guarded { () throws(OutboxError) -> StoreCounts in try Self.readCounts(db) }
+    }
+
+    static func readCounts(_ db: Database) throws(OutboxError) -> StoreCounts {
+        try db.transaction(.deferred) { () throws(OutboxError) -> StoreCounts in
+            var counts = StoreCounts()
+            let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
+            let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
+            let inFlight = try db.cachedStatement(
+                "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL")
+            defer { inFlight.reset() }
+            var inFlightTotal = 0
+            var inFlightCritical = 0
+            if try inFlight.step() {
+                inFlightTotal = inFlight.int(at: 0)
+                inFlightCritical = inFlight.int(at: 1)
+            }
+            inFlight.reset()
+            counts.inFlight = inFlightTotal
+            counts.pendingCritical = critical - inFlightCritical
+            counts.pendingNormal = total - critical - (inFlightTotal - inFlightCritical)
+            counts.bytes = try usedBytes(db)
+            counts.oldestWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
+            counts.deadLetters = Int(try db.int64("SELECT count(*) FROM dead_letters") ?? 0)
+            return counts
+        }
+    }
+
+    /// `(page_count − freelist_count) × page_size`: what the database holds, free pages excluded.
+    static func usedBytes(_ db: Database) throws(OutboxError) -> Int {
+        let pages = try db.pragma("page_count")
+        let free = try db.pragma("freelist_count")
+        let size = try db.pragma("page_size")
+        return Int(pages - free) * Int(size)
+    }
+
+    /// Every stored log in ascending `seq` (tests and inspection; loads everything).
+    func allLogs() throws(OutboxError) -> [StoredLog] {
+        try guarded { () throws(OutboxError) -> [StoredLog] in
+            let select = try db.cachedStatement("SELECT \(LogSchema.logColumns) FROM logs ORDER BY seq")
+            defer { select.reset() }
+            var logs: [StoredLog] = []
+            while try select.step() { logs.append(Self.readLog(select)) }
+            return logs
+        }
+    }
+
+    /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
+    /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
+    static func inspect(path: String) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
+        guard FileSystem.exists(path) else {
+            throw .io(path: path, message: "no store at this path (check --store)")
+        }
+        let db = try Database(path: path, flags: [.readOnly, .noMutex])
+        defer { db.close() }
+        // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
+        sqlite3_busy_timeout(db.handle, 2000)
+        let version = try db.userVersion
+        if version > schemaVersion {
+            throw .storeTooNew(version: version, supported: schemaVersion)
+        }
+        if version == 0 {
+            throw .io(path: path, message: "not an Outbox store (no schema)")
+        }
+        let counts = try readCounts(db)
+        var meta: [String: String] = [:]
+        let select = try db.prepare("SELECT key, value FROM meta")
+        while try select.step() { meta[select.string(at: 0)] = select.string(at: 1) }
+        return (counts, meta)
+    }
+
+    // MARK: Opt-out (T6)
+
+    /// Deletes every stored log and dead letter (the user opted out), then rebuilds the file and truncates the
+    /// WAL so that the deleted content does not linger in free pages. Meta, event names and device contexts
+    /// stay. Returns the number of logs deleted.
+    @discardableResult
+    func deleteAllLogs() throws(OutboxError) -> Int {
+        try guarded { () throws(OutboxError) -> Int in
+            let deleted = try db.transaction { () throws(OutboxError) -> Int in
+                try db.execute("DELETE FROM logs")
+                let deleted = db.changes
+                try db.execute("DELETE FROM dead_letters")
+                return deleted
+            }
+            logCount = 0
+            minWallMs = nil
+            // The deletion is what the user asked for and it is committed; the rebuild only scrubs free pages, so
+            // its failure (e.g. a full disk) is reported, not thrown.
+            do throws(OutboxError) {
+                try db.exec("VACUUM")
+                try db.checkpoint(.truncate)
+            } catch {
+                logger.info("could not rebuild the store after deleting its logs; deleted content may remain in free pages until reused",
+                            metadata: ["outbox.error": "\(error)"])
+            }
+            return deleted
+        }
+    }
+
+    // MARK: WAL
+
+    /// Copies the WAL back into the database and truncates it (housekeeping). Returns false when a reader
+    /// (`inspect` in another process) kept it from finishing: not an error, the next checkpoint catches up.
+    /// Never waits: the loop thread must not block on another process.
+    @discardableResult
+    func checkpoint() throws(OutboxError) -> Bool {
+        guard db.isOpen else { throw .shutDown }
+        return try !db.checkpoint(.truncate).busy
+    }
+
+    /// Size of the -wal file now (0 when absent).
+    var walFileSize: Int { FileSystem.size(path + "-wal") ?? 0 }
+
+    // MARK: Row decoding
+
+    static func readLog(_ row: Statement) -> StoredLog {
+        StoredLog(seq: row.int64(at: 0),
+                  id: readID(row, column: 6),
+                  priority: Priority(rawValue: row.int(at: 1)) ?? .normal,
+                  wallMs: row.int64(at: 2),
+                  monoNs: row.int64(at: 3),
+                  boot: row.int64(at: 4),
+                  context: row.int64(at: 5),
+                  payload: row.blob(at: 7))
+    }
+
+    /// The 16 bytes are the UUID in its canonical (big-endian) order; a shorter blob reads as zero-padded
+    /// rather than trapping.
+    static func readID(_ row: Statement, column: Int32) -> UUIDBytes {
+        row.withBlob(at: column) { bytes -> UUIDBytes in
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            for (offset, byte) in bytes.prefix(16).enumerated() {
+                if offset < 8 {
+                    high |= UInt64(byte) << (56 - 8 * UInt64(offset))
+                } else {
+                    low |= UInt64(byte) << (56 - 8 * UInt64(offset - 8))
+                }
+            }
+            return UUIDBytes(high: high, low: low)
+        }
+    }
+}

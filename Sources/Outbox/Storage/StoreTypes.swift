@@ -1,0 +1,95 @@
+/// Priority of a stored log (SPEC C4, S2): critical logs are sent first and evicted last.
+public enum Priority: Int, Sendable, Comparable, CaseIterable {
+    case normal = 0
+    case critical = 1
+    public static func < (lhs: Priority, rhs: Priority) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// A log ready to be stored. `payload` is the log's JSON object **without** `timestamp` and `device`
+/// (they are spliced in at send time: the timestamp may be corrected by SPEC A9 and the device context is
+/// stored once per version in `contexts`, not per log).
+/// Example payload: `{"type":"event","id":"…","sid":null,"name":"tap"}`.
+struct NewLog: Sendable {
+    /// The log's UUID as 16 raw bytes (T7; stable across retries).
+    var id: UUIDBytes
+    var priority: Priority
+    /// Wall-clock capture time, milliseconds since the Unix epoch.
+    var wallMs: Int64
+    /// CLOCK_BOOTTIME capture time in nanoseconds (A9).
+    var monoNs: Int64
+    /// First 8 bytes of /proc/sys/kernel/random/boot_id: two monotonic readings compare only with equal boots.
+    var boot: Int64
+    /// Device-context version this log was captured under (0 = none yet).
+    var context: Int64
+    /// The JSON object bytes, as described above.
+    var payload: [UInt8]
+}
+
+/// 16 raw bytes of a UUID.
+struct UUIDBytes: Hashable, Sendable {
+    var high: UInt64
+    var low: UInt64
+}
+
+/// A stored log as loaded for sending.
+struct StoredLog: Sendable, Equatable {
+    var seq: Int64
+    var id: UUIDBytes
+    var priority: Priority
+    var wallMs: Int64
+    var monoNs: Int64
+    var boot: Int64
+    var context: Int64
+    var payload: [UInt8]
+
+    static func == (a: StoredLog, b: StoredLog) -> Bool { a.seq == b.seq && a.id == b.id }
+}
+
+/// A claimed batch (SPEC C9): its rows are marked in flight with `batchID` until completed or released.
+struct ClaimedBatch: Sendable {
+    var batchID: Int64
+    var logs: [StoredLog]
+}
+
+/// What one `append` did.
+struct AppendResult: Sendable, Equatable {
+    /// Logs stored, in input order of the accepted ones.
+    var stored: Int = 0
+    /// Logs evicted to make room (S2, S5).
+    var evicted: Int = 0
+    /// Input indexes rejected, with why (S3 storageFull, or logTooLarge).
+    var rejected: [Int: OutboxError] = [:]
+}
+
+/// Counters of the store (SPEC X4).
+struct StoreCounts: Sendable, Equatable {
+    var pendingNormal: Int = 0
+    var pendingCritical: Int = 0
+    var inFlight: Int = 0
+    /// Bytes used by the database: (page_count − freelist_count) × page_size.
+    var bytes: Int = 0
+    /// Wall-clock capture time of the oldest stored log (ms since epoch), nil when empty.
+    var oldestWallMs: Int64? = nil
+    var deadLetters: Int = 0
+}
+
+/// A refused log kept for inspection (SPEC R2).
+struct DeadLetter: Sendable, Equatable {
+    var id: UUIDBytes
+    var status: Int
+    var reason: String
+    var atMs: Int64
+    var payload: [UInt8]
+}
+
+/// Limits the store enforces (SPEC S2, S4, S5).
+struct StoreLimits: Sendable {
+    /// SPEC S2: the database file never grows beyond this (bytes).
+    var maxStorageSize: Int = 10 * 1024 * 1024
+    /// SPEC S5: optional cap on the number of stored logs.
+    var maxLogCount: Int? = nil
+    /// SPEC S4: logs older than this (ms) are deleted and never sent.
+    var maxAgeMs: Int64 = 25 * 24 * 3600 * 1000
+    /// SPEC R2: dead-letter table cap (bytes of payload).
+    var maxDeadLetterBytes: Int = 1024 * 1024
+}

@@ -1,0 +1,113 @@
+import Foundation
+
+/// Validates an event against SPEC T2–T3 and writes the event-specific part of its JSON
+/// (`"name":…,"typedProperties":[…]`). Pure: runs on the caller's thread, so that errors reach the caller.
+struct EventValidator {
+    static let maxNameLength = 256
+    static let maxProperties = 20
+    static let maxPropertyLength = 125
+
+    /// What validation changed, for the warnings SPEC T2–T3 asks for.
+    struct Adjustments: Equatable {
+        var nameTruncated = false
+        var droppedKeys: [String] = []
+        var truncatedKeys: [String] = []
+        var truncatedValues: [String] = []
+        var isEmpty: Bool { !nameTruncated && droppedKeys.isEmpty && truncatedKeys.isEmpty && truncatedValues.isEmpty }
+    }
+
+    struct Result {
+        /// The stored name (truncated to 256 characters).
+        var name: String
+        /// `"name":"…"` and, when there are properties, `,"typedProperties":[…]`.
+        var body: [UInt8]
+        var adjustments: Adjustments
+    }
+
+    static func validate(name rawName: String, properties: [String: PropertyValue]) throws(OutboxError) -> Result {
+        guard !rawName.isEmpty else { throw .emptyEventName }
+        var adjustments = Adjustments()
+        var name = rawName
+        if name.count > maxNameLength {
+            name = String(name.prefix(maxNameLength))
+            adjustments.nameTruncated = true
+        }
+
+        var writer = JSONWriter(capacity: 64 + properties.count * 48)
+        writer.raw("\"name\":")
+        writer.string(name)
+        if let category = categoryPath(name) {
+            writer.raw(",\"category\":[")
+            for (index, part) in category.enumerated() {
+                if index > 0 { writer.raw(UInt8(ascii: ",")) }
+                writer.string(part)
+            }
+            writer.raw(UInt8(ascii: "]"))
+        }
+        if !properties.isEmpty {
+            try writeProperties(properties, key: ",\"typedProperties\":[", into: &writer, adjustments: &adjustments)
+        }
+        return Result(name: name, body: writer.bytes, adjustments: adjustments)
+    }
+
+    /// Writes typed properties, keeping the first 20 in key order (deterministic), truncating long keys and
+    /// string values, refusing non-finite numbers. Also used for user properties.
+    static func writeProperties(_ properties: [String: PropertyValue], key: StaticString, into writer: inout JSONWriter,
+                                adjustments: inout Adjustments) throws(OutboxError) {
+        let keys = properties.keys.sorted()
+        // Reject before writing anything: a NaN anywhere refuses the whole event, even among dropped keys.
+        for key in keys {
+            if case .double(let value) = properties[key], !value.isFinite {
+                throw .invalidPropertyValue(key: key, reason: value.isNaN ? "NaN is not a number JSON can carry" : "infinity is not allowed")
+            }
+        }
+        if keys.count > maxProperties { adjustments.droppedKeys = Array(keys[maxProperties...]) }
+        writer.raw(key)
+        var seen = Set<String>()
+        var first = true
+        for key in keys.prefix(maxProperties) {
+            guard let value = properties[key] else { continue }
+            var storedKey = key
+            if storedKey.count > maxPropertyLength {
+                storedKey = String(storedKey.prefix(maxPropertyLength))
+                adjustments.truncatedKeys.append(key)
+            }
+            // Two keys equal after truncation: the first in key order wins.
+            guard seen.insert(storedKey).inserted else { adjustments.droppedKeys.append(key); continue }
+            if !first { writer.raw(UInt8(ascii: ",")) }
+            first = false
+            writer.raw("{\"type\":")
+            switch value {
+            case .string(var text):
+                if text.count > maxPropertyLength {
+                    text = String(text.prefix(maxPropertyLength))
+                    adjustments.truncatedValues.append(key)
+                }
+                writer.raw("\"string\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.string(text)
+            case .int(let number):
+                writer.raw("\"long\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.int(number)
+            case .double(let number):
+                writer.raw("\"double\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.double(number)
+            case .bool(let flag):
+                writer.raw("\"boolean\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.bool(flag)
+            case .date(let date):
+                writer.raw("\"dateTime\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.timestamp(ms: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+            }
+            writer.raw(UInt8(ascii: "}"))
+        }
+        writer.raw(UInt8(ascii: "]"))
+    }
+
+    /// SPEC A7 (Curio): `"A>B>C"` is also sent as the category path `["A","B","C"]`.
+    static func categoryPath(_ name: String) -> [String]? {
+        guard name.contains(">") else { return nil }
+        let parts = name.split(separator: ">", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count <= 10, !parts.contains(where: \.isEmpty) else { return nil }
+        return parts
+    }
+}

@@ -1,0 +1,114 @@
+import ArgumentParser
+import Foundation
+import Outbox
+
+/// SPEC X3: tracks N events and prints what happened as one JSON object.
+struct Emit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Track N events into a store (SPEC X3). Without --endpoint it only stores.")
+
+    @Option(help: "The SQLite store file.") var store: String
+    @Option(help: "How many events to track.") var count: Int
+    @Option(help: "Ingestion server base URL; logs go to {endpoint}/logs?api-version=1.0.0.") var endpoint: String?
+    @Option(help: "App secret sent with --endpoint.") var appSecret: String?
+    @Option(help: "Every K-th event is critical and named P-critical.") var criticalEvery: Int?
+    @Option(help: "Event name prefix P.") var namePrefix: String = "emit"
+    @Option(help: "Size in bytes of a padding property.") var payloadBytes: Int = 0
+    @Option(help: "Events per second (default: as fast as possible).") var rate: Double?
+    @Option(help: "maxStorageSize of the store in bytes.") var maxStorageBytes: Int?
+    @Option(help: "Logs per request (1–500).") var batchSize: Int?
+    @Option(help: "Transmission interval in seconds (SPEC C2).") var interval: Double?
+    @Option(help: "Retry intervals in seconds, comma-separated (SPEC R3), e.g. 10,300,1200.") var retryIntervals: String?
+    @Flag(help: "Dispatch once tracking ends and wait until the store is empty or --timeout passes.") var waitDelivered = false
+    @Option(help: "Seconds --wait-delivered waits at most.") var timeout: Double = 60
+    @Option(help: "Extra CA bundle (PEM) for an HTTPS endpoint.") var caFile: String?
+    @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
+
+    func validate() throws {
+        guard count >= 0 else { throw ValidationError("--count must be 0 or more, got \(count)") }
+        if let criticalEvery, criticalEvery < 1 { throw ValidationError("--critical-every must be 1 or more, got \(criticalEvery)") }
+        guard payloadBytes >= 0 else { throw ValidationError("--payload-bytes must be 0 or more, got \(payloadBytes)") }
+        if let rate, !(rate > 0) { throw ValidationError("--rate must be a positive number of events per second") }
+        if waitDelivered && endpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
+        if endpoint != nil && appSecret == nil { throw ValidationError("--endpoint needs --app-secret") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
+        _ = try parsedRetryIntervals()
+    }
+
+    func parsedRetryIntervals() throws -> [Duration]? {
+        guard let retryIntervals else { return nil }
+        if retryIntervals.isEmpty { return [] }
+        return try retryIntervals.split(separator: ",").map { part in
+            guard let seconds = Double(part.trimmingCharacters(in: .whitespaces)), seconds >= 0 else {
+                throw ValidationError("--retry-intervals takes seconds separated by commas, got '\(retryIntervals)'")
+            }
+            return .milliseconds(Int64(seconds * 1000))
+        }
+    }
+
+    func run() async throws {
+        var configuration = Configuration(storePath: store)
+        configuration.testingAllowsValuesBelowBounds = testing
+        if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
+        configuration.endpoint = endpoint
+        configuration.appSecret = appSecret ?? ""
+        configuration.caFile = caFile
+        if let batchSize { configuration.batchSize = batchSize }
+        if let interval {
+            configuration.transmissionInterval = .milliseconds(Int64(interval * 1000))
+            configuration.criticalTransmissionInterval = min(configuration.criticalTransmissionInterval, configuration.transmissionInterval)
+        }
+        if let intervals = try parsedRetryIntervals() { configuration.retryIntervals = intervals }
+        let engine: OutboxEngine
+        do {
+            engine = try OutboxEngine(configuration: configuration)
+        } catch {
+            throw CLIError(description: "outbox emit: \(error)")
+        }
+        var tracked = 0
+        var rejected = 0
+        // The padding property is a string; one property holds at most 125 characters (SPEC T3), so larger
+        // paddings are spread over several properties.
+        var padding: [String: PropertyValue] = [:]
+        var remaining = payloadBytes
+        var index = 0
+        while remaining > 0 && padding.count < 19 {
+            let size = min(remaining, 125)
+            padding[String(format: "pad%02d", index)] = .string(String(repeating: "x", count: size))
+            remaining -= size
+            index += 1
+        }
+        let start = Date()
+        for ordinal in 0..<count {
+            if let rate {
+                let due = start.addingTimeInterval(Double(ordinal) / rate)
+                let wait = due.timeIntervalSinceNow
+                if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+            }
+            let critical = criticalEvery.map { (ordinal + 1) % $0 == 0 } ?? false
+            var properties = padding
+            properties["i"] = .int(Int64(ordinal))
+            do {
+                try engine.trackEvent(critical ? "\(namePrefix)-critical" : namePrefix, properties: properties,
+                                      flags: critical ? .critical : .normal)
+                tracked += 1
+            } catch {
+                rejected += 1
+                if rejected == 1 { FileHandle.standardError.write(Data("outbox emit: \(error)\n".utf8)) }
+            }
+        }
+        await engine.persisted()
+        if waitDelivered {
+            engine.dispatch()
+            _ = await engine.waitUntilDelivered(timeout: .milliseconds(Int64(timeout * 1000)))
+        }
+        let status = try await engine.status()
+        engine.shutdown()
+        printJSON([
+            ("tracked", tracked), ("rejected", rejected + status.rejected), ("delivered", status.delivered),
+            ("dead_lettered", status.deadLettered), ("evicted", status.evicted), ("expired", status.expired),
+            ("pending", status.pendingNormal + status.pendingCritical + status.inFlight), ("retries", status.retries),
+            ("disabled", status.disabledReason != nil),
+        ])
+    }
+}

@@ -1,0 +1,25 @@
+import ArgumentParser
+import Foundation
+import Outbox
+
+/// SPEC X4: reads a store (also while an engine runs on it) and prints its state as JSON.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the state of a store as JSON (SPEC X4).")
+
+    @Option(help: "The SQLite store file.") var store: String
+
+    func run() async throws {
+        let report: StoreReport
+        do {
+            report = try StoreReport.read(path: store)
+        } catch {
+            throw CLIError(description: "outbox status: \(error)")
+        }
+        printJSON([
+            ("pending_normal", report.pendingNormal), ("pending_critical", report.pendingCritical),
+            ("in_flight", report.inFlight), ("bytes", report.bytes), ("oldest_age_s", report.oldestAgeSeconds),
+            ("dead_letters", report.deadLetters), ("enabled", report.enabled),
+            ("disabled_reason", report.disabledReason), ("install_id", report.installID),
+        ])
+    }
+}

@@ -1,0 +1,264 @@
+import Foundation
+import Testing
+@testable import Outbox
+
+/// The store file: permissions, the lock, the schema version, corruption, read-only inspection.
+struct LogStoreFileTests {
+    // SPEC S1: the database and every file beside it are created 0600.
+    @Test func filesAreCreatedOwnerOnly() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        defer { store.close() }
+        _ = try store.append((0..<10).map { Fixture.log($0) })
+        for file in [path, path + "-wal", path + "-shm", path + ".lock"] {
+            #expect(FileSystem.exists(file), "\(file) should exist while the store is open")
+            #expect(FileSystem.mode(file) == 0o600, "\(file) has mode \(String(FileSystem.mode(file) ?? 0, radix: 8))")
+        }
+        #expect(try store.db.string("PRAGMA journal_mode") == "wal")
+        #expect(try store.db.pragma("synchronous") == 1)
+    }
+
+    // SPEC S1: a store file that arrives readable by others is made owner-only at open.
+    @Test func existingLooseFileIsMadeOwnerOnly() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        try Fixture.open(path).close()
+        #expect(chmod(path, 0o644) == 0)
+        let store = try Fixture.open(path)
+        defer { store.close() }
+        #expect(FileSystem.mode(path) == 0o600)
+    }
+
+    // SPEC S1: one engine per store; a second LogStore in the same process is refused (flock is per open file
+    // description, so the same process conflicts with itself).
+    @Test func secondStoreOnTheSamePathIsLocked() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let first = try Fixture.open(path)
+        #expect(throws: OutboxError.storeLocked(path: path)) { try Fixture.open(path) }
+        first.close()
+        let second = try Fixture.open(path)
+        second.close()
+    }
+
+    // SPEC S1: the lock holds against another process, both ways.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/flock")))
+    func lockHoldsAcrossProcesses() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let lockPath = path + ".lock"
+
+        let store = try Fixture.open(path)
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        probe.arguments = ["--nonblock", "--conflict-exit-code", "99", lockPath, "true"]
+        try probe.run()
+        probe.waitUntilExit()
+        #expect(probe.terminationStatus == 99, "another process could take the lock of an open store")
+        store.close()
+
+        // A child holds the lock until its stdin closes; no sleeping: it says when it holds it.
+        let holder = Process()
+        let input = Pipe()
+        let output = Pipe()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = ["--nonblock", lockPath, "-c", "echo locked; read line"]
+        holder.standardInput = input
+        holder.standardOutput = output
+        try holder.run()
+        let said = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(said.hasPrefix("locked"))
+        #expect(throws: OutboxError.storeLocked(path: path)) { try Fixture.open(path) }
+        try input.fileHandleForWriting.close()
+        holder.waitUntilExit()
+        let reopened = try Fixture.open(path)
+        reopened.close()
+    }
+
+    // SPEC S1: the schema is versioned; re-opening does not migrate again.
+    @Test func freshStoreIsMigratedAndReopensAtTheSameVersion() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        #expect(try store.db.userVersion == LogStore.schemaVersion)
+        let tables = try store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        var names: [String] = []
+        while try tables.step() { names.append(tables.string(at: 0)) }
+        #expect(names == ["contexts", "dead_letters", "event_names", "logs", "meta"])
+        _ = try store.append([Fixture.log(1)])
+        store.close()
+
+        let again = try Fixture.open(path)
+        defer { again.close() }
+        #expect(try again.db.userVersion == LogStore.schemaVersion)
+        #expect(try again.allLogs().count == 1)
+    }
+
+    // SPEC S1: a store written by a newer Outbox is refused, and left alone (it is not corrupt).
+    @Test func storeFromANewerVersionIsRefusedAndKept() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append([Fixture.log(1)])
+        try store.db.exec("PRAGMA user_version = 99")
+        store.close()
+        #expect(throws: OutboxError.storeTooNew(version: 99, supported: LogStore.schemaVersion)) {
+            try Fixture.open(path)
+        }
+        #expect(dir.contents().filter { $0.contains("corrupt") }.isEmpty)
+        #expect(throws: OutboxError.storeTooNew(version: 99, supported: LogStore.schemaVersion)) {
+            try LogStore.inspect(path: path)
+        }
+    }
+
+    // SPEC S7: a file overwritten with garbage is moved aside, a fresh store works, the loss is reported once.
+    @Test func garbageFileIsMovedAsideAndAFreshStoreWorks() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<100).map { Fixture.log($0) })
+        store.close()
+        var generator = SplitMix64(seed: 7)
+        let size = FileSystem.size(path) ?? 0
+        let garbage = Data((0..<size).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        try garbage.write(to: URL(fileURLWithPath: path))
+
+        let (logger, records) = RecordingLogHandler.make()
+        let clock = ManualClock(wallMs: Fixture.baseWallMs)
+        let fresh = try Fixture.open(path, clock: clock, logger: logger)
+        defer { fresh.close() }
+        let moved = try #require(fresh.recoveredFromCorruption)
+        #expect(moved == "\(path).corrupt-\(Fixture.baseWallMs / 1000)")
+        #expect(FileManager.default.contents(atPath: moved) == garbage)
+        #expect(records.all.filter { $0.level == .error }.count == 1)
+        #expect(try fresh.allLogs().isEmpty)
+        _ = try fresh.append([Fixture.log(1, priority: .critical)])
+        #expect(try fresh.claim(limit: 10, nowMs: 0)?.logs.count == 1)
+    }
+
+    // SPEC S7: a file truncated in the middle of a page is caught at open (not at a random later query).
+    @Test func truncatedFileIsMovedAsideAndAFreshStoreWorks() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
+        store.close()
+        #expect(!FileSystem.exists(path + "-wal"), "closing the last connection checkpoints and removes the WAL")
+        let size = FileSystem.size(path) ?? 0
+        #expect(size > 100 * 4096)
+        #expect(truncate(path, off_t(size / 2 + 1234)) == 0)
+
+        let fresh = try Fixture.open(path)
+        defer { fresh.close() }
+        let moved = try #require(fresh.recoveredFromCorruption)
+        #expect(FileSystem.size(moved) == size / 2 + 1234)
+        #expect(try fresh.allLogs().isEmpty)
+        let result = try fresh.append((0..<10).map { Fixture.log($0) })
+        #expect(result.stored == 10)
+    }
+
+    // SPEC S7: two corruptions in the same second keep both pieces of evidence.
+    @Test func secondCorruptionInTheSameSecondDoesNotOverwriteTheFirst() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let clock = ManualClock(wallMs: Fixture.baseWallMs)
+        var moved: [String] = []
+        for _ in 0..<2 {
+            try Data(repeating: 0xEE, count: 8192).write(to: URL(fileURLWithPath: path))
+            let store = try Fixture.open(path, clock: clock)
+            moved.append(try #require(store.recoveredFromCorruption))
+            store.close()
+        }
+        #expect(moved[0] != moved[1])
+        #expect(moved.allSatisfy { FileSystem.exists($0) })
+    }
+
+    // SPEC S7: corruption found mid-session gets the same treatment; the call that found it still succeeds.
+    @Test func corruptionFoundMidSessionIsRecovered() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let (logger, records) = RecordingLogHandler.make()
+        let store = try Fixture.open(path, logger: logger)
+        defer { store.close() }
+        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
+        try store.checkpoint()
+        // Scribble over every page but the first while the store is open; a one-page cache makes the next
+        // query read them from the file.
+        try store.db.exec("PRAGMA cache_size = 1")
+        let size = FileSystem.size(path) ?? 0
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: size - 4096))
+        try handle.close()
+
+        let result = try store.append([Fixture.log(9999)])
+        #expect(result.stored == 1)
+        let moved = try #require(store.recoveredFromCorruption)
+        #expect(FileSystem.exists(moved))
+        #expect(try store.allLogs().map(Fixture.ordinal) == [9999])
+        #expect(records.all.filter { $0.level == .error }.count == 1)
+    }
+
+    // SPEC X4: `outbox status` reads counts while the engine holds the store.
+    @Test func inspectReadsCountsWhileAnotherStoreHoldsTheLock() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<5).map { Fixture.log($0) } + (5..<8).map { Fixture.log($0, priority: .critical) })
+        try store.setMeta("enabled", "true")
+        _ = try store.claim(limit: 4, nowMs: 0)
+
+        let (counts, meta) = try LogStore.inspect(path: path)
+        #expect(counts.pendingCritical == 0)
+        #expect(counts.pendingNormal == 4)
+        #expect(counts.inFlight == 4)
+        #expect(counts.bytes > 0)
+        #expect(counts.oldestWallMs == Fixture.baseWallMs)
+        #expect(meta["enabled"] == "true")
+        #expect(try store.counts() == counts)
+        // The store keeps working after the inspection.
+        #expect(try store.append([Fixture.log(9)]).stored == 1)
+        store.close()
+
+        // And with no engine running (WAL removed at close).
+        let closed = try LogStore.inspect(path: path)
+        #expect(closed.counts.pendingNormal + closed.counts.pendingCritical == 5)
+        #expect(closed.counts.inFlight == 4, "inspection recovers nothing: rows return to pending when an engine opens the store")
+    }
+
+    // SPEC X4: a missing store is a clear error, and inspecting does not create it.
+    @Test func inspectOfAMissingStoreIsAClearError() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("missing.sqlite")
+        #expect(throws: OutboxError.io(path: path, message: "no store at this path (check --store)")) {
+            try LogStore.inspect(path: path)
+        }
+        #expect(!FileSystem.exists(path))
+    }
+}
+
+/// A small deterministic generator for test data.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,301 @@
+import Testing
+@testable import Outbox
+
+/// Appending, claiming, completing, releasing, dead letters, expiry, opt-out, meta.
+struct LogStoreQueueTests {
+    // SPEC C4: critical logs are claimed first; within a priority, ascending seq.
+    @Test func claimTakesCriticalLogsFirstThenAscendingSeq() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        let priorities: [Priority] = [.normal, .critical, .normal, .critical, .normal, .normal, .critical]
+        let result = try store.append(priorities.enumerated().map { Fixture.log($0.offset, priority: $0.element) })
+        #expect(result == AppendResult(stored: 7, evicted: 0, rejected: [:]))
+
+        let first = try #require(try store.claim(limit: 4, nowMs: 0))
+        #expect(first.logs.map(Fixture.ordinal) == [1, 3, 6, 0])
+        #expect(first.logs.map(\.priority) == [.critical, .critical, .critical, .normal])
+        let second = try #require(try store.claim(limit: 10, nowMs: 0))
+        #expect(second.logs.map(Fixture.ordinal) == [2, 4, 5])
+        #expect(second.batchID > first.batchID)
+        #expect(try store.claim(limit: 10, nowMs: 0) == nil)
+    }
+
+    // SPEC C4: seq is assigned at store time, in input order across appends; never by wall clock.
+    @Test func seqFollowsStoreOrderNotWallClock() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append([Fixture.log(0, wallMs: Fixture.baseWallMs + 5000), Fixture.log(1, wallMs: Fixture.baseWallMs)])
+        _ = try store.append([Fixture.log(2, wallMs: Fixture.baseWallMs - 5000)])
+        let batch = try #require(try store.claim(limit: 10, nowMs: 0))
+        #expect(batch.logs.map(Fixture.ordinal) == [0, 1, 2])
+        #expect(batch.logs.map(\.seq) == batch.logs.map(\.seq).sorted())
+    }
+
+    // SPEC C2 (the engine claims one priority at a time when it wants to).
+    @Test func claimCanBeLimitedToOnePriority() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append([Fixture.log(0), Fixture.log(1, priority: .critical), Fixture.log(2)])
+        #expect(try store.claim(limit: 10, nowMs: 0, priority: .normal)?.logs.map(Fixture.ordinal) == [0, 2])
+        #expect(try store.claim(limit: 10, nowMs: 0, priority: .critical)?.logs.map(Fixture.ordinal) == [1])
+    }
+
+    // SPEC T7: every field of a log comes back as stored (the id in canonical byte order).
+    @Test func storedLogsRoundTrip() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        let log = NewLog(id: UUIDBytes(high: 0x0011_2233_4455_6677, low: 0x8899_AABB_CCDD_EEFF), priority: .critical,
+                         wallMs: 1_700_000_000_123, monoNs: 987_654_321_000, boot: -42, context: 3,
+                         payload: Array("{\"type\":\"event\",\"name\":\"tap\"}".utf8))
+        _ = try store.append([log])
+        let stored = try #require(try store.allLogs().first)
+        #expect(stored.id == log.id)
+        #expect(stored.priority == .critical)
+        #expect(stored.wallMs == log.wallMs && stored.monoNs == log.monoNs && stored.boot == -42 && stored.context == 3)
+        #expect(stored.payload == log.payload)
+        let raw = try store.db.prepare("SELECT hex(id) FROM logs")
+        #expect(try raw.step())
+        #expect(raw.string(at: 0) == "00112233445566778899AABBCCDDEEFF")
+    }
+
+    // SPEC S6, C9: a batch in flight when the process died is sent again after restart.
+    @Test func inFlightRowsReturnToPendingOnReopen() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<5).map { Fixture.log($0) })
+        let batch = try #require(try store.claim(limit: 3, nowMs: 0))
+        try store.release(seqs: [batch.logs[2].seq], nextAttemptMs: .max)
+        #expect(try store.counts().inFlight == 2)
+        #expect(try store.claim(limit: 10, nowMs: 0)?.logs.map(Fixture.ordinal) == [3, 4])
+        store.close()
+
+        let reopened = try Fixture.open(path)
+        defer { reopened.close() }
+        let counts = try reopened.counts()
+        #expect(counts.inFlight == 0)
+        #expect(counts.pendingNormal == 5)
+        // Retry times belonged to the dead process: everything is claimable now, in seq order.
+        let again = try #require(try reopened.claim(limit: 10, nowMs: 0))
+        #expect(again.logs.map(Fixture.ordinal) == [0, 1, 2, 3, 4])
+        #expect(again.batchID > batch.batchID, "batch ids stay monotonic across restarts")
+    }
+
+    // SPEC C9: success deletes exactly the batch's rows.
+    @Test func completeDeletesOnlyThatBatch() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<6).map { Fixture.log($0) })
+        let a = try #require(try store.claim(limit: 2, nowMs: 0))
+        let b = try #require(try store.claim(limit: 2, nowMs: 0))
+        #expect(try store.complete(batchID: a.batchID) == 2)
+        #expect(try store.complete(batchID: a.batchID) == 0)
+        #expect(try store.allLogs().map(Fixture.ordinal) == [2, 3, 4, 5])
+        #expect(try store.counts() == StoreCounts(pendingNormal: 2, pendingCritical: 0, inFlight: 2,
+                                                  bytes: try LogStore.usedBytes(store.db),
+                                                  oldestWallMs: Fixture.baseWallMs, deadLetters: 0))
+        #expect(try store.complete(seqs: [b.logs[0].seq]) == 1)
+        #expect(try store.allLogs().map(Fixture.ordinal) == [3, 4, 5])
+    }
+
+    // SPEC C9, R3: a retryable failure keeps the rows with their next attempt time.
+    @Test func releasedBatchIsNotClaimableBeforeItsNextAttempt() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<3).map { Fixture.log($0) })
+        let batch = try #require(try store.claim(limit: 2, nowMs: 1000))
+        #expect(try store.release(batchID: batch.batchID, nextAttemptMs: 11_000) == 2)
+        #expect(try store.claim(limit: 10, nowMs: 10_999)?.logs.map(Fixture.ordinal) == [2])
+        #expect(try store.claim(limit: 10, nowMs: 10_999) == nil)
+        let retry = try #require(try store.claim(limit: 10, nowMs: 11_000))
+        #expect(retry.logs.map(Fixture.ordinal) == [0, 1])
+        #expect(retry.batchID != batch.batchID)
+    }
+
+    // SPEC R1 (413 split): halves go back separately and come out again in seq order.
+    @Test func releaseBySeqsSplitsABatch() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<4).map { Fixture.log($0) })
+        let batch = try #require(try store.claim(limit: 4, nowMs: 0))
+        let seqs = batch.logs.map(\.seq)
+        #expect(try store.release(seqs: Array(seqs[2...]), nextAttemptMs: 0) == 2)
+        #expect(try store.complete(seqs: Array(seqs[..<2])) == 2)
+        #expect(try store.claim(limit: 10, nowMs: 0)?.logs.map(Fixture.ordinal) == [2, 3])
+    }
+
+    // SPEC R2: refused logs move to the dead-letter table with status and reason.
+    @Test func deadLettersKeepStatusReasonAndPayload() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let clock = ManualClock(wallMs: Fixture.baseWallMs)
+        let store = try Fixture.open(dir.file("store.sqlite"), clock: clock)
+        defer { store.close() }
+        let logs = (0..<3).map { Fixture.log($0) }
+        _ = try store.append(logs)
+        let batch = try #require(try store.claim(limit: 3, nowMs: 0))
+        clock.advance(ms: 5)
+        #expect(try store.deadLetter(seqs: [batch.logs[1].seq], status: 400, reason: "bad property") == 1)
+        #expect(try store.complete(batchID: batch.batchID) == 2)
+        let letters = try store.deadLetters(limit: 10)
+        #expect(letters == [DeadLetter(id: logs[1].id, status: 400, reason: "bad property",
+                                       atMs: Fixture.baseWallMs + 5, payload: logs[1].payload)])
+        #expect(try store.counts().deadLetters == 1)
+        #expect(store.deadLetteredTotal == 1)
+        #expect(try store.allLogs().isEmpty)
+    }
+
+    // SPEC R2: the table is capped at 1 MiB of payload; the oldest letters are dropped first and counted.
+    @Test func deadLetterTableIsCappedOldestFirst() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let (logger, records) = RecordingLogHandler.make()
+        let store = try Fixture.open(dir.file("store.sqlite"), logger: logger)
+        defer { store.close() }
+        #expect(store.deadLetterCap == 1024 * 1024)
+        for round in 0..<3 {
+            let logs = (0..<10).map { Fixture.log(round * 10 + $0, payloadBytes: 50_000) }
+            _ = try store.append(logs)
+            let batch = try #require(try store.claim(limit: 10, nowMs: 0))
+            #expect(try store.deadLetter(seqs: batch.logs.map(\.seq), status: 422, reason: "refused") == 10)
+        }
+        let letters = try store.deadLetters()
+        let bytes = letters.reduce(0) { $0 + $1.payload.count }
+        #expect(bytes <= 1024 * 1024)
+        #expect(letters.count == 20)
+        #expect(store.deadLettersDroppedTotal == 10)
+        // The newest stay: the oldest (ordinals 0–9) went first.
+        #expect(letters.first?.id == Fixture.log(10).id)
+        #expect(letters.last?.id == Fixture.log(29).id)
+        #expect(records.all.contains { $0.metadata["outbox.dropped"] == "10" })
+    }
+
+    // SPEC S4: logs older than the maximum age are deleted at start-up, counted and logged.
+    @Test func expiredLogsAreDeletedAtOpen() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let clock = ManualClock(wallMs: Fixture.baseWallMs)
+        let limits = StoreLimits(maxAgeMs: 10_000)
+        let store = try Fixture.open(path, limits: limits, clock: clock)
+        _ = try store.append([Fixture.log(0, wallMs: Fixture.baseWallMs - 9_000), Fixture.log(1, wallMs: Fixture.baseWallMs)])
+        store.close()
+        clock.advance(ms: 2_000)
+        let (logger, records) = RecordingLogHandler.make()
+        let reopened = try Fixture.open(path, limits: limits, clock: clock, logger: logger)
+        defer { reopened.close() }
+        #expect(reopened.expiredTotal == 1)
+        #expect(try reopened.allLogs().map(Fixture.ordinal) == [1])
+        #expect(records.all.contains { $0.level == .info && $0.metadata["outbox.expired"] == "1" })
+    }
+
+    // SPEC S4: … and before each batch is loaded, and through expire(nowMs:).
+    @Test func expiredLogsAreNeverClaimed() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let clock = ManualClock(wallMs: Fixture.baseWallMs)
+        let store = try Fixture.open(dir.file("store.sqlite"), limits: StoreLimits(maxAgeMs: 10_000), clock: clock)
+        defer { store.close() }
+        _ = try store.append([Fixture.log(0), Fixture.log(1, wallMs: Fixture.baseWallMs + 5_000),
+                              Fixture.log(2, priority: .critical, wallMs: Fixture.baseWallMs + 8_000)])
+        #expect(try store.expire(nowMs: Fixture.baseWallMs + 10_000) == 0)
+        #expect(try store.expire(nowMs: Fixture.baseWallMs + 10_001) == 1)
+        clock.advance(ms: 15_001)
+        #expect(try store.claim(limit: 10, nowMs: 0)?.logs.map(Fixture.ordinal) == [2])
+        #expect(store.expiredTotal == 2)
+    }
+
+    // SPEC T6: opting out deletes every stored log (and dead letter); the store keeps working.
+    @Test func deleteAllLogsEmptiesTheStore() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        defer { store.close() }
+        _ = try store.append((0..<500).map { Fixture.log($0, priority: $0 % 7 == 0 ? .critical : .normal, payloadBytes: 500) },
+                             newEventNames: ["tap"])
+        let batch = try #require(try store.claim(limit: 5, nowMs: 0))
+        _ = try store.deadLetter(seqs: [batch.logs[0].seq], status: 400, reason: "x")
+        try store.setMeta("enabled", "false")
+        #expect(try store.deleteAllLogs() == 499)
+        let counts = try store.counts()
+        #expect(counts.pendingNormal == 0 && counts.pendingCritical == 0 && counts.inFlight == 0 && counts.deadLetters == 0)
+        #expect(counts.oldestWallMs == nil)
+        #expect(try store.meta("enabled") == "false")
+        #expect(try store.eventNames() == ["tap"])
+        #expect((FileSystem.size(path) ?? 0) < 100 * 1024, "the file is rebuilt without the deleted pages")
+        #expect(store.walFileSize == 0)
+        #expect(try store.append([Fixture.log(1)]).stored == 1)
+    }
+
+    // SPEC T4, T6: meta values and event names survive a restart.
+    @Test func metaAndEventNamesSurviveReopen() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        try store.setMeta("enabled", "true")
+        try store.setMeta("install_id", "8E4C…")
+        try store.setMeta("install_id", "A1B2")
+        try store.setMeta("gone", "soon")
+        try store.setMeta("gone", nil)
+        _ = try store.append([Fixture.log(0)], newEventNames: ["tap", "open"])
+        _ = try store.append([], newEventNames: ["tap", "close"])
+        store.close()
+
+        let reopened = try Fixture.open(path)
+        defer { reopened.close() }
+        #expect(try reopened.meta("enabled") == "true")
+        #expect(try reopened.meta("install_id") == "A1B2")
+        #expect(try reopened.meta("gone") == nil)
+        #expect(try reopened.eventNames() == ["tap", "open", "close"])
+    }
+
+    // SPEC A10: device contexts are stored once per version.
+    @Test func deviceContextsAreStoredOncePerVersion() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        let v1 = try store.saveContext(json: Array("{\"os\":\"a\"}".utf8))
+        #expect(try store.saveContext(json: Array("{\"os\":\"a\"}".utf8)) == v1)
+        let v2 = try store.saveContext(json: Array("{\"os\":\"b\"}".utf8))
+        #expect(v2 > v1)
+        _ = try store.append([Fixture.log(0, context: v1)])
+        let v3 = try store.saveContext(json: Array("{\"os\":\"c\"}".utf8))
+        store.close()
+
+        // At open, versions no log refers to are pruned, except the latest.
+        let reopened = try Fixture.open(path)
+        defer { reopened.close() }
+        #expect(try reopened.context(id: v1) == Array("{\"os\":\"a\"}".utf8))
+        #expect(try reopened.context(id: v2) == nil)
+        #expect(try reopened.latestContext()?.id == v3)
+    }
+
+    // SPEC C8: after shutdown the store is closed and says so.
+    @Test func closedStoreRefusesCalls() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        store.close()
+        store.close()
+        #expect(throws: OutboxError.shutDown) { try store.append([Fixture.log(0)]) }
+        #expect(throws: OutboxError.shutDown) { try store.counts() }
+    }
+}

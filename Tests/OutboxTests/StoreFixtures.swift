@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+@testable import Outbox
+
+/// A fresh directory under /tmp for one test's SQLite files; `remove()` deletes it.
+struct TempDirectory {
+    let path: String
+
+    init(base: String = "/tmp") {
+        var template = Array("\(base)/outbox-store-test-XXXXXX".utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { buffer in mkdtemp(buffer.baseAddress!) }
+        precondition(created != nil, "mkdtemp failed: \(String(cString: strerror(errno)))")
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    func file(_ name: String) -> String { "\(path)/\(name)" }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+
+    func contents() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: path).sorted()) ?? [] }
+}
+
+/// Builders shared by the storage tests.
+enum Fixture {
+    static let baseWallMs: Int64 = 1_700_000_000_000
+
+    static func log(_ ordinal: Int, priority: Priority = .normal, payloadBytes: Int = 100,
+                    wallMs: Int64 = baseWallMs, context: Int64 = 0) -> NewLog {
+        let head = Array("{\"i\":\(ordinal),\"pad\":\"".utf8)
+        let tail = Array("\"}".utf8)
+        let padding = max(0, payloadBytes - head.count - tail.count)
+        let payload = head + [UInt8](repeating: UInt8(ascii: "x"), count: padding) + tail
+        return NewLog(id: UUIDBytes(high: 0xA1B2_C3D4_0000_0000 | UInt64(ordinal), low: UInt64(ordinal) &* 0x9E37_79B9_7F4A_7C15),
+                      priority: priority, wallMs: wallMs, monoNs: Int64(ordinal) * 1_000_000, boot: 42,
+                      context: context, payload: payload)
+    }
+
+    /// The ordinal written into a payload by `log(_:)`.
+    static func ordinal(of log: StoredLog) -> Int {
+        let text = String(decoding: log.payload, as: UTF8.self)
+        guard let start = text.range(of: "\"i\":"), let end = text[start.upperBound...].firstIndex(of: ",") else { return -1 }
+        return Int(text[start.upperBound..<end]) ?? -1
+    }
+
+    static let quietLogger = Logger(label: "outbox.test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    static func open(_ path: String, limits: StoreLimits = StoreLimits(), clock: any OutboxClock = ManualClock(wallMs: baseWallMs),
+                     logger: Logger = quietLogger) throws -> LogStore {
+        try LogStore(path: path, limits: limits, clock: clock, logger: logger)
+    }
+}
+
+/// A log handler that keeps what it receives, to assert that something was reported (and how loudly).
+final class RecordingLogHandler: LogHandler, @unchecked Sendable {
+    struct Entry {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    final class Box: @unchecked Sendable {
+        private let lock = NSLock()
+        private var entries: [Entry] = []
+        func add(_ entry: Entry) { lock.lock(); entries.append(entry); lock.unlock() }
+        var all: [Entry] { lock.lock(); defer { lock.unlock() }; return entries }
+    }
+
+    let box: Box
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    init(box: Box) { self.box = box }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        box.add(Entry(level: event.level, message: event.message.description, metadata: event.metadata ?? [:]))
+    }
+
+    static func make() -> (Logger, Box) {
+        let box = Box()
+        return (Logger(label: "outbox.test", factory: { _ in RecordingLogHandler(box: box) }), box)
+    }
+}
