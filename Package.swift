@@ -65,7 +65,7 @@ let package = Package(
         // A child process for the crash tests: tracks events in a loop until it is killed.
         .executableTarget(name: "outbox-crash-child", dependencies: ["Outbox"], path: "Tests/CrashChild"),
 
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "CLibUV", "CSQLite"], path: "Tests/OutboxTests"),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "CLibUV", "CSQLite", "CCurlShim", "CZlib"], path: "Tests/OutboxTests"),
         .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "CZlib"], path: "Tests/OutboxMockTests"),
         .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]

@@ -10,4 +10,12 @@ CURLcode outbox_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode outbox_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 CURLMcode outbox_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 CURLMcode outbox_multi_setopt_ptr(CURLM *multi, CURLMoption option, const void *value);
+
+// Typed setters for callbacks and the remaining variadic calls the transport needs: a typed parameter lets the
+// compiler check the Swift @convention(c) closure against curl's prototype instead of casting it to void *.
+CURLcode outbox_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
+CURLcode outbox_easy_setopt_write_function(CURL *handle, CURLoption option, curl_write_callback callback);
+CURLMcode outbox_multi_setopt_socket_function(CURLM *multi, curl_socket_callback callback);
+CURLMcode outbox_multi_setopt_timer_function(CURLM *multi, curl_multi_timer_callback callback);
+CURLSHcode outbox_share_setopt_long(CURLSH *share, CURLSHoption option, long value);
 #endif

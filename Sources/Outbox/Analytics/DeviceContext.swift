@@ -59,8 +59,9 @@ public struct DeviceContext: Sendable, Equatable {
         }
         let environment = ProcessInfo.processInfo.environment
         for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
-            if let value = environment[key], !value.isEmpty, value != "C", value != "POSIX" {
-                context.locale = String(value.prefix { $0 != "." && $0 != "@" })
+            let value = String((environment[key] ?? "").prefix { $0 != "." && $0 != "@" })
+            if !value.isEmpty, value != "C", value != "POSIX" {
+                context.locale = value
                 context.sources["locale"] = "$\(key)"
                 break
             }

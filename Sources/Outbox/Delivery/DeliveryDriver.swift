@@ -234,8 +234,8 @@ final class DeliveryDriver {
             outcome = .retryable(reason: "\(failure)", retryAfterMs: nil)
         case .response(let response):
             learnServerClock(response)
-            let retryAfter = RetryPolicy.retryAfterMs(retryAfter: response.header("Retry-After"),
-                                                      msRetryAfter: response.header("x-ms-retry-after-ms"), nowMs: clock.wallMs())
+            let retryAfter = RetryPolicy.retryAfterMs(retryAfter: response.headers["Retry-After"],
+                                                      msRetryAfter: response.headers["x-ms-retry-after-ms"], nowMs: clock.wallMs())
             let reason = String(decoding: response.body.prefix(512), as: UTF8.self)
             outcome = Outcome.classify(status: response.status, retryAfterMs: retryAfter, body: reason)
         }
@@ -325,7 +325,7 @@ final class DeliveryDriver {
     }
 
     private func learnServerClock(_ response: HTTPResponse) {
-        guard let date = response.header("Date"), let serverMs = HTTPDate.parse(date) else { return }
+        guard let date = response.headers["Date"], let serverMs = HTTPDate.parse(date) else { return }
         correction.learn(serverMs: serverMs, localWallMs: clock.wallMs())
     }
 

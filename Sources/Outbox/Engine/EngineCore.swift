@@ -46,7 +46,7 @@ final class EngineCore {
             options.requestTimeout = configuration.requestTimeout
             options.caFile = configuration.caFile
             options.userAgent = "outbox/\(OutboxVersion.string)"
-            let transport = try Transport(loop: loop, options: options)
+            let transport = try Transport(loop: loop, options: options, logger: logger)
             let counts = try store.counts()
             let device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                                appNamespace: configuration.appNamespace)

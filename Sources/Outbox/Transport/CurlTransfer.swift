@@ -1,0 +1,211 @@
+import CCurlShim
+
+/// One request's curl easy handle and everything curl reads or writes while it runs: the request body and
+/// the error buffer (curl keeps pointers to both), and the answer being collected. Owned by `Transport`,
+/// loop thread only. curl's write and header callbacks reach it through an unretained pointer: the transport
+/// holds the transfer until the easy handle has left the multi handle.
+final class CurlTransfer {
+    let id: TransferID
+    let request: HTTPRequest
+    let completion: (TransferResult) -> Void
+    let enqueuedAt: ContinuousClock.Instant
+    private(set) var startedAt: ContinuousClock.Instant?
+
+    private(set) var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The request body: `CURLOPT_POSTFIELDS` does not copy, so it must live until the easy handle is gone.
+    private var body: UnsafeMutableRawBufferPointer?
+    private var errorBuffer: UnsafeMutablePointer<CChar>?
+
+    private let bodyCap: Int
+    private var responseHeaders = HTTPHeaders()
+    private var responseBody: [UInt8] = []
+    private var responseBytes = 0
+
+    /// Header fields kept per response; the ones the engine acts on (SPEC R4, A9) are kept even beyond it.
+    private static let maxHeaderFields = 100
+    private static let essentialHeaders = ["date", "retry-after", "x-ms-retry-after-ms", "content-type", "content-encoding"]
+
+    init(id: TransferID, request: HTTPRequest, bodyCap: Int, completion: @escaping (TransferResult) -> Void) {
+        self.id = id
+        self.request = request
+        self.bodyCap = bodyCap
+        self.completion = completion
+        self.enqueuedAt = .now
+    }
+
+    deinit { release() }
+
+    /// Creates and configures the easy handle. Returns why it could not, or nil when it is ready to be added.
+    func prepare(options: TransportOptions, share: UnsafeMutableRawPointer?) -> TransportFailure? {
+        guard let easy = curl_easy_init() else {
+            return .other(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
+        }
+        self.easy = easy
+        startedAt = .now
+
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        self.errorBuffer = errorBuffer
+
+        // Never 0 bytes: a null POSTFIELDS would make curl read the body from stdin-like callbacks.
+        let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
+        request.body.withUnsafeBytes { source in
+            if let base = source.baseAddress, let target = body.baseAddress { target.copyMemory(from: base, byteCount: source.count) }
+        }
+        self.body = body
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        // curl adds `Expect: 100-continue` to large POSTs and waits a round trip (or 1 s) for a 100 answer.
+        for line in request.headers.map({ "\($0.0): \($0.1)" }) + ["Expect:"] {
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                return .other(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append failed")
+            }
+            list = appended
+        }
+        headerList = list
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        var rc = CURLE_OK
+        func set(_ option: CURLoption, _ value: Int) { if rc == CURLE_OK { rc = outbox_easy_setopt_long(easy, option, value) } }
+        func set(_ option: CURLoption, pointer: UnsafeRawPointer?) { if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, option, pointer) } }
+        // curl copies string options (since 7.17), so a scoped C string is enough for them.
+        func set(_ option: CURLoption, string: String) {
+            if rc == CURLE_OK { rc = string.withCString { outbox_easy_setopt_ptr(easy, option, $0) } }
+        }
+
+        set(CURLOPT_ERRORBUFFER, pointer: errorBuffer)
+        set(CURLOPT_URL, string: request.url)
+        // Only ever http(s): a redirect or a crafted URL cannot make curl speak another protocol.
+        set(CURLOPT_PROTOCOLS_STR, string: "http,https")
+        set(CURLOPT_HTTP09_ALLOWED, 0)
+        // No signals: curl must not install SIGALRM handlers or raise SIGPIPE in the host process.
+        set(CURLOPT_NOSIGNAL, 1)
+        set(CURLOPT_TCP_NODELAY, 1)
+        set(CURLOPT_TCP_KEEPALIVE, 1)
+        set(CURLOPT_TIMEOUT_MS, options.requestTimeout.roundedUpMilliseconds)
+        set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.roundedUpMilliseconds)
+        set(CURLOPT_SSL_VERIFYPEER, 1)
+        set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile = options.caFile { set(CURLOPT_CAINFO, string: caFile) }
+        if let proxy = options.proxy { set(CURLOPT_PROXY, string: proxy) }
+        set(CURLOPT_USERAGENT, string: options.userAgent)
+        if let share { set(CURLOPT_SHARE, pointer: share) }
+        set(CURLOPT_HTTPHEADER, pointer: list)
+        switch request.method {
+        case .post:
+            set(CURLOPT_POST, 1)
+            if rc == CURLE_OK { rc = outbox_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)) }
+            set(CURLOPT_POSTFIELDS, pointer: body.baseAddress)
+        }
+        if rc == CURLE_OK {
+            rc = outbox_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+                guard let context else { return 0 }
+                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().received(body: data, count: size * count)
+            }
+        }
+        set(CURLOPT_WRITEDATA, pointer: context)
+        if rc == CURLE_OK {
+            rc = outbox_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+                guard let context else { return 0 }
+                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().received(header: data, count: size * count)
+            }
+        }
+        set(CURLOPT_HEADERDATA, pointer: context)
+
+        guard rc == CURLE_OK else { return TransportFailure(curlCode: rc, message: Self.describe(rc)) }
+        return nil
+    }
+
+    /// The transfer's outcome once curl finished it with `code`. Call before `release`.
+    func result(code: CURLcode) -> TransferResult {
+        guard code == CURLE_OK, let easy else {
+            let detail = errorBuffer.map { String(cString: $0) } ?? ""
+            return .failure(TransportFailure(curlCode: code, message: detail.isEmpty ? Self.describe(code) : detail))
+        }
+        var status = 0
+        _ = outbox_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var connects = 0
+        _ = outbox_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+        let now = ContinuousClock.now
+        let timing = TransferTiming(queued: (startedAt ?? now) - enqueuedAt,
+                                    connect: microseconds(CURLINFO_CONNECT_TIME_T),
+                                    firstByte: microseconds(CURLINFO_STARTTRANSFER_TIME_T),
+                                    total: microseconds(CURLINFO_TOTAL_TIME_T))
+        return .response(HTTPResponse(status: status, headers: responseHeaders, body: responseBody,
+                                      bodyBytesReceived: responseBytes, timing: timing, reusedConnection: connects == 0))
+    }
+
+    /// Frees the easy handle and what curl pointed at. The handle must no longer be in a multi handle.
+    func release() {
+        if let easy { curl_easy_cleanup(easy) }
+        easy = nil
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        body?.deallocate()
+        body = nil
+        errorBuffer?.deallocate()
+        errorBuffer = nil
+    }
+
+    private func microseconds(_ info: CURLINFO) -> Duration {
+        var value: curl_off_t = 0
+        guard let easy, outbox_easy_getinfo_off(easy, info, &value) == CURLE_OK else { return .zero }
+        return .microseconds(value)
+    }
+
+    /// CURLOPT_WRITEFUNCTION: keeps the body up to the cap and swallows the rest (answering less than `count`
+    /// would abort the transfer with a write error, and the status is what matters).
+    private func received(body data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
+        responseBytes += count
+        let room = bodyCap - responseBody.count
+        if room > 0, let data {
+            UnsafeRawPointer(data).withMemoryRebound(to: UInt8.self, capacity: count) { bytes in
+                responseBody.append(contentsOf: UnsafeBufferPointer(start: bytes, count: min(room, count)))
+            }
+        }
+        return count
+    }
+
+    /// CURLOPT_HEADERFUNCTION: called once per header line, status lines included. A new status line starts a
+    /// new header block (a `100 Continue` or a proxy's `200 Connection established` come before the real one).
+    private func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
+        guard let data else { return count }
+        var line = UnsafeRawBufferPointer(start: data, count: count)[...]
+        // Trim bytes, not Characters: Swift reads "\r\n" as one Character.
+        while let last = line.last, last == 0x0D || last == 0x0A { line = line.dropLast() }
+        let text = String(decoding: line, as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            responseHeaders.removeAll()
+            responseBody.removeAll()
+            responseBytes = 0
+            return count
+        }
+        guard !text.isEmpty else { return count }
+        if text.first == " " || text.first == "\t" {
+            responseHeaders.extendLast(with: text.trimmingWhitespace())
+            return count
+        }
+        guard let colon = text.firstIndex(of: ":") else { return count }
+        let name = String(text[..<colon]).trimmingWhitespace()
+        let value = String(text[text.index(after: colon)...]).trimmingWhitespace()
+        if responseHeaders.count < Self.maxHeaderFields || Self.essentialHeaders.contains(name.lowercased()) {
+            responseHeaders.append(name: name, value: value)
+        }
+        return count
+    }
+
+    static func describe(_ code: CURLcode) -> String {
+        curl_easy_strerror(code).map { String(cString: $0) } ?? "curl error \(code.rawValue)"
+    }
+}
+
+private extension String {
+    func trimmingWhitespace() -> String {
+        var slice = Substring(self)
+        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
+        return String(slice)
+    }
+}

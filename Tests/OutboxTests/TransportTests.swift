@@ -1,0 +1,443 @@
+import CCurlShim
+import Foundation
+import Testing
+@testable import Outbox
+
+/// Real HTTP over 127.0.0.1 to `TestHTTPServer`, through a `Transport` on a real libuv loop. Serialized: the
+/// concurrency and timeout tests measure time, and two cores are easily crowded.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct TransportTests {
+    private func post(_ server: TestHTTPServer, _ path: String, body: [UInt8] = Array("{}".utf8),
+                      headers: [(String, String)] = [("Content-Type", "application/json")]) -> HTTPRequest {
+        HTTPRequest(url: server.baseURL + path, headers: headers, body: body)
+    }
+
+    // SPEC W1, A9, C8: the request's method, headers and body arrive intact; status, headers (Date) and body come
+    // back; the loop closes with no handle open.
+    @Test func postArrivesIntactAndTheResponseComesBack() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let body = Array(#"{"logs":[{"type":"event","name":"ü"}]}"#.utf8)
+
+        let result = await harness.send(post(server, "/echo?x=1", body: body, headers: [
+            ("Content-Type", "application/json"), ("App-Secret", "secret-1"), ("Install-ID", "0d2f…-install"),
+        ]))
+
+        let response = try #require(result.response)
+        #expect(response.status == 200)
+        #expect(response.body == body)
+        #expect(response.bodyBytesReceived == body.count)
+        #expect(response.headers["date"] != nil)
+        #expect(response.headers["CONTENT-TYPE"] == "application/octet-stream")
+        #expect(response.timing.total > .zero)
+        let request = try #require(server.requests.first)
+        #expect(request.method == "POST")
+        #expect(request.target == "/echo?x=1")
+        #expect(request.body == body)
+        #expect(request.header("App-Secret") == "secret-1")
+        #expect(request.header("Install-ID") == "0d2f…-install")
+        #expect(request.header("Content-Type") == "application/json")
+        #expect(request.header("Expect") == nil)
+        #expect(request.header("User-Agent")?.hasPrefix("Outbox/") == true)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1, R4: a 503 is an answer, not a transport failure, and it carries Retry-After and x-ms-retry-after-ms.
+    @Test func errorStatusIsAResponseWithItsRetryAfterHeaders() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let response = try #require(await harness.send(post(server, "/ok?status=503")).response)
+
+        #expect(response.status == 503)
+        #expect(!response.isSuccess)
+        #expect(response.headers["Retry-After"] == "120")
+        #expect(response.headers["X-MS-Retry-After-Ms"] == "1500")
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC W1: a gzip body round-trips through zlib and through the system's gzip tool.
+    @Test func gzipRoundTrip() throws {
+        let json = Array(String(repeating: #"{"type":"event","name":"tap","properties":{"k":"v"}},"#, count: 200).utf8)
+
+        let compressed = try Gzip.compress(json)
+
+        #expect(compressed.count < json.count / 5)
+        #expect(Array(compressed.prefix(3)) == [0x1F, 0x8B, 0x08])   // gzip magic, deflate
+        #expect(try Gzip.decompress(compressed) == json)
+        #expect(try Gzip.decompress(try Gzip.compress([])) == [])
+        #expect(try Gzip.decompress(compressed + (try Gzip.compress([1, 2, 3]))) == json + [1, 2, 3])
+        if FileManager.default.isExecutableFile(atPath: "/bin/gzip") {
+            #expect(try Self.gunzipWithSystemTool(compressed) == json)
+        }
+    }
+
+    // SPEC W1: damaged gzip input is a named error, never a crash.
+    @Test func gzipRejectsBadInput() throws {
+        let compressed = try Gzip.compress(Array(repeating: 7, count: 10_000))
+        #expect(throws: GzipError.truncated) { try Gzip.decompress(Array(compressed.dropLast(20))) }
+        #expect(throws: GzipError.tooLarge(limit: 100)) { try Gzip.decompress(compressed, limit: 100) }
+        #expect(throws: GzipError.invalidLevel(12)) { try Gzip.compress([1], level: 12) }
+        #expect(throws: GzipError.self) { try Gzip.decompress(Array("not gzip at all".utf8)) }
+    }
+
+    // SPEC W1: a compressed body goes out byte for byte with the caller's Content-Encoding header.
+    @Test func gzipBodyIsSentAsGiven() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let json = Array(String(repeating: #"{"name":"e"},"#, count: 300).utf8)
+        let compressed = try Gzip.compress(json)
+
+        let result = await harness.send(post(server, "/ok", body: compressed,
+                                             headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]))
+
+        #expect(result.response?.status == 200)
+        let request = try #require(server.requests.first)
+        #expect(request.header("Content-Encoding") == "gzip")
+        #expect(request.body == compressed)
+        #expect(try Gzip.decompress(request.body) == json)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C3: at most 3 transfers in flight; the other 7 wait in the transport's queue and all 10 complete.
+    @Test func atMostThreeTransfersAreInFlight() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let results = ResultBox()
+
+        let counts = await harness.sync { transport -> (Int, Int) in
+            for _ in 0..<10 { transport.send(post(server, "/ok?delay=100")) { results.add($0) } }
+            return (transport.activeCount, transport.queuedCount)
+        }
+        let all = await results.waitFor(10)
+
+        #expect(counts.0 == 3)
+        #expect(counts.1 == 7)
+        #expect(all.allSatisfy { $0.response?.status == 200 })
+        #expect(server.maxConcurrentRequests == 3)
+        #expect(await harness.sync { $0.maxActiveObserved } == 3)
+        #expect(await harness.sync { $0.activeCount + $0.queuedCount } == 0)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C3 (DESIGN, curl): time spent in the transport's queue does not count against the request timeout.
+    // 9 requests of 300 ms each, 3 at a time, take ~900 ms: with a 700 ms timeout the last ones would time out
+    // if they had been waiting inside curl.
+    @Test func queuedTimeDoesNotCountAgainstTheTimeout() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness(options: TransportHarness.options(requestTimeout: .milliseconds(700)))
+        let results = ResultBox()
+
+        await harness.sync { transport in
+            for _ in 0..<9 { transport.send(post(server, "/ok?delay=300")) { results.add($0) } }
+        }
+        let all = await results.waitFor(9)
+
+        #expect(all.compactMap(\.failure).isEmpty)
+        #expect(all.compactMap(\.response).count == 9)
+        let maxQueued = all.compactMap { $0.response?.timing.queued }.max() ?? .zero
+        #expect(maxQueued >= .milliseconds(500))
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C3 (keep-alive): 20 requests one after another reuse the connection: 1–3 connections in all.
+    @Test func sequentialRequestsReuseTheConnection() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        var reused = 0
+        for _ in 0..<20 {
+            let response = try #require(await harness.send(post(server, "/ok")).response)
+            #expect(response.status == 200)
+            if response.reusedConnection { reused += 1 }
+        }
+
+        #expect((1...3).contains(server.connectionsAccepted))
+        #expect(reused >= 17)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C3 (keep-alive): a server that silently drops idle connections costs a reconnect, never a failure.
+    @Test func droppedIdleConnectionIsReplacedTransparently() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        for _ in 0..<5 {
+            #expect(await harness.send(post(server, "/ok?drop=1")).response?.status == 200)
+        }
+
+        #expect(server.connectionsAccepted == 5)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: certificate verification is on by default: a self-signed server is a .tls failure (retryable).
+    @Test(.enabled(if: TLSTestServer.isAvailable)) func selfSignedCertificateIsRefusedByDefault() async throws {
+        let server = try TLSTestServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(HTTPRequest(url: server.baseURL + "/logs", body: [1, 2, 3]))
+
+        #expect(result.failure == .tls)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // caFile trusts a test server's certificate, with verification still on (host name and chain checked).
+    @Test(.enabled(if: TLSTestServer.isAvailable)) func caFileTrustsTheTestCertificate() async throws {
+        let server = try TLSTestServer()
+        defer { server.stop() }
+        var options = TransportHarness.options()
+        options.caFile = server.certificatePath
+        let harness = try TransportHarness(options: options)
+        let body = Array("tls body".utf8)
+
+        let first = await harness.send(HTTPRequest(url: server.baseURL + "/logs", body: body))
+        let second = await harness.send(HTTPRequest(url: server.baseURL + "/logs", body: body))
+
+        #expect(first.response?.status == 200)
+        #expect(first.response?.body == body)
+        #expect(second.response?.reusedConnection == true)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: nothing listening → .connectionRefused (retryable).
+    @Test func nothingListeningIsConnectionRefused() async throws {
+        let port = try ClosedPort()
+        let harness = try TransportHarness()
+
+        let result = await harness.send(HTTPRequest(url: "http://127.0.0.1:\(port.port)/logs", body: [1]))
+
+        #expect(result.failure == .connectionRefused)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: a reset after the request arrived → .connectionReset.
+    @Test func resetIsConnectionReset() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/reset"))
+
+        #expect(result.failure == .connectionReset)
+        #expect(server.requests.count == 1)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1, T7: a server that closes without answering lost the answer → .connectionReset, not refused.
+    @Test func closeWithoutAnswerIsConnectionReset() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/close"))
+
+        #expect(result.failure == .connectionReset)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: no answer within requestTimeout → .timeout.
+    @Test func hangingServerTimesOut() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness(options: TransportHarness.options(requestTimeout: .milliseconds(300)))
+        let started = ContinuousClock.now
+
+        let result = await harness.send(post(server, "/hang"))
+
+        #expect(result.failure == .timeout)
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed >= .milliseconds(290) && elapsed < .seconds(3))
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: an answer that is not HTTP → .malformedResponse.
+    @Test func garbageAnswerIsMalformed() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/garbage"))
+
+        #expect(result.failure == .malformedResponse)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C8: cancelling one in-flight transfer completes it with .cancelled; the others finish normally.
+    @Test func cancelInFlightTransferLeavesTheOthersRunning() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let hung = ResultBox()
+        let others = ResultBox()
+
+        let id = await harness.start(post(server, "/hang"), into: hung)
+        await server.waitForRequests(1)
+        await harness.sync { transport in
+            for _ in 0..<2 { transport.send(post(server, "/ok?delay=100")) { others.add($0) } }
+        }
+        await server.waitForRequests(3)
+        harness.onLoop { $0.cancel(id) }
+
+        #expect(await hung.waitFor(1).first?.failure == .cancelled)
+        let rest = await others.waitFor(2)
+        #expect(rest.allSatisfy { $0.response?.status == 200 })
+        #expect(await harness.sync { $0.activeCount } == 0)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C8: a queued transfer cancelled before it started never reaches the server.
+    @Test func cancelQueuedTransferNeverSendsIt() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness(options: TransportHarness.options(maxActive: 1))
+        let first = ResultBox()
+        let second = ResultBox()
+
+        _ = await harness.start(post(server, "/ok?delay=100&n=1"), into: first)
+        let queued = await harness.start(post(server, "/ok?n=2"), into: second)
+        #expect(await harness.sync { $0.queuedCount } == 1)
+        harness.onLoop { $0.cancel(queued) }
+
+        #expect(await second.waitFor(1).first?.failure == .cancelled)
+        #expect(await first.waitFor(1).first?.response?.status == 200)
+        #expect(server.requests.map(\.target) == ["/ok?delay=100&n=1"])
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC C8: close() with transfers in flight and queued completes every one with .cancelled, closes every
+    // handle, and the loop then closes (uv_loop_close == 0).
+    @Test func closeCancelsEverythingAndLeavesNoHandle() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let results = ResultBox()
+
+        await harness.sync { transport in
+            for _ in 0..<5 { transport.send(post(server, "/hang")) { results.add($0) } }
+        }
+        await server.waitForRequests(3)
+        #expect(await harness.sync { ($0.activeCount, $0.queuedCount, $0.watchedSocketCount) } == (3, 2, 3))
+
+        let closeResult = await harness.shutdown()
+
+        let all = results.all
+        #expect(all.count == 5)
+        #expect(all.allSatisfy { $0.failure == .cancelled })
+        #expect(closeResult == 0)
+        #expect(harness.loop.openHandleCount == 0)
+    }
+
+    // SPEC C8 (never hurt the host): a transport released on the loop thread without close() still completes its
+    // transfers with .cancelled and closes its handles.
+    @Test func releasedTransportCancelsAndClosesItsHandles() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let loop = try EventLoop(mode: .dedicatedThread)
+        let jobs = JobQueue()
+        jobs.wake = LoopAsync(loop: loop) { jobs.drain() }
+        let holder = TransportHolder(try Transport(loop: loop, options: TransportHarness.options()))
+        loop.startThread(name: "transport-test-release")
+        let results = ResultBox()
+        let request = post(server, "/hang")
+
+        jobs.post { holder.transport?.send(request) { results.add($0) } }
+        await server.waitForRequests(1)
+        jobs.post {
+            holder.transport = nil
+            jobs.closeWake()
+        }
+
+        #expect(await results.waitFor(1).first?.failure == .cancelled)
+        loop.joinThread()
+        #expect(loop.closeResult == 0)
+    }
+
+    // SPEC C8: after close(), a send completes at once with .cancelled and opens nothing.
+    @Test func sendAfterCloseIsCancelled() async throws {
+        let harness = try TransportHarness()
+        let result = await harness.sync { transport -> TransportFailure? in
+            transport.close()
+            var failure: TransportFailure?
+            transport.send(HTTPRequest(url: "http://127.0.0.1:1/")) { failure = $0.failure }
+            return failure
+        }
+
+        #expect(result == .cancelled)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC W1: a header value with CR/LF would inject headers; it is refused before curl sees it.
+    @Test func headerInjectionIsRefused() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/ok", headers: [("App-Secret", "x\r\nX-Injected: 1")]))
+        let badURL = await harness.send(HTTPRequest(url: "file:///etc/passwd"))
+
+        guard case .invalidRequest = result.failure else { Issue.record("expected invalidRequest, got \(result)"); return }
+        guard case .invalidRequest = badURL.failure else { Issue.record("expected invalidRequest, got \(badURL)"); return }
+        #expect(server.requests.isEmpty)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // A misbehaving server cannot make the engine hold a large body: it is cut at maxResponseBodyBytes.
+    @Test func responseBodyIsCapped() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let response = try #require(await harness.send(post(server, "/big?size=300000")).response)
+
+        #expect(response.status == 200)
+        #expect(response.body.count == 64 * 1024)
+        #expect(response.bodyBytesReceived == 300_000)
+        #expect(response.bodyTruncated)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: curl's error codes map to the failure classes the retry policy names.
+    @Test func curlCodesMapToFailureClasses() {
+        let table: [(CURLcode, TransportFailure)] = [
+            (CURLE_COULDNT_CONNECT, .connectionRefused),
+            (CURLE_RECV_ERROR, .connectionReset),
+            (CURLE_SEND_ERROR, .connectionReset),
+            (CURLE_GOT_NOTHING, .connectionReset),
+            (CURLE_PARTIAL_FILE, .connectionReset),
+            (CURLE_COULDNT_RESOLVE_HOST, .dns),
+            (CURLE_SSL_CONNECT_ERROR, .tls),
+            (CURLE_PEER_FAILED_VERIFICATION, .tls),
+            (CURLE_SSL_CACERT_BADFILE, .tls),
+            (CURLE_OPERATION_TIMEDOUT, .timeout),
+            (CURLE_WEIRD_SERVER_REPLY, .malformedResponse),
+            (CURLE_OUT_OF_MEMORY, .other(code: 27, message: "m")),
+        ]
+        for (code, expected) in table {
+            #expect(TransportFailure(curlCode: code, message: "m") == expected, "CURLcode \(code.rawValue)")
+        }
+    }
+
+    private static func gunzipWithSystemTool(_ bytes: [UInt8]) throws -> [UInt8] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        process.arguments = ["-dc"]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data(bytes))
+        try input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Array(data)
+    }
+}
