@@ -57,6 +57,15 @@ struct EventValidationTests {
         #expect(result.adjustments.truncatedValues.isEmpty == (length <= 125))
     }
 
+    // SPEC T3: keys equal after truncation keep the first in key order.
+    @Test func keysThatCollideAfterTruncationKeepTheFirst() throws {
+        let a = String(repeating: "k", count: 130), b = String(repeating: "k", count: 125) + "zzzzz"
+        let result = try EventValidator.validate(name: "e", properties: [a: 1, b: 2, "x": 3])
+        let names = typed(result).compactMap { $0["name"] as? String }
+        #expect(names == [String(repeating: "k", count: 125), "x"])
+        #expect(result.adjustments.droppedKeys == [b])
+    }
+
     // SPEC T3
     @Test(arguments: [Double.nan, .infinity, -.infinity]) func nonFiniteNumbersAreRejected(value: Double) {
         #expect(throws: OutboxError.self) { try EventValidator.validate(name: "e", properties: ["x": .double(value)]) }
