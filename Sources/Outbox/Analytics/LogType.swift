@@ -1,0 +1,52 @@
+/// The log types of the wire format (SPEC W2). Each log's payload starts `{"type":T,"id":"…"` followed by the
+/// stamp of its session and user (SPEC T7) and the type's own fields.
+enum LogType: String, Sendable, CaseIterable {
+    case event
+    case startSession
+    case endSession
+    case screen
+    case userProperties
+    case location
+
+    /// `{"type":"event","id":"` — the payload up to the id, built once per type.
+    var payloadPrefix: [UInt8] {
+        switch self {
+        case .event: return Self.eventPrefix
+        case .startSession: return Self.startSessionPrefix
+        case .endSession: return Self.endSessionPrefix
+        case .screen: return Self.screenPrefix
+        case .userProperties: return Self.userPropertiesPrefix
+        case .location: return Self.locationPrefix
+        }
+    }
+
+    private static func prefix(_ type: LogType) -> [UInt8] {
+        Array(#"{"type":""#.utf8) + Array(type.rawValue.utf8) + Array(#"","id":""#.utf8)
+    }
+    private static let eventPrefix = prefix(.event)
+    private static let startSessionPrefix = prefix(.startSession)
+    private static let endSessionPrefix = prefix(.endSession)
+    private static let screenPrefix = prefix(.screen)
+    private static let userPropertiesPrefix = prefix(.userProperties)
+    private static let locationPrefix = prefix(.location)
+}
+
+/// The session and user fields every log carries (SPEC T7): `,"sid":"…"` or `,"sid":null`, then `,"userId":"…"`
+/// when a user id is set. Computed when either changes, appended as is to every log.
+enum Stamp {
+    static func bytes(sid: UUIDBytes?, userID: String?) -> [UInt8] {
+        var writer = JSONWriter(capacity: 64 + (userID?.utf8.count ?? 0))
+        if let sid {
+            writer.raw(",\"sid\":\"")
+            sid.write(into: &writer.bytes)
+            writer.raw(UInt8(ascii: "\""))
+        } else {
+            writer.raw(",\"sid\":null")
+        }
+        if let userID {
+            writer.raw(",\"userId\":")
+            writer.string(userID)
+        }
+        return writer.bytes
+    }
+}
