@@ -49,6 +49,8 @@ struct Emit: AsyncParsableCommand {
     func run() async throws {
         var configuration = Configuration(storePath: store)
         configuration.testingAllowsValuesBelowBounds = testing
+        // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
+        configuration.sessionTracking = .manual
         if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
         configuration.endpoint = endpoint
         configuration.appSecret = appSecret ?? ""

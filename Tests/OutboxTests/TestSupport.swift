@@ -29,9 +29,12 @@ func builtProduct(_ name: String) -> String {
     return candidates[0].appendingPathComponent(name).path
 }
 
+/// Manual sessions: a store then holds exactly the logs a test tracked (no `startSession` log at engine start,
+/// SPEC A1). Tests of sessions ask for `.automatic` themselves.
 func testConfiguration(_ path: String) -> Configuration {
     var configuration = Configuration(storePath: path)
     configuration.testingAllowsValuesBelowBounds = true
+    configuration.sessionTracking = .manual
     return configuration
 }
 

@@ -27,7 +27,6 @@ final class DeliveryDriver {
     private var wakeAtMs: Int64?
     private var correction: ClockCorrection
     private var encoder: BatchEncoder
-    private var device: DeviceContext
     private let boot: Int64
     private var nextKey: DeliveryScheduler.BatchKey = 1
 
@@ -60,7 +59,6 @@ final class DeliveryDriver {
                                            waitingNormal: waitingNormal, waitingCritical: waitingCritical)
         self.correction = ClockCorrection(thresholdMs: configuration.clockSkewThreshold.milliseconds)
         self.encoder = BatchEncoder(contexts: [0: device.json()])
-        self.device = device
         self.boot = BootID.current
         // SPEC R5: a restart re-enables sending; a cause left by the last run no longer holds.
         try? store.setMeta(MetaKey.disabledReason, nil)
@@ -105,12 +103,18 @@ final class DeliveryDriver {
         }
     }
 
-    /// SPEC A10: the network type in the device context follows the watcher.
-    func setNetworkType(_ type: String) {
-        guard device.networkType != type else { return }
-        device.networkType = type
-        device.sources["networkType"] = "rtnetlink + /proc/net/route"
-        encoder.contexts[0] = device.json()
+    /// SPEC A10: the device context that logs are captured under from now on, with its version id in the store.
+    /// It also serves logs stored without a version (id 0).
+    func setDeviceContext(id: Int64, json: [UInt8]) {
+        encoder.contexts[id] = json
+        encoder.contexts[0] = json
+    }
+
+    /// A log is sent with the context it was captured under: versions not in memory are read from the store.
+    private func loadContexts(of logs: [StoredLog]) {
+        for id in Set(logs.map(\.context)) where encoder.contexts[id] == nil {
+            if let json = try? store.context(id: id) { encoder.contexts[id] = json }
+        }
     }
 
     func networkChanged(online: Bool) {
@@ -197,6 +201,7 @@ final class DeliveryDriver {
 
     private func send(_ key: DeliveryScheduler.BatchKey) {
         guard var flight = flights[key] else { return }
+        loadContexts(of: flight.logs)
         let wallNow = clock.wallMs(), monoNow = clock.monoNs()
         let correction = self.correction, boot = self.boot
         var body = encoder.encode(flight.logs, sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,

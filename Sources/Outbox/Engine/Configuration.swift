@@ -65,6 +65,20 @@ public struct Configuration: Sendable {
     public var appBuild = "unknown"
     public var appNamespace: String? = nil
 
+    // MARK: Analytics model (SPEC A1–A8)
+
+    /// SPEC A1: a background stretch longer than this ends the session; the next foreground starts a new one.
+    /// 1 s – 1 day; default 20 s (Curio's default is 30 min).
+    public var sessionTimeout: Duration = .seconds(20)
+    /// SPEC A1–A2: `.automatic` (default) or `.manual` (App Center's and Curio's `enableManualSessionTracker()`:
+    /// sessions start only on `startSession()`). Fixed at start.
+    public var sessionTracking: SessionTracking = .automatic
+    /// SPEC A5 (Sensors' auto-track): `$AppStart` at engine start and on each `enterForeground()`, `$AppEnd` on each
+    /// `enterBackground()` and at shutdown. Default: off.
+    public var tracksAppLifecycle = false
+    /// Seeds the log and session ids, so that a test gets the same JSON every run (golden payloads).
+    var testingIDSeed: UInt64? = nil
+
     /// Lets tests use values below the user-facing bounds (tiny storage caps, short ages). Never set it in an app.
     public var testingAllowsValuesBelowBounds = false
 
@@ -106,6 +120,7 @@ public struct Configuration: Sendable {
             try check("probeInterval", Int(probeInterval.milliseconds), (testing ? 1 : 60_000)...86_400_000, unit: " ms")
         }
         try check("requestTimeout", Int(requestTimeout.milliseconds), (testing ? 1 : 1000)...600_000, unit: " ms")
+        try check("sessionTimeout", Int(sessionTimeout.milliseconds), (testing ? 1 : 1000)...86_400_000, unit: " ms")
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             throw .invalidConfiguration("caFile \(caFile) is not a readable file")
         }
@@ -126,6 +141,11 @@ public struct Configuration: Sendable {
         guard range.contains(value) else {
             throw .invalidConfiguration("\(name) must be between \(range.lowerBound)\(unit) and \(range.upperBound)\(unit), got \(value)\(unit)")
         }
+    }
+
+    var analyticsSettings: AnalyticsState.Settings {
+        AnalyticsState.Settings(sessionTracking: sessionTracking, sessionTimeoutNs: sessionTimeout.milliseconds * 1_000_000,
+                                tracksAppLifecycle: tracksAppLifecycle)
     }
 
     var storeLimits: StoreLimits {

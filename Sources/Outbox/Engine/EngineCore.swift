@@ -9,7 +9,7 @@ final class EngineCore {
     let intake: Intake
     let configuration: Configuration
     let logger: Logger
-    private var ids = IDGenerator()
+    var ids: IDGenerator
     private let boot: Int64
     private var async: LoopAsync?
     private var commitTimer: LoopTimer?
@@ -28,6 +28,13 @@ final class EngineCore {
     private var watcher: ReachabilityWatcher?
     /// SPEC N2: the host's override; nil lets the watcher decide.
     private var reachabilityOverride: Reachability?
+    /// Sessions, lifecycle and user (SPEC A1–A3, A5, A8), fed in queue order: see EngineCore+Analytics.swift.
+    var analytics = AnalyticsState()
+    /// SPEC T6 in queue order: logs the analytics model writes while collection is off are dropped.
+    var collecting = true
+    /// SPEC A10: the current device context and its version id in the store's `contexts` (0: not saved).
+    var device = DeviceContext()
+    var contextID: Int64 = 0
 
     init(configuration: Configuration, loop: EventLoop, store: LogStore, intake: Intake) {
         self.configuration = configuration
@@ -37,10 +44,13 @@ final class EngineCore {
         self.intake = intake
         self.boot = BootID.current
         self.windowNs = configuration.groupCommitWindow.milliseconds * 1_000_000
+        self.ids = configuration.testingIDSeed.map(IDGenerator.init(seed:)) ?? IDGenerator()
     }
 
     /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
     func start(installID: UUID) throws {
+        device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
+                                       appNamespace: configuration.appNamespace)
         if configuration.endpoint != nil {
             var options = TransportOptions()
             options.requestTimeout = configuration.requestTimeout
@@ -48,8 +58,6 @@ final class EngineCore {
             options.userAgent = "outbox/\(OutboxVersion.string)"
             let transport = try Transport(loop: loop, options: options, logger: logger)
             let counts = try store.counts()
-            let device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
-                                               appNamespace: configuration.appNamespace)
             let delivery = DeliveryDriver(store: store, transport: transport, configuration: configuration, loop: loop,
                                           installID: installID, device: device,
                                           waitingNormal: counts.pendingNormal, waitingCritical: counts.pendingCritical)
@@ -61,13 +69,13 @@ final class EngineCore {
                         self.networkStateChanged(state)
                     }
                     self.watcher = watcher
-                    delivery.setNetworkType(watcher.state.networkType)
                     if !watcher.state.online { delivery.networkChanged(online: false) }
                 } catch {
                     logger.warning("no reachability watcher; assuming online", metadata: ["outbox.error": "\(error)"])
                 }
             }
         }
+        startDeviceContext(networkType: watcher?.state.networkType)
         let async = LoopAsync(loop: loop) { [unowned self] in self.onWake() }
         self.async = async
         intake.setWake { async.send() }
@@ -128,6 +136,8 @@ final class EngineCore {
             case .setEnabled(let enabled):
                 flush(&logs, &names, &waiters)
                 applyEnabled(enabled)
+            case .analytics(let command):
+                apply(command, into: &logs)
             case .task(let work):
                 flush(&logs, &names, &waiters)
                 work()
@@ -138,21 +148,24 @@ final class EngineCore {
         for barrier in barriers { barrier.signal(nil) }
     }
 
-    private func makeLog(_ draft: EventDraft) -> NewLog {
+    /// `stamp`: the session and user of a log the analytics model wrote; nil for the current ones.
+    func makeLog(_ draft: EventDraft, stamp: [UInt8]? = nil) -> NewLog {
         let id = ids.uuid()
+        let stamp = stamp ?? analytics.stamp
         var payload: [UInt8] = []
-        payload.reserveCapacity(draft.body.count + 64)
-        payload.append(contentsOf: #"{"type":"event","id":""#.utf8)
+        payload.reserveCapacity(draft.body.count + stamp.count + 64)
+        payload.append(contentsOf: draft.type.payloadPrefix)
         id.write(into: &payload)
         payload.append(UInt8(ascii: "\""))
-        // Sessions and users (SPEC A1–A3, A8) add `sid` and `userId` here.
+        // SPEC T7: `sid` (A1–A3) and `userId` (A8) as current in queue order.
+        payload.append(contentsOf: stamp)
         if !draft.body.isEmpty {
             payload.append(UInt8(ascii: ","))
             payload.append(contentsOf: draft.body)
         }
         payload.append(UInt8(ascii: "}"))
         return NewLog(id: id, priority: draft.priority, wallMs: draft.wallMs, monoNs: draft.monoNs, boot: boot,
-                      context: 0, payload: payload)
+                      context: contextID, payload: payload)
     }
 
     private func flush(_ logs: inout [NewLog], _ names: inout [String], _ waiters: inout [(Int, CommitWaiter)]) {
@@ -198,6 +211,7 @@ final class EngineCore {
     }
 
     private func applyEnabled(_ enabled: Bool) {
+        collecting = enabled
         do {
             try store.setMeta(MetaKey.enabled, enabled ? "1" : "0")
             if !enabled {
@@ -217,7 +231,7 @@ final class EngineCore {
     // MARK: - Reachability (SPEC N1, N2, R6)
 
     private func networkStateChanged(_ state: NetworkState) {
-        delivery?.setNetworkType(state.networkType)
+        setNetworkType(state.networkType)
         guard reachabilityOverride == nil else { return }
         delivery?.networkChanged(online: state.online)
     }
@@ -239,6 +253,7 @@ final class EngineCore {
     // MARK: - Housekeeping
 
     private func runHousekeeping() {
+        refreshDeviceContext()
         do {
             let expired = try store.expire(nowMs: configuration.clock.wallMs())
             counters.expired += expired

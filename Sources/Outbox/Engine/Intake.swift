@@ -12,6 +12,8 @@ struct EventDraft {
     var newName: String?
     /// Set for critical logs: the caller waits for the commit (SPEC T5).
     var waiter: CommitWaiter?
+    /// SPEC W2: events, and the screen, userProperties and location logs of the analytics model.
+    var type: LogType = .event
 }
 
 enum IntakeItem {
@@ -19,6 +21,8 @@ enum IntakeItem {
     /// Signalled after everything before it is committed (`persisted()`).
     case barrier(CommitWaiter)
     case setEnabled(Bool)
+    /// Sessions, lifecycle, user and device context (SPEC A1–A10), applied in queue order.
+    case analytics(AnalyticsCommand)
     /// Work that must run on the loop thread (status queries, tests).
     case task(() -> Void)
 }
@@ -92,9 +96,10 @@ final class Intake: @unchecked Sendable {
 
     enum Admission { case accepted, disabled }
 
-    /// Admits one event. Throws for a new name beyond the limit (SPEC T4) or after shutdown.
+    /// Admits one log. Throws for a new event name beyond the limit (SPEC T4) or after shutdown; `name` is nil for
+    /// logs that are not events (screens, user properties, locations: SPEC T4 counts event names only).
     /// On the loop thread (host mode) it never waits for room: the caller commits inline instead.
-    func admit(name: String, draft: EventDraft, onLoopThread: Bool) throws(OutboxError) -> Admission {
+    func admit(name: String?, draft: EventDraft, onLoopThread: Bool) throws(OutboxError) -> Admission {
         var draft = draft
         lock()
         while !onLoopThread && queuedEvents >= capacity && !closed {
@@ -102,7 +107,7 @@ final class Intake: @unchecked Sendable {
         }
         guard !closed else { unlock(); throw .shutDown }
         guard enabled else { unlock(); return .disabled }
-        if !names.contains(name) {
+        if let name, !names.contains(name) {
             guard names.count < maxNames else { unlock(); throw .tooManyEventNames(name: name, limit: maxNames) }
             names.insert(name)
             draft.newName = name

@@ -17,11 +17,13 @@ public final class OutboxEngine: @unchecked Sendable {
     public let installID: UUID
     /// Where the store was moved aside because it was corrupt at open (SPEC S7); nil when it was healthy.
     public let recoveredCorruptStore: String?
-    private let configuration: Configuration
-    private let logger: Logger
-    private let loop: EventLoop
-    private let intake: Intake
-    private let core: EngineCore
+    let configuration: Configuration
+    let logger: Logger
+    let loop: EventLoop
+    let intake: Intake
+    let core: EngineCore
+    /// Duration timers and open screens (SPEC A4, A6): see OutboxEngine+Analytics.swift.
+    let stopwatches = Stopwatches()
     private var shutdownLock = pthread_mutex_t()
     private var isShutDown = false
 
@@ -46,6 +48,10 @@ public final class OutboxEngine: @unchecked Sendable {
         self.installID = installID
         self.recoveredCorruptStore = store.recoveredFromCorruption
         let enabled = try store.meta(MetaKey.enabled) != "0"
+        // SPEC A5: `$is_first_time` belongs to the first start of this install, whether or not it is tracked.
+        let isFirstStart = try store.meta(MetaKey.firstStart) == nil
+        if isFirstStart { try store.setMeta(MetaKey.firstStart, "1") }
+        let userID = try store.meta(MetaKey.userID)
         let expired = try store.expire(nowMs: configuration.clock.wallMs())
         if expired > 0 { logger.info("expired logs deleted at start", metadata: ["outbox.expired": "\(expired)"]) }
         intake = Intake(enabled: enabled, names: try store.eventNames(),
@@ -53,8 +59,12 @@ public final class OutboxEngine: @unchecked Sendable {
 
         loop = try EventLoop(mode: configuration.runMode)
         core = EngineCore(configuration: configuration, loop: loop, store: store, intake: intake)
+        core.analytics = AnalyticsState(settings: configuration.analyticsSettings, userID: userID, isFirstStart: isFirstStart)
+        core.collecting = enabled
         storeOwnedHere = false
         try core.start(installID: installID)
+        // SPEC A1, A5: the first item of the queue — the session (and `$AppStart`) precede every log of the host.
+        try? intake.submit(.analytics(.engineStarted(Moment.now(configuration.clock))), urgent: false)
         loop.startThread(name: "outbox-loop")
         pthread_mutex_init(&shutdownLock, nil)
         logger.info("engine started", metadata: ["outbox.store": "\(configuration.storePath)"])
@@ -71,21 +81,27 @@ public final class OutboxEngine: @unchecked Sendable {
     public func trackEvent(_ name: String, properties: [String: PropertyValue] = [:], flags: LogFlags = .normal) throws {
         let validated = try EventValidator.validate(name: name, properties: properties)
         if !validated.adjustments.isEmpty { warn(name: validated.name, validated.adjustments) }
-        let onLoopThread = loop.isOnLoopThread
-        let waiter = flags == .critical && !onLoopThread ? CommitWaiter() : nil
         let clock = configuration.clock
-        let draft = EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(),
-                               body: validated.body, newName: nil, waiter: waiter)
-        guard try intake.admit(name: validated.name, draft: draft, onLoopThread: onLoopThread) == .accepted else { return }
+        try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: validated.body),
+                  name: validated.name)
+    }
+
+    /// Hands a validated log to the loop (SPEC T1, T5). `name`: the event name for SPEC T4, nil for other types.
+    func admit(_ draft: EventDraft, name: String?) throws {
+        var draft = draft
+        let onLoopThread = loop.isOnLoopThread
+        let waiter = draft.priority == .critical && !onLoopThread ? CommitWaiter() : nil
+        draft.waiter = waiter
+        guard try intake.admit(name: name, draft: draft, onLoopThread: onLoopThread) == .accepted else { return }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
-            if flags == .critical || intake.peek().count >= intake.commitThreshold { core.commitNow() }
+            if draft.priority == .critical || intake.peek().count >= intake.commitThreshold { core.commitNow() }
         } else if let waiter, let error = waiter.wait() {
             throw error
         }
     }
 
-    private func warn(name: String, _ adjustments: EventValidator.Adjustments) {
+    func warn(name: String, _ adjustments: EventValidator.Adjustments) {
         var metadata: Logger.Metadata = ["outbox.event": "\(name)"]
         if adjustments.nameTruncated { metadata["outbox.name_truncated_to"] = "\(EventValidator.maxNameLength)" }
         if !adjustments.droppedKeys.isEmpty { metadata["outbox.dropped_properties"] = "\(adjustments.droppedKeys)" }
@@ -167,6 +183,8 @@ public final class OutboxEngine: @unchecked Sendable {
 
     /// SPEC C8: sends what it can within `drainFor`, then shuts down; what was not delivered stays stored.
     public func shutdown(drainFor: Duration) async {
+        // SPEC A5: the `$AppEnd` of this run is written first, so that it can be delivered with the rest.
+        try? intake.submit(.analytics(.engineStopping(Moment.now(configuration.clock))), urgent: false)
         dispatch()
         _ = await waitUntilDelivered(timeout: drainFor)
         shutdown()
@@ -225,6 +243,7 @@ public final class OutboxEngine: @unchecked Sendable {
         defer { pthread_mutex_unlock(&shutdownLock) }
         guard !isShutDown else { return }
         isShutDown = true
+        try? intake.submit(.analytics(.engineStopping(Moment.now(configuration.clock))), urgent: false)
         _ = intake.close()
         if loop.isHosted {
             core.stop()

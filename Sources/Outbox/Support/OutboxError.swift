@@ -23,6 +23,18 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
     case io(path: String, message: String)
     /// The engine was shut down; the call had no effect.
     case shutDown
+    /// A screen title is empty (SPEC A6).
+    case emptyScreenTitle
+    /// `setUserProperties` was given no property (SPEC A8).
+    case emptyUserProperties
+    /// A user id is empty or longer than 256 characters (SPEC A8).
+    case invalidUserID(String)
+    /// A location out of range or not finite.
+    case invalidLocation(String)
+    /// A country code that is not two letters (SPEC A10).
+    case invalidCountryCode(String)
+    /// A negative or otherwise unusable duration (SPEC A6, A7).
+    case invalidDuration(String)
 
     public var description: String {
         switch self {
@@ -48,6 +60,18 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
             return "\(path): \(message)"
         case .shutDown:
             return "the engine is shut down"
+        case .emptyScreenTitle:
+            return "screen title is empty: give every screen a title of 1–256 characters (nothing was stored)"
+        case .emptyUserProperties:
+            return "no user property given: pass 1–20 properties (nothing was stored)"
+        case .invalidUserID(let reason):
+            return "user id rejected: \(reason) (the previous user id stays)"
+        case .invalidLocation(let reason):
+            return "location rejected: \(reason) (nothing was stored)"
+        case .invalidCountryCode(let code):
+            return "country code '\(code)' rejected: give a two-letter ISO 3166-1 code such as \"TR\", or nil to remove it"
+        case .invalidDuration(let reason):
+            return "duration rejected: \(reason) (nothing was stored)"
         }
     }
 }
