@@ -292,6 +292,81 @@ struct AnalyticsEngineTests {
         #expect(locations.map { $0["accuracy"] as? Double } == [12.5, nil])
     }
 
+    // SPEC A10: the device context is read from this machine — every field non-empty, each with its source — and
+    // setCountryCode overrides the country for logs tracked afterwards; each log keeps the context it was
+    // captured under.
+    @Test func theDeviceContextComesFromThisMachineAndTheCountryCodeCanBeSet() async throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let engine = try makeEngine(dir, ManualClock()) { $0.appVersion = "2.1"; $0.appBuild = "210"; $0.appNamespace = "com.example" }
+        defer { engine.shutdown() }
+        var device = try await engine.deviceContext()
+        let fields: [(String, String?)] = [
+            ("sdkName", device.sdkName), ("sdkVersion", device.sdkVersion), ("osName", device.osName),
+            ("osVersion", device.osVersion), ("osBuild", device.osBuild), ("osKernel", device.osKernel),
+            ("model", device.model), ("oemName", device.oemName), ("locale", device.locale),
+            ("timeZoneOffset", String(device.timeZoneOffset)), ("appVersion", device.appVersion),
+            ("appBuild", device.appBuild), ("appNamespace", device.appNamespace), ("networkType", device.networkType),
+        ]
+        for (field, value) in fields {
+            #expect(!(value ?? "").isEmpty, "\(field) is empty")
+            #expect(!(device.sources[field] ?? "").isEmpty, "\(field) has no source")
+        }
+        #expect(["wired", "wifi", "none"].contains(device.networkType ?? ""))
+        #expect(device.countryCode == nil)
+
+        try engine.trackEvent("before")
+        try engine.setCountryCode("tr")
+        #expect(throws: OutboxError.invalidCountryCode("TUR")) { try engine.setCountryCode("TUR") }
+        try engine.trackEvent("after")
+        device = try await engine.deviceContext()
+        #expect(device.countryCode == "TR")
+        #expect(device.sources["countryCode"] == "setCountryCode")
+
+        await engine.persisted()
+        let contexts = try await engine.withStore { store -> [String: String] in
+            var result: [String: String] = [:]
+            for log in try store.allLogs() {
+                guard let name = payloadObject(log)["name"] as? String, let json = try store.context(id: log.context) else { continue }
+                result[name] = String(decoding: json, as: UTF8.self)
+            }
+            return result
+        }
+        #expect(contexts["before"]?.contains("countryCode") == false)
+        #expect(contexts["after"]?.contains(#""countryCode":"TR""#) == true)
+        #expect(contexts["after"]?.contains(#""appNamespace":"com.example""#) == true)
+    }
+
+    // SPEC A10: the minutely refresh re-reads the machine: a fact that changed (here a stale time-zone offset, as
+    // after a daylight-saving switch) makes a new context version; an unchanged machine makes none; the host's
+    // country code survives.
+    @Test func theRefreshPicksUpChangedFactsAndKeepsTheCountryCode() async throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        let engine = try makeEngine(dir, ManualClock())
+        defer { engine.shutdown() }
+        try engine.setCountryCode("DE")
+        let core = engine.core
+        func onLoop(_ work: @escaping () -> Void) async throws {
+            try engine.intake.submit(.task(work))
+            await engine.persisted()
+        }
+        let latest = { try await engine.withStore { try $0.latestContext() } }
+        await engine.persisted()
+        let first = try #require(try await latest())
+        try await onLoop { core.refreshDeviceContext() }
+        #expect(try await latest()?.id == first.id)
+
+        let real = try await engine.deviceContext().timeZoneOffset
+        try await onLoop { core.updateDevice { $0.timeZoneOffset = real + 60 } }   // stale: the hour changed under us
+        let stale = try #require(try await latest())
+        #expect(stale.id > first.id)
+        try await onLoop { core.refreshDeviceContext() }
+        let refreshed = try #require(try await latest())
+        #expect(refreshed.id > stale.id)
+        let json = String(decoding: refreshed.json, as: UTF8.self)
+        #expect(json.contains("\"timeZoneOffset\":\(real)"))
+        #expect(json.contains(#""countryCode":"DE""#))
+    }
+
     // SPEC T6: while disabled nothing is collected, also not the logs of the analytics model.
     @Test func nothingIsCollectedWhileDisabled() async throws {
         let dir = TempDir(); defer { dir.cleanup() }

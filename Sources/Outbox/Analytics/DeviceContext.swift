@@ -31,6 +31,7 @@ public struct DeviceContext: Sendable, Equatable {
         context.appNamespace = appNamespace
         context.sources["appVersion"] = "configuration"
         context.sources["appBuild"] = "configuration"
+        if appNamespace != nil { context.sources["appNamespace"] = "configuration" }
         if let release = readFile(root + "/etc/os-release") ?? readFile(root + "/usr/lib/os-release") {
             let fields = parseOSRelease(release)
             if let name = fields["NAME"] { context.osName = name; context.sources["osName"] = "/etc/os-release NAME" }
@@ -49,14 +50,9 @@ public struct DeviceContext: Sendable, Equatable {
             context.sources["osKernel"] = "uname(2) release"
             if context.osVersion.isEmpty { context.osVersion = context.osKernel; context.sources["osVersion"] = "uname(2) release" }
         }
-        if let model = readFile(root + "/sys/class/dmi/id/product_name")?.trimmed, !model.isEmpty {
-            context.model = model
-            context.sources["model"] = "/sys/class/dmi/id/product_name"
-        }
-        if let vendor = readFile(root + "/sys/class/dmi/id/sys_vendor")?.trimmed, !vendor.isEmpty {
-            context.oemName = vendor
-            context.sources["oemName"] = "/sys/class/dmi/id/sys_vendor"
-        }
+        context.sources["sdkName"] = "Outbox"
+        context.sources["sdkVersion"] = "OutboxVersion.string"
+        collectHardware(into: &context, root: root, machine: machine(names: &names))
         let environment = ProcessInfo.processInfo.environment
         for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
             let value = String((environment[key] ?? "").prefix { $0 != "." && $0 != "@" })
@@ -94,6 +90,70 @@ public struct DeviceContext: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// Model and manufacturer: DMI on PCs and most VMs; the device tree on ARM boards; else (VMs without DMI, such
+    /// as Firecracker) the ACPI tables' OEM id when readable, and the CPU as /proc/cpuinfo names it.
+    private static func collectHardware(into context: inout DeviceContext, root: String, machine: String) {
+        if let model = readFile(root + "/sys/class/dmi/id/product_name")?.trimmed, !model.isEmpty {
+            context.model = model
+            context.sources["model"] = "/sys/class/dmi/id/product_name"
+        } else if let model = readFile(root + "/sys/firmware/devicetree/base/model")?.trimmedWithNUL, !model.isEmpty {
+            context.model = model
+            context.sources["model"] = "/sys/firmware/devicetree/base/model"
+        }
+        if let vendor = readFile(root + "/sys/class/dmi/id/sys_vendor")?.trimmed, !vendor.isEmpty {
+            context.oemName = vendor
+            context.sources["oemName"] = "/sys/class/dmi/id/sys_vendor"
+        } else if let compatible = readFile(root + "/sys/firmware/devicetree/base/compatible"),
+                  let vendor = compatible.split(separator: ",").first.map(String.init)?.trimmedWithNUL, !vendor.isEmpty {
+            context.oemName = vendor
+            context.sources["oemName"] = "/sys/firmware/devicetree/base/compatible"
+        } else if let oem = acpiOEMID(root + "/sys/firmware/acpi/tables/DSDT") {
+            context.oemName = oem
+            context.sources["oemName"] = "/sys/firmware/acpi/tables/DSDT OEM ID"
+        }
+        guard context.model == nil || context.oemName == nil else { return }
+        let cpu = parseCPUInfo(readFile(root + "/proc/cpuinfo") ?? "")
+        if context.model == nil, let name = cpu.model {
+            context.model = machine.isEmpty ? name : "\(name) (\(machine))"
+            context.sources["model"] = "/proc/cpuinfo model name + uname(2) machine"
+        }
+        if context.oemName == nil, let vendor = cpu.vendor {
+            context.oemName = vendor
+            context.sources["oemName"] = "/proc/cpuinfo vendor_id"
+        }
+    }
+
+    /// Bytes 10–15 of an ACPI table header: the OEM that built the firmware (`DELL  `, `LENOVO`, `FIRECK`).
+    /// The tables are readable by root only; otherwise nil.
+    static func acpiOEMID(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let header = try? handle.read(upToCount: 16), header.count == 16 else { return nil }
+        let oem = String(decoding: header[header.startIndex + 10..<header.startIndex + 16], as: UTF8.self).trimmedWithNUL
+        return oem.isEmpty || !oem.allSatisfy({ $0.isASCII && !$0.isNewline }) ? nil : oem
+    }
+
+    /// The CPU's `model name` and vendor (`vendor_id` as a maker's name) from /proc/cpuinfo.
+    static func parseCPUInfo(_ text: String) -> (model: String?, vendor: String?) {
+        var model: String?, vendor: String?
+        for line in text.split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let key = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard !value.isEmpty else { continue }
+            if model == nil && (key == "model name" || key == "Model" || key == "Hardware") { model = value }
+            if vendor == nil && key == "vendor_id" {
+                vendor = ["GenuineIntel": "Intel", "AuthenticAMD": "AMD", "CentaurHauls": "Centaur", "HygonGenuine": "Hygon"][value] ?? value
+            }
+            if model != nil && vendor != nil { break }
+        }
+        return (model, vendor)
+    }
+
+    private static func machine(names: inout utsname) -> String {
+        withUnsafeBytes(of: &names.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+
     static func parseOSRelease(_ text: String) -> [String: String] {
         var fields: [String: String] = [:]
         for line in text.split(separator: "\n") {
@@ -116,4 +176,8 @@ public enum OutboxVersion {
 
 extension String {
     var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+    /// Also drops NUL bytes (device-tree strings end with one; ACPI ids are padded with them).
+    var trimmedWithNUL: String {
+        trimmingCharacters(in: CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: "\u{0}")))
+    }
 }
