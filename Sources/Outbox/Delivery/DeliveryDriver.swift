@@ -40,6 +40,8 @@ final class DeliveryDriver {
     }
     private var flights: [DeliveryScheduler.BatchKey: Flight] = [:]
     private var pendingDispatchWaiters: [(DispatchResult) -> Void] = []
+    /// Dispatch callers whose dispatch started no batch while others were pending: the next completion answers them.
+    private var nextCompletionWaiters: [(DispatchResult) -> Void] = []
     private var idleWaiters: [() -> Void] = []
     private(set) var counters = DeliveryCounters()
     private var isClosing = false
@@ -88,16 +90,19 @@ final class DeliveryDriver {
     func pause() { scheduler.pause() }
     func resume() { scheduler.resume(); pump() }
 
-    /// SPEC C7. `completion` is called once: with the result of the first request this dispatch starts, or
-    /// `.noData` when nothing waits.
+    /// SPEC C7. `completion` is called once: with the result of the first request this dispatch starts; if it
+    /// starts none while requests are pending (in flight or waiting for a retry), with the result of the next one
+    /// to complete; `.noData` when nothing waits at all; `.error` when sending is paused, offline or disabled.
     func dispatch(completion: ((DispatchResult) -> Void)?) {
         scheduler.dispatch()
         if let completion { pendingDispatchWaiters.append(completion) }
         pump()
-        if !pendingDispatchWaiters.isEmpty && flights.isEmpty {
-            // The pump started nothing: nothing was waiting (or sending is paused, offline or disabled).
-            let waiters = pendingDispatchWaiters
-            pendingDispatchWaiters = []
+        guard !pendingDispatchWaiters.isEmpty else { return }
+        let waiters = pendingDispatchWaiters
+        pendingDispatchWaiters = []
+        if !flights.isEmpty {
+            nextCompletionWaiters.append(contentsOf: waiters)
+        } else {
             let result: DispatchResult = (scheduler.waitingNormal + scheduler.waitingCritical) == 0 ? .noData : .error
             waiters.forEach { $0(result) }
         }
@@ -227,6 +232,13 @@ final class DeliveryDriver {
     private func finished(_ key: DeliveryScheduler.BatchKey, _ result: TransferResult) {
         guard var flight = flights[key] else { return }
         flight.transfer = nil
+        if !nextCompletionWaiters.isEmpty {
+            let waiters = nextCompletionWaiters
+            nextCompletionWaiters = []
+            var delivered = false
+            if case .response(let response) = result, response.isSuccess { delivered = true }
+            waiters.forEach { $0(delivered ? .good : .error) }
+        }
         let outcome: Outcome
         switch result {
         case .failure(.cancelled):
@@ -348,8 +360,9 @@ final class DeliveryDriver {
         transport.cancelAll()
         transport.close()
         wakeTimer.close()
-        pendingDispatchWaiters.forEach { $0(.error) }
+        (pendingDispatchWaiters + nextCompletionWaiters).forEach { $0(.error) }
         pendingDispatchWaiters = []
+        nextCompletionWaiters = []
         let waiters = idleWaiters
         idleWaiters = []
         waiters.forEach { $0() }

@@ -81,8 +81,9 @@ final class EngineCore {
         intake.setWake { async.send() }
         commitTimer = LoopTimer(loop: loop) { [unowned self] in
             self.commitTimerArmed = false
-            self.commitNow()
+            let committed = self.commitNow()
             self.delivery?.pump()
+            self.keepPolling(after: committed)
         }
         let housekeeping = LoopTimer(loop: loop) { [unowned self] in self.runHousekeeping() }
         housekeeping.unref()
@@ -103,18 +104,35 @@ final class EngineCore {
         guard count > 0 else { return }
         let now = configuration.clock.monoNs()
         if urgent || count >= intake.commitThreshold || now - lastCommitNs >= windowNs {
-            commitNow()
+            keepPolling(after: commitNow())
         } else if !commitTimerArmed, let commitTimer {
             commitTimerArmed = true
             commitTimer.start(afterMs: UInt64(max(1, (lastCommitNs + windowNs - now) / 1_000_000)))
         }
     }
 
-    /// Drains the intake and stores everything in one transaction per run of events.
-    func commitNow() {
+    /// While logs keep arriving, drain on a short timer instead of being woken for each first log after a drain;
+    /// once a tick finds nothing, go back to waiting for a wake-up. The poll interval stays inside the window.
+    private func keepPolling(after committed: Int) {
+        guard !isStopped, let commitTimer else { return }
+        if committed > 0 {
+            _ = intake.setLoopPolling(true)
+            if !commitTimerArmed {
+                commitTimerArmed = true
+                commitTimer.start(afterMs: UInt64(max(1, min(windowNs / 1_000_000, 5))))
+            }
+        } else if intake.setLoopPolling(false) > 0 {
+            // Items admitted between the drain and the switch did not wake us: take them now.
+            keepPolling(after: commitNow())
+        }
+    }
+
+    /// Drains the intake and stores everything in one transaction per run of events. Returns how many items it took.
+    @discardableResult
+    func commitNow() -> Int {
         if commitTimerArmed { commitTimer?.stop(); commitTimerArmed = false }
         let items = intake.takeAll()
-        guard !items.isEmpty || !retryBuffer.isEmpty else { return }
+        guard !items.isEmpty || !retryBuffer.isEmpty else { return 0 }
         var logs: [NewLog] = []
         var waiters: [(Int, CommitWaiter)] = []
         var names: [String] = []
@@ -146,6 +164,7 @@ final class EngineCore {
         flush(&logs, &names, &waiters)
         lastCommitNs = configuration.clock.monoNs()
         for barrier in barriers { barrier.signal(nil) }
+        return items.count
     }
 
     /// `stamp`: the session and user of a log the analytics model wrote; nil for the current ones.

@@ -62,6 +62,9 @@ final class Intake: @unchecked Sendable {
     private var queuedEvents = 0
     private var urgent = false
     private var closed = false
+    /// Set by the loop while logs keep arriving: it will drain on its own short timer, so normal admits need not
+    /// wake it (an `eventfd` write that wakes a sleeping thread costs the caller microseconds).
+    private var loopPolling = false
     private var enabled: Bool
     private var names: Set<String>
     private let maxNames: Int
@@ -134,9 +137,17 @@ final class Intake: @unchecked Sendable {
     private func wakeIfNeeded(urgent isUrgent: Bool) {
         let wasUrgent = urgent
         if isUrgent { urgent = true }
-        if items.count == 1 || (isUrgent && !wasUrgent) || queuedEvents % commitThreshold == 0 {
+        if (items.count == 1 && !loopPolling) || (isUrgent && !wasUrgent) || queuedEvents % commitThreshold == 0 {
             wake?()
         }
+    }
+
+    /// For the loop: start or stop polling. Stopping returns how many items arrived meanwhile (the loop then drains
+    /// them itself, since their admits did not wake it).
+    func setLoopPolling(_ polling: Bool) -> Int {
+        lock(); defer { unlock() }
+        loopPolling = polling
+        return items.count
     }
 
     var isEnabled: Bool {

@@ -115,7 +115,8 @@ struct EventValidator {
 
     /// SPEC A7 (Curio): `"A>B>C"` is also sent as the category path `["A","B","C"]`.
     static func categoryPath(_ name: String) -> [String]? {
-        guard name.contains(">") else { return nil }
+        // A byte scan: String.contains(String) goes through Foundation's slow locale-aware search.
+        guard name.utf8.contains(UInt8(ascii: ">")) else { return nil }
         let parts = name.split(separator: ">", omittingEmptySubsequences: false).map(String.init)
         guard parts.count <= 10, !parts.contains(where: \.isEmpty) else { return nil }
         return parts

@@ -1,0 +1,305 @@
+import CZlib
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import OutboxMock
+
+// outbox-mock-bench: how many 50-log gzip batches per second the mock server sustains (SPEC M6).
+//
+//   swift build -c release
+//   .build/release/outbox-mock-bench                      # server in-process, on this machine
+//   .build/release/outbox-mock-bench --url http://127.0.0.1:8080 --requests 4000
+//
+// Batches are built and gzip-compressed before the clock starts (every log has its own id, so the
+// server de-duplicates nothing), then sent over keep-alive connections, one request in flight each.
+
+struct Options {
+    var url: String?
+    var connections = 4
+    var requests = 6000
+    var batchSize = 50
+    var serverThreads = System.coreCount
+
+    static func parse(_ args: [String]) -> Options? {
+        var o = Options()
+        var i = 1
+        func value() -> String? {
+            i += 1
+            return i < args.count ? args[i] : nil
+        }
+        while i < args.count {
+            switch args[i] {
+            case "--url": o.url = value()
+            case "--connections": o.connections = value().flatMap(Int.init) ?? o.connections
+            case "--requests": o.requests = value().flatMap(Int.init) ?? o.requests
+            case "--batch": o.batchSize = value().flatMap(Int.init) ?? o.batchSize
+            case "--server-threads": o.serverThreads = value().flatMap(Int.init) ?? o.serverThreads
+            case "-h", "--help": return nil
+            default:
+                FileHandle.standardError.write(Data("unknown argument \(args[i])\n".utf8))
+                return nil
+            }
+            i += 1
+        }
+        return o
+    }
+}
+
+/// Realistic logs: events with typed properties, screens and sessions, one device context.
+enum LogMaker {
+    static let names = ["Video clicked", "Song played", "Checkout started", "Search", "Item added to cart",
+                        "Settings>Privacy>Opened", "Login", "Share", "Playlist created", "Ad shown"]
+    static let device = #"{"sdkName":"outbox.linux","sdkVersion":"0.1.0","model":"ThinkPad X1 Carbon Gen 11","#
+        + #""oemName":"LENOVO","osName":"Debian GNU/Linux","osVersion":"12","osBuild":"bookworm","#
+        + #""osKernel":"6.1.0-26-amd64","locale":"en_US","timeZoneOffset":60,"appVersion":"2.4.1","#
+        + #""appBuild":"2041","appNamespace":"com.example.player","countryCode":"FR","networkType":"wifi"}"#
+
+    static func uuid(_ rng: inout SystemRandomNumberGenerator) -> String {
+        UUID().uuidString.lowercased()
+    }
+
+    static func log(_ n: Int, session: String, user: String, timestamp: String,
+                    rng: inout SystemRandomNumberGenerator) -> String {
+        let id = uuid(&rng)
+        let common = #""id":"\#(id)","timestamp":"\#(timestamp)","sid":"\#(session)","userId":"\#(user)","device":\#(device)"#
+        switch n % 25 {
+        case 0:
+            return #"{"type":"startSession",\#(common)}"#
+        case 7:
+            return #"{"type":"screen",\#(common),"name":"Library","path":"/library/albums","durationMs":5321.5,"#
+                + #""typedProperties":[{"type":"string","name":"tab","value":"albums"}]}"#
+        default:
+            let name = names[n % names.count]
+            let category = name.contains(">")
+                ? #","category":[\#(name.split(separator: ">").map { "\"\($0)\"" }.joined(separator: ","))]"# : ""
+            return #"{"type":"event",\#(common),"name":"\#(name)"\#(category),"typedProperties":["#
+                + #"{"type":"string","name":"Category","value":"Music"},"#
+                + #"{"type":"long","name":"i","value":\#(n)},"#
+                + #"{"type":"double","name":"price","value":\#(Double(n % 1000) / 10 + 0.99)},"#
+                + #"{"type":"boolean","name":"premium","value":\#(n % 3 == 0)},"#
+                + #"{"type":"dateTime","name":"firstSeen","value":"2026-01-05T10:00:00.000Z"},"#
+                + #"{"type":"string","name":"$lib","value":"outbox-linux"}]}"#
+        }
+    }
+
+    static func gzip(_ data: [UInt8]) -> [UInt8] {
+        var stream = z_stream()
+        guard deflateInit2_(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                            Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return [] }
+        defer { deflateEnd(&stream) }
+        var input = data
+        var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, UInt(data.count))) + 32)
+        let produced: Int = input.withUnsafeMutableBufferPointer { inBuf in
+            out.withUnsafeMutableBufferPointer { outBuf in
+                stream.next_in = inBuf.baseAddress
+                stream.avail_in = UInt32(inBuf.count)
+                stream.next_out = outBuf.baseAddress
+                stream.avail_out = UInt32(outBuf.count)
+                _ = deflate(&stream, Z_FINISH)
+                return outBuf.count - Int(stream.avail_out)
+            }
+        }
+        return Array(out[0..<produced])
+    }
+
+    /// gzip bodies, ready to write.
+    static func requests(count: Int, batchSize: Int, host: String) -> (requests: [[UInt8]], plainBytes: Int) {
+        let chunks = 2
+        final class Results: @unchecked Sendable {  // written under `lock`
+            let lock = NSLock()
+            var parts = [[[UInt8]]](repeating: [], count: 2)
+            var plain = [Int](repeating: 0, count: 2)
+        }
+        let results = Results()
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            var rng = SystemRandomNumberGenerator()
+            var out: [[UInt8]] = []
+            var plainBytes = 0
+            let timestamp = ISO8601DateFormatter.string(from: Date(), timeZone: TimeZone(secondsFromGMT: 0) ?? .current,
+                                                        formatOptions: [.withInternetDateTime, .withFractionalSeconds])
+            for r in stride(from: chunk, to: count, by: chunks) {
+                let session = UUID().uuidString.lowercased()
+                let logs = (0..<batchSize).map { log(r * batchSize + $0, session: session, user: "user-\(r % 97)",
+                                                     timestamp: timestamp, rng: &rng) }
+                let body = Array(#"{"sentAt":"\#(timestamp)","logs":[\#(logs.joined(separator: ","))]}"#.utf8)
+                plainBytes += body.count
+                let gz = gzip(body)
+                out.append(gz)
+            }
+            results.lock.lock()
+            results.parts[chunk] = out
+            results.plain[chunk] = plainBytes
+            results.lock.unlock()
+        }
+        return (results.parts.flatMap { $0 }, results.plain.reduce(0, +))
+    }
+}
+
+/// Sends requests one after the other on one keep-alive connection.
+final class BenchClient: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let head: HTTPRequestHead
+
+    private let next: @Sendable () -> [UInt8]?
+    private let done: EventLoopPromise<[Int: Int]>
+    private var statuses: [Int: Int] = [:]
+    private var finished = false
+
+    init(host: String, install: String, next: @escaping @Sendable () -> [UInt8]?,
+         done: EventLoopPromise<[Int: Int]>) {
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/logs?api-version=1.0.0")
+        head.headers.add(name: "Host", value: host)
+        head.headers.add(name: "Content-Type", value: "application/json")
+        head.headers.add(name: "Content-Encoding", value: "gzip")
+        head.headers.add(name: "App-Secret", value: "bench-secret")
+        head.headers.add(name: "Install-ID", value: install)
+        self.head = head
+        self.next = next
+        self.done = done
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        sendNext(context: context)
+    }
+
+    private func sendNext(context: ChannelHandlerContext) {
+        guard let request = next() else {
+            finish(.success(statuses))
+            context.close(promise: nil)
+            return
+        }
+        var head = self.head
+        head.headers.replaceOrAdd(name: "Content-Length", value: String(request.count))
+        // Three parts, one flush: the encoder's writes leave in one writev.
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: request)))),
+                      promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): statuses[Int(head.status.code), default: 0] += 1
+        case .body: break
+        case .end: sendNext(context: context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        finish(.failure(error))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish(.failure(ChannelError.ioOnClosedChannel))
+    }
+
+    private func finish(_ result: Result<[Int: Int], Error>) {
+        guard !finished else { return }
+        finished = true
+        done.completeWith(result)
+    }
+}
+
+final class Cursor: @unchecked Sendable {
+    private let lock = NSLock()
+    private var index = 0
+    private let requests: [[UInt8]]
+
+    init(_ requests: [[UInt8]]) { self.requests = requests }
+
+    func next() -> [UInt8]? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard index < requests.count else { return nil }
+        index += 1
+        return requests[index - 1]
+    }
+}
+
+func run() throws {
+    guard let options = Options.parse(CommandLine.arguments) else {
+        print("usage: outbox-mock-bench [--url http://HOST:PORT] [--connections N] [--requests N] [--batch N] "
+              + "[--server-threads N]")
+        exit(2)
+    }
+    var server: MockServer?
+    var host = "127.0.0.1"
+    var port = 0
+    if let url = options.url, let components = URLComponents(string: url), let p = components.port {
+        host = components.host ?? host
+        port = p
+    } else {
+        let s = try MockServer(configuration: .init(threads: options.serverThreads))
+        try s.start()
+        server = s
+        port = s.port
+    }
+
+    FileHandle.standardError.write(Data("building \(options.requests) batches of \(options.batchSize) logs…\n".utf8))
+    let (requests, plainBytes) = LogMaker.requests(count: options.requests, batchSize: options.batchSize,
+                                                   host: "\(host):\(port)")
+    let wireBytes = requests.reduce(0) { $0 + $1.count }
+    let cursor = Cursor(requests)
+    let authority = "\(host):\(port)"
+
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    defer { try? group.syncShutdownGracefully() }
+    FileHandle.standardError.write(Data("sending over \(options.connections) connections…\n".utf8))
+    let start = DispatchTime.now()
+    var futures: [EventLoopFuture<[Int: Int]>] = []
+    for _ in 0..<options.connections {
+        let promise = group.next().makePromise(of: [Int: Int].self)
+        futures.append(promise.futureResult)
+        ClientBootstrap(group: group)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        HTTPRequestEncoder(),
+                        ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes)),
+                        BenchClient(host: authority, install: UUID().uuidString.lowercased(),
+                                    next: { cursor.next() }, done: promise),
+                    ])
+                }
+            }
+            .connect(host: host, port: port)
+            .whenFailure { promise.fail($0) }
+    }
+    var statuses: [Int: Int] = [:]
+    for future in futures {
+        for (status, n) in try future.wait() { statuses[status, default: 0] += n }
+    }
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    let sent = statuses.values.reduce(0, +)
+    let logs = (statuses[200] ?? 0) * options.batchSize
+
+    var unique: Int?
+    if let server {
+        unique = server.stats().logsUnique
+        try server.stop()
+    }
+    let result: [String: Any] = [
+        "mode": server == nil ? "external \(host):\(port)" : "in-process (\(options.serverThreads) server threads)",
+        "connections": options.connections, "batch_size": options.batchSize, "requests": sent, "logs": logs,
+        "seconds": (seconds * 1000).rounded() / 1000,
+        "requests_per_s": Int(Double(sent) / seconds), "logs_per_s": Int(Double(logs) / seconds),
+        "statuses": Dictionary(uniqueKeysWithValues: statuses.map { (String($0.key), $0.value) }),
+        "avg_gzip_bytes": wireBytes / max(1, requests.count), "avg_json_bytes": plainBytes / max(1, requests.count),
+        "server_logs_unique": unique as Any,
+    ]
+    let json = try JSONSerialization.data(withJSONObject: result, options: [.sortedKeys])
+    print(String(decoding: json, as: UTF8.self))
+    print(String(format: "%d requests (%d logs) in %.2f s: %.0f requests/s, %.0f logs/s over %d connections",
+                 sent, logs, seconds, Double(sent) / seconds, Double(logs) / seconds, options.connections))
+}
+
+do {
+    try run()
+} catch {
+    FileHandle.standardError.write(Data("outbox-mock-bench: \(error)\n".utf8))
+    exit(1)
+}

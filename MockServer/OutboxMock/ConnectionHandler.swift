@@ -1,0 +1,397 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTPCompression
+import NIOPosix
+
+/// One HTTP/1.1 connection: reads requests (already decompressed by swift-nio-extras), answers the
+/// control API, and carries out the scenario's verdict on ingestion requests. Responses are written as
+/// raw bytes, head and body in one buffer (no HTTP encoder), so that a fault can also write bytes that
+/// are not HTTP at all. Requests on one connection are answered in order.
+final class ConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = ByteBuffer
+
+    private enum BodyFailure {
+        case tooLarge(String)
+        case badEncoding(String)
+    }
+
+    private struct Incoming {
+        var head: HTTPRequestHead
+        var startNs: UInt64
+        var isIngestion: Bool
+        var body: ByteBuffer
+        var wireBytes = 0
+        var failure: BodyFailure?
+        /// Holds an in-flight slot (ingestion requests) until answered, faulted or disconnected.
+        var holdsSlot: Bool
+    }
+
+    private let core: MockCore
+    private let guardHandler: BodyLimitGuard
+    private var current: Incoming?
+    private var waiting = CircularBuffer<Incoming>()
+    private var busy = false
+    /// No more reading or answering: closing, closed, hanging, or after a fault.
+    private var done = false
+    private var heldSlots = 0
+    private var cutoff: ReportingCutoff
+    /// Reused from request to request: the JSON tape's storage and the body buffer keep their capacity,
+    /// so steady traffic allocates (and page-faults) almost nothing per request.
+    private var tokens: [JSONToken] = []
+    private var spareBody: ByteBuffer?
+    private static let maxRetained = 4 * 1024 * 1024
+    private var dateCache: (second: Int64, text: String) = (-1, "")
+
+    init(core: MockCore, guardHandler: BodyLimitGuard) {
+        self.core = core
+        self.guardHandler = guardHandler
+        self.cutoff = ReportingCutoff(timeZone: core.configuration.reportTimeZone)
+    }
+
+    // MARK: - Reading
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !done else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            let isIngestion = !Self.path(of: head.uri).hasPrefix(ControlAPI.prefix)
+            if isIngestion {
+                core.beginRequest()
+                heldSlots += 1
+            }
+            let expected = head.headers.first(name: "content-length").flatMap(Int.init) ?? 0
+            var body = spareBody ?? context.channel.allocator.buffer(capacity: min(max(expected, 0), 65536))
+            spareBody = nil
+            body.clear()
+            current = Incoming(head: head, startNs: MockClock.monotonicNs(), isIngestion: isIngestion,
+                               body: body, holdsSlot: isIngestion)
+            if head.headers.first(name: "expect")?.lowercased() == "100-continue", !busy {
+                if expected <= core.configuration.bodyLimit {
+                    context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(
+                        string: "HTTP/1.1 100 Continue\r\n\r\n")), promise: nil)
+                } else if var request = current {
+                    // Answer now (413, or whatever comes first) rather than after a body the client
+                    // is waiting for permission to send; the connection then closes.
+                    current = nil
+                    request.failure = .tooLarge("body larger than \(core.configuration.bodyLimit) bytes")
+                    process(request, context: context)
+                }
+            }
+        case .body(var part):
+            guard current != nil, current?.failure == nil else { return }
+            current?.body.writeBuffer(&part)
+        case .end:
+            guard var request = current else { return }
+            current = nil
+            request.wireBytes = guardHandler.wireBytes
+            if busy {
+                waiting.append(request)
+            } else {
+                process(request, context: context)
+            }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        switch error {
+        case let tooLarge as BodyLimitGuard.BodyTooLarge:
+            fail(.tooLarge("body larger than \(tooLarge.limit) bytes"))
+        case NIOHTTPDecompression.DecompressionError.limit:
+            guardHandler.discardRestOfBody()
+            fail(.tooLarge("decompressed body larger than \(core.configuration.decompressedLimit) bytes"))
+        case is NIOHTTPDecompression.DecompressionError, is NIOHTTPDecompression.ExtraDecompressionError:
+            guardHandler.discardRestOfBody()
+            fail(.badEncoding("body: not a valid \(current?.head.headers.first(name: "content-encoding") ?? "gzip") stream"))
+        case is HTTPParserError:
+            // Not HTTP: answer once and hang up, as the decoder cannot find the next request.
+            guard !done else { return }
+            done = true
+            releaseSlots()
+            var buffer = context.channel.allocator.buffer(capacity: 256)
+            HTTPResponse.json(400, "Invalid", reason: "malformed HTTP request")
+                .encode(date: date(skewMs: core.skewMs()), close: true, into: &buffer)
+            context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        default:
+            done = true
+            context.close(promise: nil)
+        }
+    }
+
+    private func fail(_ failure: BodyFailure) {
+        guard current != nil, current?.failure == nil else { return }
+        current?.failure = failure
+        current?.body.clear()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        done = true
+        releaseSlots()
+        context.fireChannelInactive()
+    }
+
+    private func releaseSlots() {
+        while heldSlots > 0 {
+            heldSlots -= 1
+            core.endRequest(entry: nil)
+        }
+    }
+
+    // MARK: - Processing
+
+    private func process(_ request: Incoming, context: ChannelHandlerContext) {
+        defer {
+            if request.body.capacity <= Self.maxRetained, spareBody == nil { spareBody = request.body }
+        }
+        guard !done else { return }
+        if !request.isIngestion {
+            let response = ControlAPI.handle(core: core, head: request.head, body: request.body)
+            write(response, for: request, skewMs: core.skewMs(), context: context)
+            return
+        }
+        let prepared = prepare(request)
+        let verdict = core.decide(prepared)
+        if let recorder = core.recorder { recorder.append(exchange(prepared, verdict)) }
+        switch verdict.action {
+        case .respond(let response, let delayMs):
+            if delayMs > 0 {
+                busy = true
+                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delayMs))) {
+                    self.busy = false
+                    self.answer(response, request, verdict, context: context)
+                }
+            } else {
+                answer(response, request, verdict, context: context)
+            }
+        case .refuse(let untilNs, _):
+            finishFault(request, verdict)
+            // This connection closes last, once the port and the other connections are closed: a
+            // client that reacts to this close sees the outage complete (refused, not half-closed).
+            let closed = core.listener.beginOutage(untilNs: untilNs, except: context.channel)
+            EventLoopFuture.andAllComplete(closed, on: context.eventLoop).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        case .reset:
+            finishFault(request, verdict)
+            // SO_LINGER 0: close() sends RST instead of FIN.
+            if let provider = context.channel as? SocketOptionProvider {
+                provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
+            } else {
+                context.close(promise: nil)
+            }
+        case .dropAfterBody:
+            finishFault(request, verdict)
+            context.close(promise: nil)
+        case .hang:
+            // The slot stays held: a hanging request is in flight until the client gives up.
+            done = true
+            core.appendRequestEntry(entry(request, verdict, status: nil))
+        case .malformed:
+            finishFault(request, verdict)
+            let garbage = "HTTP/1.1 2OO 0K\r\nContent-Length: banana\r\n\u{0}\u{1}\r\n{\"status\":"
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: garbage)))
+                .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+
+    private func finishFault(_ request: Incoming, _ verdict: Verdict) {
+        done = true
+        releaseSlot(of: request, entry: entry(request, verdict, status: nil))
+    }
+
+    private func releaseSlot(of request: Incoming, entry: MockRequest?) {
+        if request.holdsSlot, heldSlots > 0 {
+            heldSlots -= 1
+            core.endRequest(entry: entry)
+        } else if let entry {
+            core.appendRequestEntry(entry)
+        }
+    }
+
+    private func entry(_ request: Incoming, _ verdict: Verdict, status: Int?) -> MockRequest {
+        let action: String? = switch verdict.action {
+        case .respond: nil
+        case .refuse: "refuse"
+        case .reset: "reset"
+        case .dropAfterBody: "drop_after_body"
+        case .hang: "hang"
+        case .malformed: "malformed"
+        }
+        let elapsed = Double(MockClock.monotonicNs() - request.startNs) / 1_000_000
+        return MockRequest(at: verdict.at, install: request.head.headers.first(name: "install-id"),
+                           logs: verdict.logCount, status: status, action: action,
+                           durationMs: (elapsed * 1000).rounded() / 1000)
+    }
+
+    private func answer(_ response: HTTPResponse, _ request: Incoming, _ verdict: Verdict,
+                        context: ChannelHandlerContext) {
+        // Stats first: once the client has its answer, /_mock/stats already shows the request.
+        releaseSlot(of: request, entry: entry(request, verdict, status: response.status))
+        write(response, for: request, skewMs: verdict.skewMs, context: context)
+    }
+
+    private func write(_ response: HTTPResponse, for request: Incoming, skewMs: Int64,
+                       context: ChannelHandlerContext) {
+        guard !done else { return }
+        let close = !request.head.isKeepAlive || request.failure != nil
+        var buffer = context.channel.allocator.buffer(capacity: 160 + response.body.count)
+        response.encode(date: date(skewMs: skewMs), close: close, into: &buffer)
+        if close {
+            done = true
+            context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        if let next = waiting.popFirst() {
+            process(next, context: context)
+        }
+    }
+
+    /// The `Date` header on the server's (skewed) clock, formatted once per second.
+    private func date(skewMs: Int64) -> String {
+        let ms = MockClock.wallMs() + skewMs
+        let second = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
+        if dateCache.second != second { dateCache = (second, HTTPDate.format(epochSeconds: second)) }
+        return dateCache.text
+    }
+
+    // MARK: - Normal handling (SPEC W1, M1)
+
+    private func prepare(_ request: Incoming) -> PreparedRequest {
+        let head = request.head
+        let path = Self.path(of: head.uri)
+        let install = head.headers.first(name: "install-id")
+        var prepared = PreparedRequest(
+            method: head.method, uri: head.uri, path: path, install: install, normal: .success, logs: [],
+            cutoffs: [], logCount: 0, logNames: [], wireBytes: request.wireBytes,
+            contentEncoding: head.headers.first(name: "content-encoding"), startNs: request.startNs)
+
+        // The body is parsed whatever the headers say, so that `min_logs` and `log_name` rules see it.
+        var check: LogValidator.BatchCheck?
+        if request.failure == nil, head.method == .POST, path == "/logs" {
+            let c = request.body.withUnsafeReadableBytes { raw in
+                LogValidator.check(body: raw.bindMemory(to: UInt8.self), storage: &tokens)
+            }
+            if tokens.capacity * MemoryLayout<JSONToken>.stride > Self.maxRetained { tokens = [] }
+            prepared.logCount = c.logCount
+            if c.failure == nil {
+                prepared.logNames = c.logs.compactMap(\.name)
+            }
+            check = c
+        }
+
+        if let refusal = refusal(head: head, path: path, install: install, failure: request.failure) {
+            prepared.normal = refusal
+        } else if let check {
+            if let failure = check.failure {
+                prepared.normal = .invalid(failure)
+            } else {
+                prepared.logs = check.logs
+                prepared.cutoffs = check.logs.map { cutoff.cutoff(forTimestamp: $0.timestampMs) }
+            }
+        }
+        return prepared
+    }
+
+    /// Everything a healthy server refuses before looking at the logs, in this order: path, method,
+    /// api-version, App-Secret, Install-ID, Content-Type, Content-Encoding, size, gzip data.
+    private func refusal(head: HTTPRequestHead, path: String, install: String?, failure: BodyFailure?)
+        -> HTTPResponse? {
+        guard path == "/logs" else {
+            return .json(404, "NotFound", reason: "no such path \(path): logs go to POST /logs?api-version=1.0.0")
+        }
+        guard head.method == .POST else {
+            var r = HTTPResponse.json(405, "MethodNotAllowed", reason: "/logs only accepts POST")
+            r.headers.append(("Allow", "POST"))
+            return r
+        }
+        guard Self.query(of: head.uri, "api-version") == "1.0.0" else {
+            return .json(400, "Invalid", reason: "api-version: must be 1.0.0", extra: #","field":"api-version""#)
+        }
+        guard let secret = head.headers.first(name: "app-secret"), !secret.isEmpty else {
+            return .json(401, "Unauthorized", reason: "App-Secret header missing")
+        }
+        if let expected = core.configuration.appSecret, secret != expected {
+            return .json(401, "Unauthorized", reason: "App-Secret does not match")  // never echo secrets
+        }
+        guard let install, !install.isEmpty else {
+            return .json(401, "Unauthorized", reason: "Install-ID header missing")
+        }
+        guard UUIDKey(install) != nil else {
+            return .json(401, "Unauthorized", reason: "Install-ID is not a UUID")
+        }
+        let contentType = head.headers.first(name: "content-type")?.lowercased() ?? ""
+        guard contentType.hasPrefix("application/json") else {
+            return .json(415, "UnsupportedMediaType",
+                         reason: "Content-Type must be application/json, got \(contentType.isEmpty ? "none" : contentType)")
+        }
+        if let encoding = head.headers.first(name: "content-encoding")?.lowercased(),
+           !["gzip", "deflate", "identity"].contains(encoding) {
+            return .json(415, "UnsupportedMediaType", reason: "Content-Encoding \(encoding) is not supported (gzip is)")
+        }
+        switch failure {
+        case .tooLarge(let reason)?: return .json(413, "TooLarge", reason: reason)
+        case .badEncoding(let reason)?: return .json(400, "Invalid", reason: reason, extra: #","field":"body""#)
+        case nil: return nil
+        }
+    }
+
+    private func exchange(_ r: PreparedRequest, _ v: Verdict) -> RecordedExchange {
+        var e = RecordedExchange(at: v.at, method: r.method.rawValue, path: r.uri, install: r.install,
+                                 bytes: r.wireBytes, contentEncoding: r.contentEncoding, logs: r.logCount,
+                                 logIds: r.logs.map(\.id.uuidString), response: nil, action: nil,
+                                 durationSeconds: nil, fault: v.fault)
+        switch v.action {
+        case .respond(let response, let delayMs):
+            let headers = Dictionary(response.headers, uniquingKeysWith: { a, _ in a })
+            e.response = Scenario.Response(status: response.status, headers: headers,
+                                           body: String(decoding: response.body, as: UTF8.self), delayMs: delayMs)
+        case .refuse(_, let seconds):
+            e.action = "refuse"
+            e.durationSeconds = seconds
+        case .reset: e.action = "reset"
+        case .dropAfterBody: e.action = "drop_after_body"
+        case .hang: e.action = "hang"
+        case .malformed: e.action = "malformed"
+        }
+        return e
+    }
+
+    static func path(of uri: String) -> String {
+        guard let q = uri.firstIndex(of: "?") else { return uri }
+        return String(uri[..<q])
+    }
+
+    static func query(of uri: String, _ name: String) -> String? {
+        guard let q = uri.firstIndex(of: "?") else { return nil }
+        for pair in uri[uri.index(after: q)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if kv[0] == name { return kv.count > 1 ? String(kv[1]).removingPercentEncodingIfNeeded : "" }
+        }
+        return nil
+    }
+}
+
+extension String {
+    /// Query values here are plain tokens; decode `%XX` only when present.
+    var removingPercentEncodingIfNeeded: String {
+        guard contains("%") else { return self }
+        var bytes: [UInt8] = []
+        var it = utf8.makeIterator()
+        while let b = it.next() {
+            if b == UInt8(ascii: "%"), let h = it.next(), let l = it.next(),
+               let v = UInt8(String(decoding: [h, l], as: UTF8.self), radix: 16) {
+                bytes.append(v)
+            } else {
+                bytes.append(b)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

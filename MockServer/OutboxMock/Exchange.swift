@@ -1,0 +1,99 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// One request–response exchange, as `--record` writes it (one JSON object per line) and `--replay`
+/// reads it back (SPEC M5).
+///
+/// ```json
+/// {"at":12,"method":"POST","path":"/logs?api-version=1.0.0","install":"6f1d…","bytes":5120,
+///  "content_encoding":"gzip","logs":50,"log_ids":["9f1e…",…],
+///  "response":{"status":503,"headers":{"Retry-After":"2"},"body":"…","delay_ms":0},"fault":"respond"}
+/// {"at":40,…,"action":"refuse","duration_s":10,"fault":"refuse"}
+/// ```
+public struct RecordedExchange: Codable, Sendable, Equatable {
+    /// ms since start or reset when the request head arrived.
+    public var at: Int64
+    public var method: String
+    /// Path and query as sent.
+    public var path: String
+    public var install: String?
+    /// Body bytes on the wire (before decompression).
+    public var bytes: Int
+    public var contentEncoding: String?
+    /// Logs in the body, and the ids of those that were valid.
+    public var logs: Int
+    public var logIds: [String]
+    /// What was answered (status, extra headers, body, delay) — absent for a fault action.
+    public var response: Scenario.Response?
+    /// `refuse`, `reset`, `drop_after_body`, `hang`, `malformed` — absent when a response was written.
+    public var action: String?
+    /// For `refuse`: how long the port stayed closed.
+    public var durationSeconds: Double?
+    /// The scenario outcome kind when a rule (not the normal handling) decided.
+    public var fault: String?
+
+    enum CodingKeys: String, CodingKey {
+        case at, method, path, install, bytes, contentEncoding = "content_encoding", logs, logIds = "log_ids",
+             response, action, durationSeconds = "duration_s", fault
+    }
+
+    /// The outcome to reproduce when replaying this exchange.
+    var replayOutcome: Scenario.Outcome? {
+        switch action {
+        case nil: response.map { .respond($0) }
+        case "refuse": .refuse(durationSeconds: durationSeconds ?? 1)
+        case "reset": .reset
+        case "drop_after_body": .dropAfterBody
+        case "hang": .hang
+        case "malformed": .malformed
+        default: nil
+        }
+    }
+
+    /// Reads a recording: one exchange per non-empty line.
+    public static func load(path: String) throws -> [RecordedExchange] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw MockServerError.unreadableFile(path)
+        }
+        let decoder = JSONDecoder()
+        var out: [RecordedExchange] = []
+        for (n, line) in data.split(separator: UInt8(ascii: "\n")).enumerated()
+        where !line.allSatisfy({ $0 == 0x20 || $0 == 0x0D }) {
+            do {
+                out.append(try decoder.decode(RecordedExchange.self, from: Data(line)))
+            } catch {
+                throw MockServerError.invalidRecording("\(path): line \(n + 1): \(error)")
+            }
+        }
+        return out
+    }
+}
+
+/// Appends exchanges to the `--record` file, one line each, in the order they were decided.
+final class ExchangeRecorder: Sendable {
+    private let handle: NIOLockedValueBox<FileHandle?>
+    private let encoder: JSONEncoder
+
+    init(path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil),
+              let handle = FileHandle(forWritingAtPath: path)
+        else { throw MockServerError.unwritableFile(path) }
+        self.handle = NIOLockedValueBox(handle)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        self.encoder = encoder
+    }
+
+    func append(_ exchange: RecordedExchange) {
+        guard var line = try? encoder.encode(exchange) else { return }
+        line.append(UInt8(ascii: "\n"))
+        handle.withLockedValue { try? $0?.write(contentsOf: line) }
+    }
+
+    func close() {
+        handle.withLockedValue {
+            try? $0?.close()
+            $0 = nil
+        }
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// An ingestion request whose body has been read and checked, before the scenario decides its fate.
+struct PreparedRequest {
+    var method: HTTPMethod
+    var uri: String
+    var path: String
+    var install: String?
+    /// What a healthy server answers: 200, or the 4xx that validation found.
+    var normal: HTTPResponse
+    /// The batch's logs when `normal` is 200, with their reporting cutoffs.
+    var logs: [ValidatedLog]
+    var cutoffs: [Int64]
+    var logCount: Int
+    var logNames: [String]
+    var wireBytes: Int
+    var contentEncoding: String?
+    var startNs: UInt64
+}
+
+/// The scenario's (or the replay's) verdict on one request, with what the server recorded.
+struct Verdict {
+    enum Action {
+        case respond(HTTPResponse, delayMs: Int)
+        case refuse(untilNs: UInt64, durationSeconds: Double)
+        case reset, dropAfterBody, hang, malformed
+    }
+
+    var action: Action
+    /// The scenario outcome kind when a rule or a replayed fault decided; nil for normal handling.
+    var fault: String?
+    /// ms since start or reset when the head arrived.
+    var at: Int64
+    /// Logs in the body (for `/_mock/requests`).
+    var logCount: Int
+    /// The scenario's clock skew, for the `Date` header of the answer.
+    var skewMs: Int64
+}
+
+/// Shared by every connection: configuration, recorded state, the listening socket.
+final class MockCore: Sendable {
+    let configuration: MockServer.Configuration
+    let state: NIOLockedValueBox<RecordedState>
+    let replay: [RecordedExchange]
+    let recorder: ExchangeRecorder?
+    let listener: Listener
+
+    init(configuration: MockServer.Configuration) throws {
+        self.configuration = configuration
+        state = NIOLockedValueBox(RecordedState(scenario: configuration.scenario ?? Scenario(),
+                                                now: MockClock.monotonicNs()))
+        replay = try configuration.replayPath.map { try RecordedExchange.load(path: $0) } ?? []
+        recorder = try configuration.recordPath.map { try ExchangeRecorder(path: $0) }
+        listener = Listener(host: configuration.host, port: configuration.port, log: configuration.log)
+    }
+
+    // MARK: - Requests
+
+    /// Counts a request as in flight (head read, answer not written).
+    func beginRequest() {
+        state.withLockedValue { s in
+            s.inFlight += 1
+            s.maxInFlight = max(s.maxInFlight, s.inFlight)
+        }
+    }
+
+    /// The request's slot is free: its answer was written, it was faulted, or its connection closed.
+    func endRequest(entry: MockRequest?) {
+        state.withLockedValue { s in
+            s.inFlight = max(0, s.inFlight - 1)
+            if let entry { s.requests.append(entry) }
+        }
+    }
+
+    func appendRequestEntry(_ entry: MockRequest) {
+        state.withLockedValue { $0.requests.append(entry) }
+    }
+
+    /// The server's clock: real time plus the scenario's skew (SPEC X2 `clock_skew_s`).
+    func skewMs() -> Int64 {
+        let skew = state.withLockedValue { $0.engine.scenario.clockSkewSeconds }
+        return Int64((skew * 1000).rounded())
+    }
+
+    /// Decides the request's fate and records what it delivered, in one critical section (SPEC M2, M3).
+    func decide(_ r: PreparedRequest) -> Verdict {
+        let now = MockClock.monotonicNs()
+        let wall = MockClock.wallMs()
+        return state.withLockedValue { s in
+            s.requestCount += 1
+            let at = r.startNs >= s.epochNs ? Int64((r.startNs - s.epochNs) / 1_000_000) : 0
+            var outcome: Scenario.Outcome?
+            var fault: String?
+            var ruleUntil: Double?
+            if s.replayCursor < replay.count {
+                let exchange = replay[s.replayCursor]
+                s.replayCursor += 1
+                outcome = exchange.replayOutcome
+                fault = exchange.fault
+            } else {
+                let facts = RequestFacts(number: s.requestCount, elapsedSeconds: s.elapsedMs(now) / 1000,
+                                         install: r.install, path: r.path, logCount: r.logCount,
+                                         logNames: r.logNames)
+                if let decided = s.engine.decide(facts) {
+                    outcome = decided.outcome
+                    fault = decided.outcome.kind
+                    ruleUntil = s.engine.scenario.rules[decided.rule].match.untilSeconds
+                }
+            }
+            let accepted = r.normal.status == 200 && !r.logs.isEmpty
+            var action: Verdict.Action
+            var record = false
+            switch outcome {
+            case nil:
+                action = .respond(r.normal, delayMs: 0)
+                record = accepted
+            case .respond(let spec)?:
+                let response = spec.status == nil ? r.normal : Self.response(for: spec)
+                action = .respond(response, delayMs: spec.delayMs)
+                // Only an answer the client takes as delivered records the logs: after any other
+                // answer the client sends them again.
+                record = accepted && (200..<300).contains(response.status)
+            case .refuse(let duration)?:
+                let elapsed = s.elapsedMs(now) / 1000
+                // duration_s, else until the rule's window ends (Scenario.check demands one of them).
+                let seconds = duration ?? ruleUntil.map { max(0, $0 - elapsed) } ?? 1
+                action = .refuse(untilNs: now + UInt64(seconds * 1e9), durationSeconds: seconds)
+            case .reset?: action = .reset
+            case .dropAfterBody?:
+                action = .dropAfterBody
+                record = accepted
+            case .hang?: action = .hang
+            case .malformed?: action = .malformed
+            }
+            if record {
+                let arrival = wall + Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded())
+                s.record(r.logs, cutoffs: r.cutoffs, install: r.install ?? "", arrivalMs: arrival)
+            }
+            if let fault { s.faults[fault, default: 0] += 1 }
+            if case .respond(let response, _) = action { s.statusCounts[response.status, default: 0] += 1 }
+            return Verdict(action: action, fault: fault, at: at, logCount: r.logCount,
+                           skewMs: Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded()))
+        }
+    }
+
+    static func response(for spec: Scenario.Response) -> HTTPResponse {
+        let status = spec.status ?? 200
+        var headers = spec.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        let body: String
+        if let given = spec.body {
+            body = given
+        } else if (200..<300).contains(status) {
+            body = #"{"status":"Success"}"#
+        } else {
+            body = #"{"status":"Error","reason":"\#(status) injected by the scenario"}"#
+        }
+        if !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            let looksJSON = body.first == "{" || body.first == "["
+            headers.append(("Content-Type", looksJSON ? "application/json" : "text/plain; charset=utf-8"))
+        }
+        return HTTPResponse(status: status, headers: headers, body: Array(body.utf8))
+    }
+
+    // MARK: - Scenario and reset
+
+    func setScenario(_ scenario: Scenario) {
+        let (generation, epoch, outages) = state.withLockedValue { s in
+            s.engine = ScenarioEngine(scenario: scenario)
+            s.generation += 1
+            return (s.generation, s.epochNs, s.engine.scheduledOutages)
+        }
+        listener.replaceSchedule(generation: generation, epochNs: epoch, outages: outages, isCurrent: isCurrent)
+    }
+
+    /// Clears counts and logs and restarts the scenario clock, request numbers and random source.
+    func reset() {
+        let now = MockClock.monotonicNs()
+        let (generation, outages) = state.withLockedValue { s in
+            s.reset(scenario: s.engine.scenario, now: now)
+            return (s.generation, s.engine.scheduledOutages)
+        }
+        listener.replaceSchedule(generation: generation, epochNs: now, outages: outages, isCurrent: isCurrent)
+    }
+
+    func isCurrent(_ generation: Int) -> Bool {
+        state.withLockedValue { $0.generation == generation }
+    }
+
+    /// Schedules the pure time-window outages of the scenario in force (at start).
+    func scheduleOutages() {
+        let (generation, epoch, outages) = state.withLockedValue { s in
+            (s.generation, s.epochNs, s.engine.scheduledOutages)
+        }
+        listener.replaceSchedule(generation: generation, epochNs: epoch, outages: outages, isCurrent: isCurrent)
+    }
+
+    // MARK: - Snapshots
+
+    func stats() -> MockStats { state.withLockedValue { $0.stats() } }
+
+    func histogram() -> DelayHistogram { state.withLockedValue { $0.delayHistogram } }
+
+    func requestEntries() -> [MockRequest] { state.withLockedValue { $0.requests } }
+
+    func storedLogs() -> [StoredLog] { state.withLockedValue { $0.logs } }
+
+    var scenario: Scenario { state.withLockedValue { $0.engine.scenario } }
+}

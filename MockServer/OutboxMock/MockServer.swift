@@ -1,0 +1,223 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTPCompression
+import NIOPosix
+
+/// The mock ingestion server (SPEC M1–M7): strict W1/W2 validation, recording with de-duplication,
+/// fault injection from scenarios, record/replay, and a control API and live page under `/_mock/`.
+///
+/// ```swift
+/// let server = try MockServer(configuration: .init(scenario: try Scenario.fixture("flaky")))
+/// try server.start()
+/// defer { try? server.stop() }
+/// // point the engine at server.baseURL, run it, then:
+/// #expect(server.stats().logsUnique == 1000)
+/// ```
+/// `start()` and `stop()` block briefly; call them from a test or the main thread, never from a
+/// SwiftNIO event loop.
+public final class MockServer: Sendable {
+    /// Settings; the defaults are what `outbox-mock` uses without flags.
+    public struct Configuration: Sendable {
+        /// Address to bind (loopback by default).
+        public var host: String
+        /// Port to bind; 0 picks a free one (read it back from `MockServer.port`).
+        public var port: Int
+        /// Faults to inject; nil answers every valid request with 200.
+        public var scenario: Scenario?
+        /// When set, `App-Secret` must equal it; otherwise any non-empty value passes.
+        public var appSecret: String?
+        /// Writes every ingestion exchange to this file as JSON lines (SPEC M5).
+        public var recordPath: String?
+        /// Answers requests with the responses of this recording, in order; normal handling afterwards.
+        public var replayPath: String?
+        /// Time zone of the 04:00-next-day reporting cutoff of late logs (SPEC M7).
+        public var reportTimeZone: TimeZone
+        /// Largest body on the wire, compressed or not; larger ones get 413.
+        public var bodyLimit: Int
+        /// Largest body after decompression (a gzip bomb); larger ones get 413.
+        public var decompressedLimit: Int
+        /// Event-loop threads.
+        public var threads: Int
+        /// Receives the server's rare diagnostics (a port that cannot be bound again). Never secrets.
+        public var log: (@Sendable (String) -> Void)?
+
+        public init(host: String = "127.0.0.1", port: Int = 0, scenario: Scenario? = nil, appSecret: String? = nil,
+                    recordPath: String? = nil, replayPath: String? = nil,
+                    reportTimeZone: TimeZone = TimeZone(identifier: "UTC") ?? .current,
+                    bodyLimit: Int = 5 * 1024 * 1024, decompressedLimit: Int = 20 * 1024 * 1024,
+                    threads: Int = System.coreCount, log: (@Sendable (String) -> Void)? = nil) {
+            self.host = host
+            self.port = port
+            self.scenario = scenario
+            self.appSecret = appSecret
+            self.recordPath = recordPath
+            self.replayPath = replayPath
+            self.reportTimeZone = reportTimeZone
+            self.bodyLimit = bodyLimit
+            self.decompressedLimit = decompressedLimit
+            self.threads = threads
+            self.log = log
+        }
+
+        func check() throws {
+            guard (0...65535).contains(port) else { throw MockServerError.invalidConfiguration("port must be 0…65535, got \(port)") }
+            guard bodyLimit > 0 else { throw MockServerError.invalidConfiguration("bodyLimit must be > 0, got \(bodyLimit)") }
+            guard decompressedLimit >= bodyLimit else {
+                throw MockServerError.invalidConfiguration(
+                    "decompressedLimit (\(decompressedLimit)) must be at least bodyLimit (\(bodyLimit))")
+            }
+            guard threads >= 1 else { throw MockServerError.invalidConfiguration("threads must be ≥ 1, got \(threads)") }
+            try scenario?.check()
+        }
+    }
+
+    let core: MockCore
+    private let group: MultiThreadedEventLoopGroup
+
+    /// Checks the configuration, reads the replay file and creates the record file; binds nothing yet.
+    public init(configuration: Configuration = Configuration()) throws {
+        try configuration.check()
+        core = try MockCore(configuration: configuration)
+        group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.threads)
+    }
+
+    /// Binds and starts accepting connections; returns once the port accepts them. Call it once.
+    public func start() throws {
+        let core = self.core
+        let bodyLimit = core.configuration.bodyLimit
+        let decompressedLimit = core.configuration.decompressedLimit
+        let group = self.group
+        do {
+            try core.listener.start(group: group) {
+                ServerBootstrap(group: group)
+                    .serverChannelOption(.backlog, value: 256)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+                    .childChannelOption(.maxMessagesPerRead, value: 16)
+                    .childChannelInitializer { channel in
+                        guard core.listener.register(channel) else { return channel.close() }
+                        return channel.eventLoop.makeCompletedFuture {
+                            let guardHandler = BodyLimitGuard(limit: bodyLimit)
+                            try channel.pipeline.syncOperations.addHandlers([
+                                ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
+                                guardHandler,
+                                NIOHTTPRequestDecompressor(limit: .size(decompressedLimit)),
+                                ConnectionHandler(core: core, guardHandler: guardHandler),
+                            ])
+                        }
+                    }
+            }
+        } catch MockServerError.alreadyStarted {
+            throw MockServerError.alreadyStarted
+        } catch {
+            try? stop()
+            throw MockServerError.cannotBind("\(core.configuration.host):\(core.configuration.port): \(error)")
+        }
+        core.scheduleOutages()
+    }
+
+    /// Closes the port and every connection, then stops the event loops. A second call does nothing.
+    public func stop() throws {
+        guard core.listener.stop() else { return }
+        core.recorder?.close()
+        try group.syncShutdownGracefully()
+    }
+
+    /// The bound port (the configured one until `start()`).
+    public var port: Int { core.listener.port }
+
+    /// `http://127.0.0.1:PORT` — the engine's endpoint; logs go to `baseURL + "/logs?api-version=1.0.0"`.
+    public var baseURL: String {
+        let host = core.configuration.host
+        return host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
+    }
+
+    /// What `GET /_mock/stats` answers.
+    public func stats() -> MockStats { core.stats() }
+
+    /// Unique logs in arrival order (what `GET /_mock/logs` answers).
+    public func uniqueLogs() -> [MockLog] {
+        core.storedLogs().map { log in
+            MockLog(id: log.id.uuidString, install: log.install, type: log.type, name: log.name,
+                    receivedAtMs: log.receivedAtMs, json: String(decoding: log.json, as: UTF8.self))
+        }
+    }
+
+    /// One entry per ingestion request (what `GET /_mock/requests` answers).
+    public func requests() -> [MockRequest] { core.requestEntries() }
+
+    /// The delivery-delay histogram of the live page.
+    public func delayHistogram() -> DelayHistogram { core.histogram() }
+
+    /// The scenario in force.
+    public var scenario: Scenario { core.scenario }
+
+    /// Swaps the scenario live (like `PUT /_mock/scenario`); nil removes every fault. The scenario clock
+    /// and request numbers keep running; the random source restarts from the new seed.
+    public func setScenario(_ scenario: Scenario?) {
+        core.setScenario(scenario ?? Scenario())
+    }
+
+    /// Clears counts, logs and requests and restarts the scenario clock (like `POST /_mock/reset`).
+    public func reset() { core.reset() }
+
+    // MARK: - Fixtures
+
+    /// The `Fixtures/scenarios` directory, found by walking up from the current directory and from
+    /// `file` (pass `#filePath` from a test).
+    public static func scenariosDirectory(file: String = #filePath) -> String? {
+        let fm = FileManager.default
+        var starts = [fm.currentDirectoryPath, (file as NSString).deletingLastPathComponent]
+        if let env = ProcessInfo.processInfo.environment["OUTBOX_FIXTURES"] { starts.insert(env, at: 0) }
+        for start in starts {
+            var dir = URL(fileURLWithPath: start)
+            for _ in 0..<12 {
+                let candidate = dir.appendingPathComponent("Fixtures/scenarios").path
+                var isDir: ObjCBool = false
+                if fm.fileExists(atPath: candidate, isDirectory: &isDir), isDir.boolValue { return candidate }
+                let parent = dir.deletingLastPathComponent()
+                if parent.path == dir.path { break }
+                dir = parent
+            }
+        }
+        return nil
+    }
+
+    /// Path of `Fixtures/scenarios/<name>.json`.
+    public static func scenarioPath(_ name: String, file: String = #filePath) throws -> String {
+        guard let dir = scenariosDirectory(file: file) else { throw MockServerError.fixturesNotFound }
+        return dir + "/" + (name.hasSuffix(".json") ? name : name + ".json")
+    }
+}
+
+extension Scenario {
+    /// Loads `Fixtures/scenarios/<name>.json` (`ok`, `flaky`, `outage`, `throttle`, `lost-ack`, `poison`,
+    /// `unauthorized`, `too-large`, `skewed-clock`).
+    public static func fixture(_ name: String, file: String = #filePath) throws -> Scenario {
+        try load(path: MockServer.scenarioPath(name, file: file))
+    }
+}
+
+public enum MockServerError: Error, Equatable, CustomStringConvertible {
+    case invalidConfiguration(String)
+    case cannotBind(String)
+    case unreadableFile(String)
+    case unwritableFile(String)
+    case invalidRecording(String)
+    case fixturesNotFound
+    case alreadyStarted
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let m): "invalid configuration: \(m)"
+        case .cannotBind(let m): "cannot listen on \(m)"
+        case .unreadableFile(let p): "cannot read \(p)"
+        case .unwritableFile(let p): "cannot create \(p)"
+        case .invalidRecording(let m): "invalid recording: \(m)"
+        case .alreadyStarted: "start() was already called (a stopped server cannot start again)"
+        case .fixturesNotFound:
+            "Fixtures/scenarios not found above the current directory (set OUTBOX_FIXTURES to its parent)"
+        }
+    }
+}

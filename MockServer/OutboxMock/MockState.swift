@@ -1,0 +1,151 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Monotonic and wall clocks, read without Foundation on the hot path.
+enum MockClock {
+    static func monotonicNs() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    static func wallMs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
+
+/// A log as stored: the accepted batch's facts plus when and from whom it arrived.
+struct StoredLog {
+    var id: UUIDKey
+    var install: String
+    var type: LogType
+    var name: String?
+    var receivedAtMs: Int64
+    var json: [UInt8]
+}
+
+/// Everything the server has recorded since start or reset, behind one lock. Each request takes
+/// the lock a few times (head, decision, answer) — never once per log.
+struct RecordedState {
+    var engine: ScenarioEngine
+    /// Monotonic time of the start or last reset: `at`, `after_s` and `until_s` count from here.
+    var epochNs: UInt64
+    /// Bumped by every reset or scenario swap, so timers of the previous scenario do nothing.
+    var generation = 0
+    var requestCount = 0
+    var statusCounts: [Int: Int] = [:]
+    var faults: [String: Int] = [:]
+    var logsReceived = 0
+    var seen = Set<UUIDKey>()
+    var logs: [StoredLog] = []
+    var installs: [String: MockStats.InstallStats] = [:]
+    var lateLogs = 0
+    var delays: [Int64] = []
+    var histogram = [Int](repeating: 0, count: DelayHistogram.bounds.count)
+    var requests: [MockRequest] = []
+    var inFlight = 0
+    var maxInFlight = 0
+    var replayCursor = 0
+    /// Percentiles are computed from a sorted copy; reused while no log arrived.
+    var percentileCache: (count: Int, value: MockStats.DelayPercentiles) = (0, .zero)
+
+    init(scenario: Scenario, now: UInt64) {
+        engine = ScenarioEngine(scenario: scenario)
+        epochNs = now
+    }
+
+    func elapsedMs(_ now: UInt64) -> Double { Double(now &- epochNs) / 1_000_000 }
+
+    /// Records an accepted batch: de-duplication by id, per-install counts, delays, late logs (SPEC M2, M7).
+    mutating func record(_ batch: [ValidatedLog], cutoffs: [Int64], install: String, arrivalMs: Int64) {
+        logsReceived += batch.count
+        var unique = 0
+        for (i, log) in batch.enumerated() where seen.insert(log.id).inserted {
+            unique += 1
+            logs.append(StoredLog(id: log.id, install: install, type: log.type, name: log.name,
+                                  receivedAtMs: arrivalMs, json: log.json))
+            let delay = arrivalMs - log.timestampMs
+            delays.append(delay)
+            histogram[DelayHistogram.bucket(of: delay)] += 1
+            if arrivalMs > cutoffs[i] { lateLogs += 1 }
+        }
+        installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsReceived += batch.count
+        installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsUnique += unique
+    }
+
+    mutating func stats() -> MockStats {
+        if percentileCache.count != delays.count {
+            percentileCache = (delays.count, .of(sorted: delays.sorted()))
+        }
+        return MockStats(
+            requests: requestCount,
+            statusCounts: Dictionary(uniqueKeysWithValues: statusCounts.map { (String($0.key), $0.value) }),
+            logsReceived: logsReceived,
+            logsUnique: seen.count,
+            logsDuplicate: logsReceived - seen.count,
+            faults: faults,
+            installs: installs,
+            lateLogs: lateLogs,
+            delayMs: percentileCache.value,
+            maxInFlight: maxInFlight)
+    }
+
+    var delayHistogram: DelayHistogram {
+        DelayHistogram(buckets: DelayHistogram.bounds.enumerated().map { i, bound in
+            DelayHistogram.Bucket(label: bound.0, belowMs: bound.1, count: histogram[i])
+        })
+    }
+
+    /// Clears every count and restarts the scenario clock, request numbers and random source.
+    mutating func reset(scenario: Scenario, now: UInt64) {
+        let keep = (generation + 1, inFlight)
+        self = RecordedState(scenario: scenario, now: now)
+        (generation, inFlight) = keep
+        maxInFlight = inFlight
+    }
+}
+
+/// The 04:00-next-day reporting cutoff of a log timestamp in a time zone (SPEC M7, Google Analytics'
+/// processing deadline). Cached by 15-minute slot — every real UTC offset and DST change is a multiple
+/// of 15 minutes — so a batch costs a dictionary lookup per log, not a calendar computation.
+struct ReportingCutoff {
+    let timeZone: TimeZone
+    private let isUTC: Bool
+    private var cache: [Int64: Int64] = [:]
+    private static let day: Int64 = 86_400_000
+    private static let slot: Int64 = 900_000
+
+    init(timeZone: TimeZone) {
+        self.timeZone = timeZone
+        isUTC = timeZone.secondsFromGMT() == 0 && timeZone.nextDaylightSavingTimeTransition == nil
+    }
+
+    /// Epoch ms after which a log stamped `timestampMs` is late.
+    mutating func cutoff(forTimestamp timestampMs: Int64) -> Int64 {
+        if isUTC {
+            return (ISOTimestamp.floorDivMod(timestampMs, Self.day).0 + 1) * Self.day + 4 * 3_600_000
+        }
+        let key = ISOTimestamp.floorDivMod(timestampMs, Self.slot).0
+        if let hit = cache[key] { return hit }
+        if cache.count > 4096 { cache.removeAll(keepingCapacity: true) }
+        let value = Self.compute(timestampMs, timeZone)
+        cache[key] = value
+        return value
+    }
+
+    static func compute(_ timestampMs: Int64, _ tz: TimeZone) -> Int64 {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = tz
+        let date = Date(timeIntervalSince1970: Double(timestampMs) / 1000)
+        let startOfDay = calendar.startOfDay(for: date)
+        guard let nextDay = calendar.date(byAdding: .day, value: 1, to: startOfDay),
+              let cutoff = calendar.date(bySettingHour: 4, minute: 0, second: 0, of: nextDay)
+        else {
+            // Unreachable for Gregorian dates; fall back to the UTC rule rather than fail a request.
+            return (ISOTimestamp.floorDivMod(timestampMs, day).0 + 1) * day + 4 * 3_600_000
+        }
+        return Int64((cutoff.timeIntervalSince1970 * 1000).rounded())
+    }
+}

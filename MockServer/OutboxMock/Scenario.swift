@@ -1,0 +1,425 @@
+import Foundation
+
+/// A fault-injection scenario (SPEC M3, X2): the first rule whose `match` fits a request decides its
+/// fate; a request that no rule matches is handled normally (validated, recorded, 200).
+///
+/// ```json
+/// {"seed": 42, "clock_skew_s": 0,
+///  "rules": [{"match": {"requests": "1-3"}, "respond": {"status": 429, "headers": {"Retry-After": "2"}}},
+///            {"match": {"probability": 0.3}, "action": "reset"}]}
+/// ```
+///
+/// ```swift
+/// let flaky = try Scenario.load(path: MockServer.scenarioPath("flaky"))
+/// server.setScenario(flaky)
+/// ```
+/// Decoding is strict: an unknown key (a typo such as `"mach"`) is an error, not a silently ignored rule.
+public struct Scenario: Codable, Sendable, Equatable {
+    /// Seeds the random source of `probability` matches, so that a run can be reproduced.
+    public var seed: UInt64
+    /// Added to the server's clock: the `Date` header, `received_at`, delivery delays and the late-log
+    /// cutoff all use the skewed clock, as a server whose clock is off would.
+    public var clockSkewSeconds: Double
+    /// Free text, ignored by the server.
+    public var description: String?
+    public var rules: [Rule]
+
+    public init(seed: UInt64 = 0, clockSkewSeconds: Double = 0, description: String? = nil, rules: [Rule] = []) {
+        self.seed = seed
+        self.clockSkewSeconds = clockSkewSeconds
+        self.description = description
+        self.rules = rules
+    }
+
+    /// One rule: when `match` fits, `outcome` happens.
+    public struct Rule: Codable, Sendable, Equatable {
+        public var match: Match
+        public var outcome: Outcome
+        public var comment: String?
+
+        public init(match: Match = Match(), outcome: Outcome, comment: String? = nil) {
+            self.match = match
+            self.outcome = outcome
+            self.comment = comment
+        }
+    }
+
+    /// Every key that is present must fit; an empty match fits every request.
+    public struct Match: Codable, Sendable, Equatable {
+        /// Ingestion request numbers since start or reset, 1-based: `"3"`, `"1-5"`, `"10-"`, or a
+        /// comma-separated list of those (`"1,4,7-9"`).
+        public var requests: RequestNumbers?
+        /// Seconds since start or reset: the rule fits from `afterSeconds` (inclusive) …
+        public var afterSeconds: Double?
+        /// … until `untilSeconds` (exclusive).
+        public var untilSeconds: Double?
+        /// Fits with this probability (0…1), drawn from the scenario's seeded random source.
+        public var probability: Double?
+        /// The `Install-ID` header equals this (case-insensitive).
+        public var install: String?
+        /// The request path without its query equals this; a trailing `*` matches a prefix.
+        public var path: String?
+        /// The batch is valid and holds an event or screen with this `name`.
+        public var logName: String?
+        /// The batch holds at least this many logs.
+        public var minLogs: Int?
+
+        public init(requests: RequestNumbers? = nil, afterSeconds: Double? = nil, untilSeconds: Double? = nil,
+                    probability: Double? = nil, install: String? = nil, path: String? = nil,
+                    logName: String? = nil, minLogs: Int? = nil) {
+            self.requests = requests
+            self.afterSeconds = afterSeconds
+            self.untilSeconds = untilSeconds
+            self.probability = probability
+            self.install = install
+            self.path = path
+            self.logName = logName
+            self.minLogs = minLogs
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case requests, afterSeconds = "after_s", untilSeconds = "until_s", probability, install, path,
+                 logName = "log_name", minLogs = "min_logs"
+        }
+
+        public init(from decoder: Decoder) throws {
+            try rejectUnknownKeys(decoder, allowed: CodingKeys.allCases.map(\.rawValue))
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            requests = try c.decodeIfPresent(RequestNumbers.self, forKey: .requests)
+            afterSeconds = try c.decodeIfPresent(Double.self, forKey: .afterSeconds)
+            untilSeconds = try c.decodeIfPresent(Double.self, forKey: .untilSeconds)
+            probability = try c.decodeIfPresent(Double.self, forKey: .probability)
+            install = try c.decodeIfPresent(String.self, forKey: .install)
+            path = try c.decodeIfPresent(String.self, forKey: .path)
+            logName = try c.decodeIfPresent(String.self, forKey: .logName)
+            minLogs = try c.decodeIfPresent(Int.self, forKey: .minLogs)
+        }
+
+        /// Only a time window: such a `refuse` rule takes the port down on a timer, request or not.
+        var isPureTimeWindow: Bool {
+            untilSeconds != nil && requests == nil && probability == nil && install == nil && path == nil
+                && logName == nil && minLogs == nil
+        }
+    }
+
+    /// What happens to a matched request.
+    public enum Outcome: Sendable, Equatable {
+        /// Answer with this response (after `delayMs`). Without a status, the request is handled
+        /// normally after the delay: a slow but healthy server.
+        case respond(Response)
+        /// Close the listening socket (new connections are refused) and every open connection; the
+        /// same port is bound again after `durationSeconds`, or when the rule's `until_s` ends.
+        case refuse(durationSeconds: Double?)
+        /// Close the connection with a TCP reset (SO_LINGER 0) instead of answering; logs are not recorded.
+        case reset
+        /// Record the logs as received, then close the connection without answering (a lost acknowledgement).
+        case dropAfterBody
+        /// Never answer; the connection stays open until the client gives up.
+        case hang
+        /// Answer bytes that are not HTTP, then close.
+        case malformed
+
+        /// The name used in `faults`, `/_mock/requests` and recordings.
+        public var kind: String {
+            switch self {
+            case .respond: "respond"
+            case .refuse: "refuse"
+            case .reset: "reset"
+            case .dropAfterBody: "drop_after_body"
+            case .hang: "hang"
+            case .malformed: "malformed"
+            }
+        }
+    }
+
+    /// `{"status": 503, "headers": {"Retry-After": "2"}, "body": "…", "delay_ms": 200}`
+    public struct Response: Codable, Sendable, Equatable {
+        public var status: Int?
+        public var headers: [String: String]
+        public var body: String?
+        public var delayMs: Int
+
+        public init(status: Int? = nil, headers: [String: String] = [:], body: String? = nil, delayMs: Int = 0) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+            self.delayMs = delayMs
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case status, headers, body, delayMs = "delay_ms"
+        }
+
+        public init(from decoder: Decoder) throws {
+            try rejectUnknownKeys(decoder, allowed: CodingKeys.allCases.map(\.rawValue))
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            status = try c.decodeIfPresent(Int.self, forKey: .status)
+            headers = try c.decodeIfPresent([String: String].self, forKey: .headers) ?? [:]
+            body = try c.decodeIfPresent(String.self, forKey: .body)
+            delayMs = try c.decodeIfPresent(Int.self, forKey: .delayMs) ?? 0
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encodeIfPresent(status, forKey: .status)
+            if !headers.isEmpty { try c.encode(headers, forKey: .headers) }
+            try c.encodeIfPresent(body, forKey: .body)
+            if delayMs != 0 { try c.encode(delayMs, forKey: .delayMs) }
+        }
+    }
+
+    // MARK: Coding
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case seed, clockSkewSeconds = "clock_skew_s", description, rules
+    }
+
+    public init(from decoder: Decoder) throws {
+        try rejectUnknownKeys(decoder, allowed: CodingKeys.allCases.map(\.rawValue))
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        if c.contains(.seed) {
+            guard let seed = try? c.decode(UInt64.self, forKey: .seed) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [CodingKeys.seed],
+                                                        debugDescription: "must be an integer ≥ 0"))
+            }
+            self.seed = seed
+        } else {
+            seed = 0
+        }
+        clockSkewSeconds = try c.decodeIfPresent(Double.self, forKey: .clockSkewSeconds) ?? 0
+        description = try c.decodeIfPresent(String.self, forKey: .description)
+        rules = try c.decodeIfPresent([Rule].self, forKey: .rules) ?? []
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(seed, forKey: .seed)
+        try c.encode(clockSkewSeconds, forKey: .clockSkewSeconds)
+        try c.encodeIfPresent(description, forKey: .description)
+        try c.encode(rules, forKey: .rules)
+    }
+
+    /// Decodes and checks a scenario from JSON.
+    public static func decode(from data: Data) throws -> Scenario {
+        let scenario: Scenario
+        do {
+            scenario = try JSONDecoder().decode(Scenario.self, from: data)
+        } catch let error as DecodingError {
+            throw ScenarioError.invalid(Self.describe(error))
+        } catch let error as ScenarioError {
+            throw error
+        } catch {
+            throw ScenarioError.invalid("not valid JSON (\(error))")
+        }
+        try scenario.check()
+        return scenario
+    }
+
+    /// Loads a scenario file (see `Fixtures/scenarios/`).
+    public static func load(path: String) throws -> Scenario {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ScenarioError.unreadable(path)
+        }
+        do {
+            return try decode(from: data)
+        } catch ScenarioError.invalid(let message) {
+            throw ScenarioError.invalid("\(path): \(message)")
+        }
+    }
+
+    /// The scenario as pretty JSON (what `GET /_mock/scenario` answers).
+    public func jsonData() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)) ?? Data("{}".utf8)
+    }
+
+    /// Checks the values that decoding alone cannot.
+    public func check() throws {
+        guard clockSkewSeconds.isFinite else { throw ScenarioError.invalid("clock_skew_s must be finite") }
+        for (i, rule) in rules.enumerated() {
+            func bad(_ message: String) -> ScenarioError { .invalid("rules[\(i)]: \(message)") }
+            let m = rule.match
+            if let p = m.probability, !(0...1).contains(p) { throw bad("probability must be between 0 and 1") }
+            if let a = m.afterSeconds, !(a.isFinite && a >= 0) { throw bad("after_s must be ≥ 0") }
+            if let u = m.untilSeconds, !(u.isFinite && u >= 0) { throw bad("until_s must be ≥ 0") }
+            if let a = m.afterSeconds, let u = m.untilSeconds, u <= a { throw bad("until_s must be after after_s") }
+            if let n = m.minLogs, n < 0 { throw bad("min_logs must be ≥ 0") }
+            switch rule.outcome {
+            case .respond(let r):
+                if let s = r.status, !(100...599).contains(s) { throw bad("status must be 100…599") }
+                if r.delayMs < 0 { throw bad("delay_ms must be ≥ 0") }
+                for (name, value) in r.headers where !HTTPResponse.isValidHeader(name: name, value: value) {
+                    throw bad("header \"\(name)\" is not a valid HTTP header")
+                }
+            case .refuse(let duration):
+                if let d = duration, !(d.isFinite && d > 0) { throw bad("duration_s must be > 0") }
+                if duration == nil && m.untilSeconds == nil {
+                    throw bad("refuse needs duration_s or a match with until_s (when to accept connections again)")
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [CodingKey]) -> String {
+            var out = ""
+            for key in keys {
+                if let i = key.intValue { out += "[\(i)]" } else { out += (out.isEmpty ? "" : ".") + key.stringValue }
+            }
+            return out.isEmpty ? "scenario" : out
+        }
+        switch error {
+        case .typeMismatch(_, let c), .valueNotFound(_, let c), .keyNotFound(_, let c):
+            if case .keyNotFound(let key, _) = error {
+                return "\(path(c.codingPath + [key])): missing"
+            }
+            return "\(path(c.codingPath)): \(c.debugDescription)"
+        case .dataCorrupted(let c):
+            if let underlying = c.underlyingError { return "\(path(c.codingPath)): not valid JSON (\(underlying))" }
+            return "\(path(c.codingPath)): \(c.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}
+
+extension Scenario.Rule {
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case match, respond, action, durationSeconds = "duration_s", comment
+    }
+
+    public init(from decoder: Decoder) throws {
+        try rejectUnknownKeys(decoder, allowed: CodingKeys.allCases.map(\.rawValue))
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        match = try c.decodeIfPresent(Scenario.Match.self, forKey: .match) ?? Scenario.Match()
+        comment = try c.decodeIfPresent(String.self, forKey: .comment)
+        let respond = try c.decodeIfPresent(Scenario.Response.self, forKey: .respond)
+        let action = try c.decodeIfPresent(String.self, forKey: .action)
+        let duration = try c.decodeIfPresent(Double.self, forKey: .durationSeconds)
+        func fail(_ message: String) -> DecodingError {
+            .dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: message))
+        }
+        switch (respond, action) {
+        case (let r?, nil):
+            outcome = .respond(r)
+        case (nil, let a?):
+            switch a {
+            case "refuse": outcome = .refuse(durationSeconds: duration)
+            case "reset": outcome = .reset
+            case "drop_after_body": outcome = .dropAfterBody
+            case "hang": outcome = .hang
+            case "malformed": outcome = .malformed
+            default:
+                throw fail("unknown action \"\(a)\" (refuse, reset, drop_after_body, hang, malformed)")
+            }
+        default:
+            throw fail("a rule needs exactly one of \"respond\" or \"action\"")
+        }
+        if duration != nil, case .refuse = outcome {} else if duration != nil {
+            throw fail("duration_s only applies to the refuse action")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(match, forKey: .match)
+        try c.encodeIfPresent(comment, forKey: .comment)
+        switch outcome {
+        case .respond(let r):
+            try c.encode(r, forKey: .respond)
+        case .refuse(let d):
+            try c.encode("refuse", forKey: .action)
+            try c.encodeIfPresent(d, forKey: .durationSeconds)
+        default:
+            try c.encode(outcome.kind, forKey: .action)
+        }
+    }
+}
+
+/// Request numbers: `"3"`, `"1-5"`, `"10-"`, or a comma-separated list of those.
+public struct RequestNumbers: Codable, Sendable, Equatable, CustomStringConvertible {
+    /// Inclusive ranges; `upper == nil` is open-ended.
+    public private(set) var ranges: [(lower: Int, upper: Int?)]
+    public let description: String
+
+    public init(_ text: String) throws {
+        var ranges: [(Int, Int?)] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let item = part.trimmingCharacters(in: .whitespaces)
+            let bounds = item.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let lower = Int(bounds[0]), lower >= 1 else { throw ScenarioError.badRequests(text) }
+            if bounds.count == 1 {
+                ranges.append((lower, lower))
+            } else if bounds[1].isEmpty {
+                ranges.append((lower, nil))
+            } else if let upper = Int(bounds[1]), upper >= lower {
+                ranges.append((lower, upper))
+            } else {
+                throw ScenarioError.badRequests(text)
+            }
+        }
+        self.ranges = ranges
+        self.description = text
+    }
+
+    public func contains(_ n: Int) -> Bool {
+        ranges.contains { n >= $0.lower && ($0.upper.map { n <= $0 } ?? true) }
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let n = try? c.decode(Int.self) {
+            try self.init(String(n))
+        } else {
+            let text = try c.decode(String.self)
+            do {
+                try self.init(text)
+            } catch {
+                throw DecodingError.dataCorrupted(.init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "requests must look like \"3\", \"1-5\" or \"10-\", got \"\(text)\""))
+            }
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+
+    public static func == (a: RequestNumbers, b: RequestNumbers) -> Bool { a.description == b.description }
+}
+
+public enum ScenarioError: Error, Equatable, CustomStringConvertible {
+    case unreadable(String)
+    case invalid(String)
+    case badRequests(String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path): "cannot read scenario file \(path)"
+        case .invalid(let message): "invalid scenario: \(message)"
+        case .badRequests(let text): "requests must look like \"3\", \"1-5\" or \"10-\", got \"\(text)\""
+        }
+    }
+}
+
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { self.stringValue = String(intValue); self.intValue = intValue }
+}
+
+/// Throws on a key outside `allowed`: a misspelt match key must not turn into a rule that fits everything.
+private func rejectUnknownKeys(_ decoder: Decoder, allowed: [String]) throws {
+    let c = try decoder.container(keyedBy: AnyKey.self)
+    for key in c.allKeys where !allowed.contains(key.stringValue) {
+        throw DecodingError.dataCorrupted(.init(
+            codingPath: decoder.codingPath + [key],
+            debugDescription: "unknown key \"\(key.stringValue)\" (allowed: \(allowed.joined(separator: ", ")))"))
+    }
+}

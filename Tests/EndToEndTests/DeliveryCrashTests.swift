@@ -1,0 +1,68 @@
+import Foundation
+import OutboxMock
+import Testing
+@testable import Outbox
+
+@Suite("Crash during delivery (SPEC S6, C9, T7)", .serialized)
+struct DeliveryCrashTests {
+    /// `outbox emit` drains a stored backlog to the mock and is killed with SIGKILL at random moments, at least
+    /// 10 times; a last run finishes. Every log must arrive, and duplicates may only come from batches whose
+    /// answer was lost (the server's drop_after_body, or a kill between the server's answer and the delete).
+    @Test(arguments: ["lost-ack", "flaky"]) func killingTheSenderLosesNothing(scenario: String) async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock(scenario); defer { try? server.stop() }
+        let outbox = builtProduct("outbox")
+        try #require(FileManager.default.isExecutableFile(atPath: outbox), "build the package first: \(outbox)")
+        let total = 20_000
+        let stored = try run(outbox, ["emit", "--store", dir.store, "--count", "\(total)", "--critical-every", "7"])
+        #expect(stored.status == 0)
+        #expect(jsonObject(stored.output)["tracked"] as? Int == total)
+
+        let drain = ["emit", "--store", dir.store, "--count", "0", "--endpoint", server.baseURL, "--app-secret", "k",
+                     "--wait-delivered", "--timeout", "60", "--testing", "--batch-size", "20", "--interval", "0.02",
+                     "--retry-intervals", "0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02"]
+        var random = SystemRandomNumberGenerator()
+        var kills = 0
+        while kills < 10 {
+            let before = server.stats().requests
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: outbox)
+            process.arguments = drain
+            process.standardOutput = FileHandle.nullDevice
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            // Kill once the child has sent something: a random number of requests into its run.
+            let target = before + Int.random(in: 1...6, using: &random)
+            // The child offers nothing to await: watch the server. A blocking sleep, because Task.sleep resumes late
+            // when the 2-thread cooperative pool is busy with other tests.
+            var waited = 0
+            while server.stats().requests < target && process.isRunning && waited < 20_000 {
+                usleep(500)
+                waited += 1
+            }
+            guard process.isRunning else {
+                // It finished the backlog (nothing left to interrupt) — or failed: say which.
+                process.waitUntilExit()
+                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                #expect(process.terminationStatus == 0, "emit failed: \(message)")
+                break
+            }
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            kills += 1
+        }
+        let last = try run(outbox, drain)
+        #expect(last.status == 0)
+        #expect(jsonObject(last.output)["pending"] as? Int == 0)
+        #expect(kills >= 10, "the backlog drained before 10 kills (\(kills))")
+
+        let stats = server.stats()
+        #expect(stats.logsUnique == total)
+        let lostAnswers = server.requests().filter { $0.action == "drop_after_body" }.reduce(0) { $0 + $1.logs }
+        // A kill can lose the answers of at most the 3 requests in flight (20 logs each).
+        #expect(stats.logsDuplicate <= lostAnswers + kills * 3 * 20)
+        let report = try StoreReport.read(path: dir.store)
+        #expect(report.pendingNormal + report.pendingCritical + report.inFlight == 0)
+    }
+}

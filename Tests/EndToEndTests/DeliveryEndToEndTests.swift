@@ -1,0 +1,288 @@
+import Foundation
+import OutboxMock
+import Testing
+@testable import Outbox
+
+/// The real engine against the real mock server over loopback, one scenario of Fixtures/scenarios/ each.
+/// Assertions read the server's stats (STYLE 7).
+@Suite("Delivery end to end (SPEC C, R, W)")
+struct DeliveryEndToEndTests {
+    private func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
+        await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
+    }
+
+    private func track(_ engine: OutboxEngine, count: Int, criticalEvery: Int = 10, name: String = "e2e") throws {
+        for index in 0..<count {
+            let critical = (index + 1) % criticalEvery == 0
+            try engine.trackEvent(critical ? "\(name)-critical" : name, properties: ["i": .int(Int64(index))],
+                                  flags: critical ? .critical : .normal)
+        }
+    }
+
+    // SPEC C1, C3, W1, W2: everything tracked arrives once, in batches of at most 50, at most 3 in flight.
+    @Test func everyLogArrivesOnceWithAtMostThreeRequestsInFlight() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try track(engine, count: 2000)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        let status = try await engine.status()
+        engine.shutdown()
+        let stats = server.stats()
+        #expect(stats.logsUnique == 2000)
+        #expect(stats.logsDuplicate == 0)
+        #expect(stats.maxInFlight <= 3)
+        #expect(server.requests().allSatisfy { $0.logs <= 50 })
+        #expect(stats.installs[engine.installID.uuidString.lowercased()]?.logsUnique == 2000)
+        #expect(status.pendingNormal + status.pendingCritical + status.inFlight == 0)
+        #expect(status.delivered == 2000)
+    }
+
+    // SPEC C4: critical logs are loaded and sent before normal ones, each priority in ascending sequence.
+    // One batch of 500 holds everything, so the order on the wire is the claim order (with 3 requests in
+    // flight, arrival order across requests is not defined; the store tests check the claim order across batches).
+    @Test func criticalLogsArriveBeforeNormalOnes() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.dispatchInterval = .zero  // manual: everything waits for dispatch()
+        configuration.batchSize = 500
+        let engine = try OutboxEngine(configuration: configuration)
+        for index in 0..<200 { try engine.trackEvent("normal", properties: ["i": .int(Int64(index))]) }
+        for index in 0..<30 { try engine.trackEvent("vip", properties: ["i": .int(Int64(index))], flags: .critical) }
+        engine.dispatch()
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        engine.shutdown()
+        let names = server.uniqueLogs().map { $0.name ?? "" }
+        #expect(names.count == 230)
+        let lastCritical = names.lastIndex(of: "vip") ?? Int.max
+        let firstNormal = names.firstIndex(of: "normal") ?? -1
+        #expect(lastCritical < firstNormal)
+        #expect(server.requests().count == 1)
+    }
+
+    // SPEC R1, R3: 30 % 503s are retried until everything is delivered.
+    @Test func aFlakyServerLosesNothing() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("flaky"); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.retryIntervals = Array(repeating: .milliseconds(60), count: 10)
+        let engine = try OutboxEngine(configuration: configuration)
+        try track(engine, count: 1000)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(server.stats().logsUnique == 1000)
+        #expect((server.stats().statusCounts["503"] ?? 0) > 0)
+        #expect(status.retries > 0)
+        #expect(status.disabledReason == nil)
+    }
+
+    // SPEC R1, R3, M3: while the port refuses connections, batches back off as configured, then deliver.
+    @Test func anOutageIsRiddenOutWithRetriesSpacedAsConfigured() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock(scenario: Scenario(seed: 1, rules: [
+            .init(match: .init(untilSeconds: 1.0), outcome: .refuse(durationSeconds: nil)),
+        ]))
+        defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.retryIntervals = [.milliseconds(400), .milliseconds(800), .milliseconds(1600)]
+        let engine = try OutboxEngine(configuration: configuration)
+        // The first request triggers the refusal window; the rest wait behind it.
+        try track(engine, count: 120)
+        let start = wallMs()
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        let elapsed = wallMs() - start
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(server.stats().logsUnique == 120)
+        #expect(status.retries >= 1)
+        // Down for 1 s with back-off of 200–400 ms then 400–800 ms: delivery cannot finish before the window ends.
+        #expect(elapsed >= 900)
+        // The port was closed from the start: the first request the server saw came after the window.
+        #expect((server.requests().first?.at ?? 0) >= 1000)
+    }
+
+    // SPEC R4: Retry-After pauses the pipeline for as long as the server asks.
+    @Test func retryAfterIsHonoured() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock(scenario: Scenario(seed: 1, rules: [
+            .init(match: .init(requests: try .init("1")), outcome: .respond(.init(status: 429, headers: ["Retry-After": "1"]))),
+        ]))
+        defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try track(engine, count: 10)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        engine.shutdown()
+        let requests = server.requests()
+        #expect(requests.count >= 2)
+        #expect(requests[0].status == 429)
+        // The retry came no sooner than the server asked (1 s), although the configured interval is 100 ms.
+        #expect(requests[1].at - requests[0].at >= 950)
+        #expect(server.stats().logsUnique == 10)
+    }
+
+    // SPEC R1, S6, M2: answers lost after the server recorded the logs cause re-sends the server de-duplicates.
+    @Test func lostAcknowledgementsAreResentAndDeduplicated() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("lost-ack"); defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try track(engine, count: 100)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        engine.shutdown()
+        let stats = server.stats()
+        #expect(stats.logsUnique == 100)
+        #expect(stats.logsDuplicate > 0)
+        #expect((stats.faults["drop_after_body"] ?? 0) == 2)
+    }
+
+    // SPEC R1, R2: a 400 is bisected down to the refused log; only it is dead-lettered, its neighbours arrive.
+    @Test func aPoisonLogIsDeadLetteredAndItsNeighboursDelivered() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("poison"); defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        for index in 0..<40 { try engine.trackEvent(index == 17 ? "poison" : "fine", properties: ["i": .int(Int64(index))]) }
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        let status = try await engine.status()
+        let letters = try await engine.withStore { try $0.deadLetters() }
+        engine.shutdown()
+        #expect(server.stats().logsUnique == 39)
+        #expect(server.uniqueLogs().allSatisfy { $0.name == "fine" })
+        #expect(status.deadLettered == 1)
+        #expect(letters.count == 1)
+        #expect(letters.first?.status == 400)
+        #expect(letters.first?.reason.contains("poison") == true)
+        #expect(try StoreReport.read(path: dir.store).deadLetters == 1)
+    }
+
+    // SPEC R1: 413 splits the batch until the server takes it; nothing is dead-lettered.
+    @Test func tooLargeBatchesAreSplit() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("too-large"); defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try track(engine, count: 150)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(server.stats().logsUnique == 150)
+        #expect((server.stats().statusCounts["413"] ?? 0) > 0)
+        #expect(status.deadLettered == 0)
+    }
+
+    // SPEC R1: 401 stops sending and keeps the data; after the configuration is fixed (restart) it is delivered.
+    @Test func unauthorizedStopsAndKeepsTheDataUntilFixed() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("unauthorized"); defer { try? server.stop() }
+        var engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try track(engine, count: 60)
+        // The answer to the first request stops sending.
+        #expect(await dispatchResult(engine) == .error)
+        let status = try await engine.status()
+        #expect(status.disabledReason?.contains("401") == true)
+        let requestsWhenStopped = server.stats().requests
+        #expect(!(await engine.waitUntilDelivered(timeout: .milliseconds(500))))
+        #expect(server.stats().requests == requestsWhenStopped)
+        #expect(try StoreReport.read(path: dir.store).disabledReason?.contains("401") == true)
+        engine.shutdown()
+        #expect(try StoreReport.read(path: dir.store).pendingNormal + StoreReport.read(path: dir.store).pendingCritical == 60)
+
+        server.setScenario(nil)  // the credentials are fixed
+        engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        engine.shutdown()
+        #expect(server.stats().logsUnique == 60)
+    }
+
+    // SPEC R5: exhausted retries disable sending (data kept) until retryNow().
+    @Test func exhaustedRetriesDisableSendingUntilRetryNow() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock(scenario: Scenario(seed: 1, rules: [
+            .init(match: .init(requests: try .init("1-4")), outcome: .respond(.init(status: 503))),
+        ]))
+        defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        defer { engine.shutdown() }
+        try track(engine, count: 20)
+        // Each dispatch answers with the next request's result: four 503s use the four attempts.
+        var status = try await engine.status()
+        for _ in 0..<8 where status.disabledReason == nil {
+            #expect(await dispatchResult(engine) == .error)
+            status = try await engine.status()
+        }
+        #expect(status.disabledReason?.contains("retries exhausted") == true)
+        #expect(server.stats().requests == 4)
+        #expect(status.pendingNormal + status.pendingCritical == 20)
+        engine.retryNow()
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(server.stats().logsUnique == 20)
+        #expect(try await engine.status().disabledReason == nil)
+    }
+
+    // SPEC A9: with the server's clock 1 h ahead, timestamps are sent in the server's time.
+    @Test func timestampsFollowTheServersClock() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("skewed-clock"); defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try engine.trackEvent("learn")
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        try track(engine, count: 20, name: "skewed")
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        engine.shutdown()
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let skewed = server.uniqueLogs().filter { ($0.name ?? "").hasPrefix("skewed") }
+        #expect(skewed.count == 20)
+        for log in skewed {
+            let object = (try? JSONSerialization.jsonObject(with: Data(log.json.utf8)) as? [String: Any]) ?? [:]
+            let sent = (object["timestamp"] as? String).flatMap { formatter.date(from: $0) }
+            let gap = abs((sent?.timeIntervalSince1970 ?? 0) * 1000 - Double(log.receivedAtMs))
+            #expect(gap < 1000, "timestamp \(object["timestamp"] ?? "?") vs server arrival \(log.receivedAtMs)")
+        }
+    }
+
+    // SPEC C7: dispatch(completion:) reports each request, and .noData once drained.
+    @Test func dispatchWithCompletionDrainsUntilNoData() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.dispatchInterval = .zero
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        for index in 0..<120 { try engine.trackEvent("d", properties: ["i": .int(Int64(index))]) }
+        await engine.persisted()
+        var results: [DispatchResult] = []
+        for _ in 0..<10 {
+            let result = await dispatchResult(engine)
+            results.append(result)
+            if result == .noData { break }
+        }
+        #expect(results.first == .good)
+        #expect(results.last == .noData)
+        #expect(server.stats().logsUnique == 120)
+    }
+
+    // SPEC C8: shutdown(drainFor:) delivers within the deadline or leaves the rest stored; no handle leaks.
+    @Test func shutdownDrainsWithinTheDeadlineOrKeepsTheRest() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock(scenario: Scenario(seed: 1, rules: [.init(outcome: .hang)]))
+        defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.requestTimeout = .seconds(60)
+        let engine = try OutboxEngine(configuration: configuration)
+        try track(engine, count: 30)
+        let start = wallMs()
+        await engine.shutdown(drainFor: .milliseconds(500))
+        // The hung requests were cancelled, not waited for (their timeout is 60 s).
+        #expect(wallMs() - start < 20_000)
+        #expect(engine.dedicatedLoopCloseResult == 0)
+        let report = try StoreReport.read(path: dir.store)
+        #expect(report.pendingNormal + report.pendingCritical == 30)
+        #expect(report.inFlight == 0)
+
+        server.setScenario(nil)
+        let again = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        await again.shutdown(drainFor: .seconds(10))
+        #expect(server.stats().logsUnique == 30)
+        #expect(try StoreReport.read(path: dir.store).pendingNormal == 0)
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import OutboxMock
+@testable import Outbox
+
+/// A fresh directory per test.
+struct E2EDir {
+    let path: String
+    init(_ name: String = #function) {
+        path = NSTemporaryDirectory() + "outbox-e2e-\(name.filter { $0.isLetter })-\(UUID().uuidString.prefix(8))"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    var store: String { path + "/store.outbox" }
+    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// The real mock server in-process on 127.0.0.1 (port 0), with a scenario from Fixtures/scenarios/ or given.
+func startMock(_ fixture: String? = nil, scenario: Scenario? = nil) throws -> MockServer {
+    var configuration = MockServer.Configuration()
+    configuration.scenario = try scenario ?? fixture.map { try Scenario.load(path: MockServer.scenarioPath($0)) }
+    let server = try MockServer(configuration: configuration)
+    try server.start()
+    return server
+}
+
+/// Short intervals so that end-to-end tests run in seconds (SPEC defaults stay the defaults).
+func fastConfiguration(store: String, endpoint: String) -> Configuration {
+    var configuration = Configuration(storePath: store)
+    configuration.testingAllowsValuesBelowBounds = true
+    configuration.endpoint = endpoint
+    configuration.appSecret = "e2e-secret"
+    configuration.transmissionInterval = .milliseconds(50)
+    configuration.criticalTransmissionInterval = .milliseconds(20)
+    configuration.retryIntervals = [.milliseconds(100), .milliseconds(200), .milliseconds(400)]
+    configuration.probeInterval = nil
+    configuration.requestTimeout = .seconds(5)
+    // Manual sessions: the server receives exactly the logs a test tracked (no startSession log, SPEC A1–A2).
+    configuration.sessionTracking = .manual
+    return configuration
+}
+
+/// The directory of the package's built executables (next to the test bundle).
+func builtProduct(_ name: String) -> String {
+    let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+                      Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+    for directory in candidates {
+        let path = directory.appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return candidates[0].appendingPathComponent(name).path
+}
+
+/// Runs a command to completion and returns its exit status and standard output.
+@discardableResult
+func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+func jsonObject(_ text: String) -> [String: Any] {
+    let line = text.split(separator: "\n").last.map(String.init) ?? ""
+    return (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]) ?? [:]
+}
+
+func wallMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+@testable import Outbox
+
+/// SPEC N1, R6, R7 with the real rtnetlink watcher: the engine (`outbox emit`) runs in a network namespace of
+/// the test's own, the mock server in a second one, joined by a veth pair. Needs root (CI has it) and iproute2.
+@Suite("Reachability in network namespaces (SPEC N1, R6, R7)", .serialized)
+struct ReachabilityNamespaceTests {
+    static var canRun: Bool {
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+            || FileManager.default.isExecutableFile(atPath: "/sbin/ip") && getuid() == 0
+    }
+
+    private static var ip: String { FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip" }
+
+    @discardableResult
+    private func ip(_ arguments: String) throws -> Int32 {
+        try run(Self.ip, arguments.split(separator: " ").map(String.init)).status
+    }
+
+    @Test func aNetworkChangeResetsBackOffAndSendsWithinASecond() async throws {
+        guard Self.canRun else {
+            print("skipped: this test creates network namespaces and needs root and iproute2 (uid \(getuid()))")
+            return
+        }
+        let suffix = String(getpid() % 10000)
+        let engineNS = "obxE\(suffix)", serverNS = "obxS\(suffix)"
+        let dir = E2EDir(); defer { dir.cleanup() }
+        defer {
+            _ = try? ip("netns del \(engineNS)")
+            _ = try? ip("netns del \(serverNS)")
+        }
+        // Two namespaces joined by a veth pair; the engine's side has a default route through the server's side.
+        #expect(try ip("netns add \(engineNS)") == 0)
+        #expect(try ip("netns add \(serverNS)") == 0)
+        #expect(try ip("link add vE\(suffix) netns \(engineNS) type veth peer name vS\(suffix) netns \(serverNS)") == 0)
+        try ip("-n \(engineNS) addr add 10.231.\(Int(suffix)! % 200).1/24 dev vE\(suffix)")
+        try ip("-n \(serverNS) addr add 10.231.\(Int(suffix)! % 200).2/24 dev vS\(suffix)")
+        for (ns, dev) in [(engineNS, "vE\(suffix)"), (serverNS, "vS\(suffix)")] {
+            try ip("-n \(ns) link set lo up")
+            try ip("-n \(ns) link set \(dev) up")
+        }
+        let serverAddress = "10.231.\(Int(suffix)! % 200).2"
+        #expect(try ip("-n \(engineNS) route add default via \(serverAddress)") == 0)
+
+        let outbox = builtProduct("outbox"), mock = builtProduct("outbox-mock")
+        let port = 20_000 + Int(suffix)! % 20_000
+        // Phase 1: no server yet. The first attempt is refused, the second retry is scheduled 2.5–5 minutes out.
+        let emit = Process()
+        emit.executableURL = URL(fileURLWithPath: Self.ip)
+        emit.arguments = ["netns", "exec", engineNS, outbox, "emit", "--store", dir.store, "--count", "50",
+                          "--endpoint", "http://\(serverAddress):\(port)", "--app-secret", "k", "--wait-delivered",
+                          "--timeout", "60", "--testing", "--interval", "0.05", "--retry-intervals", "0.1,300,300"]
+        let emitOutput = Pipe()
+        emit.standardOutput = emitOutput
+        try emit.run()
+        defer { if emit.isRunning { kill(emit.processIdentifier, SIGKILL) } }
+        // Two refused attempts take ~0.2 s; give them a generous second (the child offers nothing to await).
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+
+        // Phase 2: offline (the link goes down, the default route with it). The server starts meanwhile.
+        try ip("-n \(engineNS) link set vE\(suffix) down")
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: Self.ip)
+        server.arguments = ["netns", "exec", serverNS, mock, "--host", serverAddress, "--port", "\(port)"]
+        let serverOutput = Pipe()
+        server.standardOutput = serverOutput
+        try server.run()
+        defer { if server.isRunning { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() } }
+        let ready = LineReaderE2E(serverOutput.fileHandleForReading).next() ?? ""
+        #expect(ready == "listening on http://\(serverAddress):\(port)")
+        try await Task.sleep(nanoseconds: 500_000_000)
+
+        // Phase 3: back online. R6: back-off reset, the waiting batch goes at once — not in 2.5–5 minutes.
+        try ip("-n \(engineNS) link set vE\(suffix) up")
+        try ip("-n \(engineNS) route add default via \(serverAddress)")
+        let online = wallMs()
+        emit.waitUntilExit()
+        let doneAt = wallMs()
+        let result = jsonObject(String(decoding: emitOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        #expect(result["delivered"] as? Int == 50)
+        #expect(result["retries"] as? Int == 2)  // the 0.1 s retry and the 5-minute one; none while offline (R7)
+
+        // The child exits right after its only request was answered: an upper bound on the time to that request.
+        #expect(doneAt - online < 1000, "delivered \(doneAt - online) ms after the network came back")
+    }
+}
+
+final class LineReaderE2E {
+    private let handle: FileHandle
+    private var buffer = Data()
+    init(_ handle: FileHandle) { self.handle = handle }
+    func next() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                return line
+            }
+            let chunk = handle.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+}
