@@ -17,6 +17,8 @@ struct Demo: AsyncParsableCommand {
         let path = dir + "/demo.outbox"
         var configuration = Configuration(storePath: path)
         configuration.maxStorageSize = 4 * 1024 * 1024
+        // Only the app's events go into the store (no startSession log, SPEC A2), so that the report adds up.
+        configuration.sessionTracking = .manual
         let engine = try OutboxEngine(configuration: configuration)
         print("outbox demo: store \(path), install \(engine.installID.uuidString.lowercased())")
         let screens = ["home", "search", "product", "cart", "checkout"]
