@@ -36,6 +36,8 @@ bench: deps
 	$(SWIFT) build -c release --product outbox
 	.build/release/outbox-bench all
 	.build/release/outbox-mock-bench
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps
