@@ -5,7 +5,7 @@ DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-co
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 
-.PHONY: deps build test demo bench soak fuzz screenshot clean
+.PHONY: deps build test demo bench screenshot clean
 
 # Installs the Debian packages only when some are missing; `apt-get update` runs only then.
 deps:
@@ -29,10 +29,19 @@ test: deps
 demo: build
 	$(SWIFT) run outbox demo
 
+# Speed and memory targets (BENCHMARKS.md). Release builds; takes a few minutes plus the 60 s idle measurement.
 bench: deps
 	$(SWIFT) build -c release --product outbox-bench
-	$(SWIFT) build -c release --product outbox-mock
+	$(SWIFT) build -c release --product outbox-mock-bench
+	$(SWIFT) build -c release --product outbox
 	.build/release/outbox-bench all
+	.build/release/outbox-mock-bench
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
+
+# The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
+screenshot: deps
+	scripts/mock-screenshot.sh mock-page.png
 
 clean:
 	rm -rf .build

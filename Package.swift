@@ -36,7 +36,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "outbox",
-            dependencies: ["Outbox", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Sources/outbox"
         ),
 
@@ -64,7 +64,7 @@ let package = Package(
         // Benchmarks: `make bench` builds this in release mode.
         .executableTarget(
             name: "outbox-bench",
-            dependencies: ["Outbox", "CSQLite"],
+            dependencies: ["Outbox", "OutboxMock", "CSQLite"],
             path: "Benchmarks/outbox-bench"
         ),
         .executableTarget(

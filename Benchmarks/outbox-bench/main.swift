@@ -133,14 +133,23 @@ case "committed":
     let raw = benchRawSQLite()
     let ours = try benchCommitted()
     print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours / raw))}"#)
+case "delivery":
+    try benchDelivery()
+case "idle":
+    try benchIdle(seconds: argumentsList.count > 1 ? Int(argumentsList[1]) ?? 60 : 60)
+case "memory":
+    try benchMemory()
 case "all":
     try benchCaller(threads: 1)
     try benchCaller(threads: 2)
     let raw = benchRawSQLite()
     let ours = try benchCommitted()
     print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours / raw))}"#)
+    try benchDelivery()
+    try benchMemory()
+    try benchIdle(seconds: 60)
 default:
-    print("usage: outbox-bench [all|caller|committed] [COUNT]")
+    print("usage: outbox-bench [all|caller|committed|delivery|idle|memory] [COUNT|SECONDS]")
     exit(2)
 }
 try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "outbox-bench-\(getpid())")

@@ -1,4 +1,6 @@
+#define _GNU_SOURCE
 #include "CNetlink.h"
+#include <pthread.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -36,4 +38,11 @@ int outbox_netlink_drain(int fd) {
         if (got == 0) return messages;
         messages++;
     }
+}
+
+void outbox_set_thread_name(const char *name) {
+    char truncated[16];
+    strncpy(truncated, name, sizeof(truncated) - 1);
+    truncated[sizeof(truncated) - 1] = 0;
+    pthread_setname_np(pthread_self(), truncated);
 }

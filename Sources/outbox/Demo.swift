@@ -1,65 +1,128 @@
 import ArgumentParser
 import Foundation
 import Outbox
+import OutboxMock
 
-/// SPEC X5 (first part): a simulated app tracks events into a fresh store while a live line shows progress.
-/// Delivery to the in-process mock server joins it with the delivery issue.
+/// SPEC X5: the main job on embedded defaults. The mock ingestion server runs in-process with a flaky scenario
+/// (20 % 503s, two lost acknowledgements) and a 5-second outage; a simulated app tracks events through it; a live
+/// line shows progress; the report at the end proves that nothing was lost.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the main job on embedded defaults (SPEC X5).")
 
+    @Option(help: "Seconds the simulated app tracks events.") var seconds: Double = 12
+    @Option(help: "Events per second the simulated app tracks.") var rate: Double = 300
     @Option(help: "Directory for the demo's store (default: a fresh temporary directory).") var directory: String?
-    @Option(help: "Seconds the simulated app runs.") var seconds: Double = 5
-    @Option(help: "Events per second the simulated app tracks.") var rate: Double = 2000
+
+    /// The embedded scenario: an outage from 4 s to 9 s, lost answers for requests 3 and 4, 20 % 503s.
+    static let scenario = #"""
+    {"seed": 7, "rules": [
+      {"match": {"after_s": 4, "until_s": 9}, "action": "refuse"},
+      {"match": {"requests": "3-4"}, "action": "drop_after_body"},
+      {"match": {"probability": 0.2}, "respond": {"status": 503, "body": "{\"status\":\"Unavailable\"}"}}
+    ]}
+    """#
 
     func run() async throws {
         let dir = directory ?? NSTemporaryDirectory() + "outbox-demo-\(getpid())"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let path = dir + "/demo.outbox"
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+
+        let server = try MockServer(configuration: .init(scenario: try Scenario.decode(from: Data(Self.scenario.utf8))))
+        try server.start()
+        defer { try? server.stop() }
+
         var configuration = Configuration(storePath: path)
-        configuration.maxStorageSize = 4 * 1024 * 1024
+        configuration.endpoint = server.baseURL
+        configuration.appSecret = "demo-secret"
+        configuration.appVersion = "1.0"
+        configuration.appBuild = "1"
+        // Demo pacing: seconds instead of SPEC's minutes, so the whole story fits in half a minute.
+        configuration.testingAllowsValuesBelowBounds = true
+        configuration.transmissionInterval = .milliseconds(500)
+        configuration.criticalTransmissionInterval = .milliseconds(200)
+        configuration.retryIntervals = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(4)]
         // Only the app's events go into the store (no startSession log, SPEC A2), so that the report adds up.
         configuration.sessionTracking = .manual
         let engine = try OutboxEngine(configuration: configuration)
-        print("outbox demo: store \(path), install \(engine.installID.uuidString.lowercased())")
+        print("outbox demo — mock server \(server.baseURL) (flaky: 20 % 503, 2 lost answers, outage 4–9 s)")
+        print("store \(path), install \(engine.installID.uuidString.lowercased())\n")
+
+        let app = SimulatedApp(engine: engine, rate: rate, seconds: seconds)
+        let appThread = Thread { app.run() }
+        appThread.start()
+
+        let start = Date()
+        var drained = false
+        while !drained {
+            try await Task.sleep(nanoseconds: 250_000_000)  // the progress line's refresh period
+            let status = try await engine.status()
+            let stats = server.stats()
+            let elapsed = Date().timeIntervalSince(start)
+            let outage = elapsed >= 4 && elapsed < 9
+            let state = status.disabledReason.map { "disabled: \($0)" } ?? (outage ? "server down" : "sending")
+            let line = String(format: "\r%5.1fs  tracked %6d  stored %6d  in flight %4d  delivered %6d  retries %4d  %@     ",
+                              elapsed, app.tracked, status.pendingNormal + status.pendingCritical, status.inFlight,
+                              stats.logsUnique, status.retries, state)
+            FileHandle.standardOutput.write(Data(line.utf8))
+            drained = app.done && status.pendingNormal + status.pendingCritical + status.inFlight == 0
+            if elapsed > seconds + 60 { break }
+        }
+        let status = try await engine.status()
+        await engine.shutdown(drainFor: .seconds(5))
+        let stats = server.stats()
+        let lost = app.tracked - stats.logsUnique - status.deadLettered
+        print("\n\ndelivery report")
+        print("  tracked              \(app.tracked) (\(app.critical) critical, \(app.rejected) rejected by validation)")
+        print("  delivered            \(stats.logsUnique) unique logs in \(stats.requests) requests")
+        print("  duplicates absorbed  \(stats.logsDuplicate) (re-sent after lost answers; the server de-duplicated by id)")
+        print("  retries              \(status.retries)")
+        print("  status mix           \(stats.statusCounts.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " "))")
+        print("  faults injected      \(stats.faults.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " "))")
+        print("  max in flight        \(stats.maxInFlight)")
+        print("  delivery delay       p50 \(stats.delayMs.p50) ms, p99 \(stats.delayMs.p99) ms, max \(stats.delayMs.max) ms")
+        print("  lost                 \(lost)")
+        if lost != 0 { throw ExitCode(1) }
+    }
+}
+
+/// A simulated app: screens and purchases at a steady rate, every 50th event critical.
+final class SimulatedApp: @unchecked Sendable {
+    let engine: OutboxEngine
+    let rate: Double
+    let seconds: Double
+    private let lock = NSLock()
+    private var counts = (tracked: 0, critical: 0, rejected: 0, done: false)
+
+    init(engine: OutboxEngine, rate: Double, seconds: Double) {
+        self.engine = engine
+        self.rate = rate
+        self.seconds = seconds
+    }
+
+    var tracked: Int { lock.withLock { counts.tracked } }
+    var critical: Int { lock.withLock { counts.critical } }
+    var rejected: Int { lock.withLock { counts.rejected } }
+    var done: Bool { lock.withLock { counts.done } }
+
+    func run() {
         let screens = ["home", "search", "product", "cart", "checkout"]
         let start = Date()
-        var tracked = 0
-        var rejected = 0
-        var lastPrint = Date.distantPast
+        var n = 0
         while Date().timeIntervalSince(start) < seconds {
-            let due = start.addingTimeInterval(Double(tracked + rejected) / rate)
-            let wait = due.timeIntervalSinceNow
-            if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
-            let n = tracked + rejected
-            let isPurchase = n % 100 == 99
+            let due = start.addingTimeInterval(Double(n) / rate).timeIntervalSinceNow
+            if due > 0 { usleep(UInt32(due * 1_000_000)) }
+            let purchase = n % 50 == 49
             do {
-                try engine.trackEvent(isPurchase ? "purchase" : "Shop>View>\(screens[n % screens.count])",
+                try engine.trackEvent(purchase ? "purchase" : "Shop>View>\(screens[n % screens.count])",
                                       properties: ["i": .int(Int64(n)), "price": 9.99, "sku": .string("A-\(n % 37)")],
-                                      flags: isPurchase ? .critical : .normal)
-                tracked += 1
+                                      flags: purchase ? .critical : .normal)
+                lock.withLock { counts.tracked += 1; if purchase { counts.critical += 1 } }
             } catch {
-                rejected += 1
+                lock.withLock { counts.rejected += 1 }
             }
-            if Date().timeIntervalSince(lastPrint) > 0.25 {
-                lastPrint = Date()
-                let status = try await engine.status()
-                let line = String(format: "\r%6.1fs  tracked %7d  stored %7d  pending %7d  evicted %5d  %@",
-                                  Date().timeIntervalSince(start), tracked, status.stored,
-                                  status.pendingNormal + status.pendingCritical, status.evicted,
-                                  status.enabled ? "enabled" : "disabled")
-                FileHandle.standardOutput.write(Data(line.utf8))
-            }
+            n += 1
         }
-        await engine.persisted()
-        let status = try await engine.status()
-        engine.shutdown()
-        let report = try StoreReport.read(path: path)
-        print("\n\nreport")
-        print("  tracked          \(tracked) (rejected \(rejected))")
-        print("  stored           \(status.stored) (critical pending \(report.pendingCritical))")
-        print("  evicted          \(status.evicted)")
-        print("  pending on disk  \(report.pendingNormal + report.pendingCritical) in \(report.bytes) bytes")
-        print("  lost             \(tracked - status.stored - status.evicted - status.rejected)")
-        print("  delivery         not in this build yet: logs wait in the store for the delivery issue")
+        lock.withLock { counts.done = true }
     }
 }

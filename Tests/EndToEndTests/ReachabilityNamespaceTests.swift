@@ -62,13 +62,16 @@ struct ReachabilityNamespaceTests {
         try ip("-n \(engineNS) link set vE\(suffix) down")
         let server = Process()
         server.executableURL = URL(fileURLWithPath: Self.ip)
-        server.arguments = ["netns", "exec", serverNS, mock, "--host", serverAddress, "--port", "\(port)"]
+        let recording = dir.path + "/exchanges.jsonl"
+        server.arguments = ["netns", "exec", serverNS, mock, "--host", serverAddress, "--port", "\(port)", "--record", recording]
         let serverOutput = Pipe()
         server.standardOutput = serverOutput
         try server.run()
         defer { if server.isRunning { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() } }
         let ready = LineReaderE2E(serverOutput.fileHandleForReading).next() ?? ""
         #expect(ready == "listening on http://\(serverAddress):\(port)")
+        // Taken after the server started, so `serverStart + at` can only overstate the request's time.
+        let serverStart = wallMs()
         try await Task.sleep(nanoseconds: 500_000_000)
 
         // Phase 3: back online. R6: back-off reset, the waiting batch goes at once — not in 2.5–5 minutes.
@@ -83,6 +86,11 @@ struct ReachabilityNamespaceTests {
 
         // The child exits right after its only request was answered: an upper bound on the time to that request.
         #expect(doneAt - online < 1000, "delivered \(doneAt - online) ms after the network came back")
+        // The server's recording dates the first request (ms since the server started).
+        let firstLine = (try? String(contentsOfFile: recording, encoding: .utf8))?.split(separator: "\n").first.map(String.init) ?? ""
+        let firstAt = serverStart + Int64((jsonObject(firstLine)["at"] as? Int) ?? 1_000_000)
+        print("network back -> first request: at most \(firstAt - online) ms; delivered and exited after \(doneAt - online) ms")
+        #expect(firstAt - online < 1000)
     }
 }
 

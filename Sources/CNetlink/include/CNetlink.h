@@ -10,4 +10,8 @@ int outbox_netlink_open(void);
 // Reads and discards every queued message without blocking. Returns the number of messages read, or -errno
 // for an error other than EAGAIN (ENOBUFS: the kernel dropped events; the caller re-evaluates anyway).
 int outbox_netlink_drain(int fd);
+
+// Names the calling thread for the kernel (top -H, perf, /proc/PID/task/TID/comm); at most 15 bytes are kept.
+// Here because Swift cannot reach pthread_setname_np (a _GNU_SOURCE declaration) through Glibc.
+void outbox_set_thread_name(const char *name);
 #endif

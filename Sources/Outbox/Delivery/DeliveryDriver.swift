@@ -140,8 +140,11 @@ final class DeliveryDriver {
         if isIdle { done() } else { idleWaiters.append(done) }
     }
 
+    /// Cheap checks first: the store is asked (a count over the table) only when the scheduler already believes
+    /// nothing waits — otherwise a drain of a large backlog would count the table after every batch.
     var isIdle: Bool {
-        flights.isEmpty && ((try? store.counts()).map { $0.pendingNormal + $0.pendingCritical + $0.inFlight == 0 } ?? false)
+        guard flights.isEmpty, scheduler.waitingNormal + scheduler.waitingCritical == 0 else { return false }
+        return (try? store.counts()).map { $0.pendingNormal + $0.pendingCritical + $0.inFlight == 0 } ?? false
     }
 
     private func notifyIdleIfNeeded() {
@@ -215,7 +218,7 @@ final class DeliveryDriver {
                                  nowMonoNs: monoNow, nowBoot: boot)
         }
         var headers = self.headers
-        if body.count >= 1400, let compressed = try? Gzip.compress(body) {
+        if body.count >= 1400, let compressed = try? Gzip.compress(body, level: 1) {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }
@@ -353,7 +356,8 @@ final class DeliveryDriver {
         isClosing = true
         wakeTimer.stop()
         for (key, flight) in flights {
-            try? store.release(seqs: flight.logs.map(\.seq), nextAttemptMs: 0)
+            // Best effort: if this fails the rows stay in flight, and the next open returns them to pending.
+            _ = try? store.release(seqs: flight.logs.map(\.seq), nextAttemptMs: 0)
             scheduler.cancelled(key)
         }
         flights = [:]

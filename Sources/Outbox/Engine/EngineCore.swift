@@ -213,7 +213,7 @@ final class EngineCore {
         } catch {
             // The transaction rolled back. Normal logs were accepted already: keep them and try again at the next
             // commit. A critical caller still waits, so it gets the error and decides (its log is not kept).
-            let failure = (error as? OutboxError) ?? .storage(code: -1, message: "\(error)")
+            let failure = error
             logger.error("storing logs failed; kept in memory and retried", metadata: ["outbox.error": "\(failure)"])
             let waited = Set(waiters.map(\.0))
             for (_, waiter) in waiters { waiter.signal(failure) }

@@ -1,4 +1,5 @@
 import CLibUV
+import CNetlink
 import Foundation
 
 /// How the engine runs its libuv loop (DESIGN "Ownership and threads").
@@ -48,6 +49,8 @@ final class EventLoop: @unchecked Sendable {
         let started = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
             self.loopThread = pthread_self()
+            // The kernel's name (top -H, perf, /proc): Foundation's Thread.name does not set it on Linux.
+            outbox_set_thread_name(name)
             started.signal()
             uv_run(self.raw, UV_RUN_DEFAULT)
             // Close callbacks of handles closed in the last iteration have run: the loop must be empty now.

@@ -65,6 +65,8 @@ final class Intake: @unchecked Sendable {
     /// Set by the loop while logs keep arriving: it will drain on its own short timer, so normal admits need not
     /// wake it (an `eventfd` write that wakes a sleeping thread costs the caller microseconds).
     private var loopPolling = false
+    /// Items taken by the last drain (sizes the next buffer).
+    private var lastDrain = 0
     private var enabled: Bool
     private var names: Set<String>
     private let maxNames: Int
@@ -163,10 +165,14 @@ final class Intake: @unchecked Sendable {
 
     /// For the loop: takes everything queued.
     func takeAll() -> [IntakeItem] {
+        // The next buffer is allocated before taking the lock, with room for twice the last drain: callers then
+        // never pay for growing (copying) the queue, and never wait on the lock while the loop allocates.
+        var fresh: [IntakeItem] = []
+        fresh.reserveCapacity(min(max(lastDrain * 2, 1024), capacity + 16))
         lock()
         let taken = items
-        items = []
-        items.reserveCapacity(min(taken.count, 4096))
+        items = fresh
+        lastDrain = taken.count
         let wasFull = queuedEvents >= capacity
         queuedEvents = 0
         urgent = false

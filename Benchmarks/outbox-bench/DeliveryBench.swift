@@ -1,0 +1,172 @@
+import Foundation
+import Outbox
+import OutboxMock
+
+/// The directory of this benchmark's executable (the other products sit beside it).
+func productPath(_ name: String) -> String {
+    URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name).path
+}
+
+/// Runs a child to completion; returns its standard output and its peak RSS in KiB (wait4's ru_maxrss).
+func spawn(_ path: String, _ arguments: [String]) -> (output: String, maxRSSKiB: Int, status: Int32) {
+    var pipe: [Int32] = [0, 0]
+    guard Glibc.pipe(&pipe) == 0 else { return ("", 0, -1) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+    posix_spawn_file_actions_addclose(&actions, pipe[0])
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+    posix_spawn_file_actions_destroy(&actions)
+    close(pipe[1])
+    guard rc == 0 else { close(pipe[0]); return ("", 0, -1) }
+    var output = Data()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let got = read(pipe[0], &buffer, buffer.count)
+        if got <= 0 { break }
+        output.append(contentsOf: buffer[0..<got])
+    }
+    close(pipe[0])
+    var status: Int32 = 0
+    var usage = rusage()
+    wait4(pid, &status, 0, &usage)
+    return (String(decoding: output, as: UTF8.self), Int(usage.ru_maxrss), status)
+}
+
+func lastJSON(_ text: String) -> [String: Any] {
+    for line in text.split(separator: "\n").reversed() where line.hasPrefix("{") {
+        if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] { return object }
+    }
+    return [:]
+}
+
+func waitDelivered(_ engine: OutboxEngine, timeout: Duration) -> Bool {
+    let semaphore = DispatchSemaphore(value: 0)
+    let result = ResultBox()
+    Task {
+        result.value = await engine.waitUntilDelivered(timeout: timeout)
+        semaphore.signal()
+    }
+    semaphore.wait()
+    return result.value
+}
+
+final class ResultBox: @unchecked Sendable { var value = false }
+
+/// Events/s delivered end to end to the mock on loopback, for a backlog of `total` events, at a batch size.
+func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Double {
+    let path = tempStore("e2e-\(batchSize).outbox")
+    // The backlog is stored first (not timed), then delivered: the engine's sending path is what is measured.
+    var storeOnly = Configuration(storePath: path)
+    storeOnly.maxStorageSize = 1 << 30
+    let writer = try OutboxEngine(configuration: storeOnly)
+    for index in 0..<total { try writer.trackEvent("bench", properties: properties(index)) }
+    writer.shutdown()
+
+    server.reset()
+    var configuration = storeOnly
+    configuration.endpoint = server.baseURL
+    configuration.appSecret = "bench"
+    configuration.batchSize = batchSize
+    let start = monoNs()
+    let engine = try OutboxEngine(configuration: configuration)
+    let delivered = waitDelivered(engine, timeout: .seconds(600))
+    let elapsed = Double(monoNs() - start) / 1e9
+    engine.shutdown()
+    let stats = server.stats()
+    let rate = Double(stats.logsUnique) / elapsed
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight)}"#)
+    return rate
+}
+
+func benchDelivery() throws {
+    let server = try MockServer(configuration: .init())
+    try server.start()
+    defer { try? server.stop() }
+    let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
+    let small = try benchEndToEnd(total: total, batchSize: 50, server: server)
+    server.reset()
+    let large = try benchEndToEnd(total: total, batchSize: 500, server: server)
+    server.reset()
+    // The mock's own capacity in the same run, against the same server, with realistic gzip batches of 50.
+    let capacityRun = spawn(productPath("outbox-mock-bench"), ["--url", server.baseURL, "--requests", "8000", "--batch", "50"])
+    let capacity = (lastJSON(capacityRun.output)["logs_per_s"] as? Int).map(Double.init) ?? 0
+    server.reset()
+    print(#"{"bench":"mock capacity","logs_per_s":\#(Int(capacity))}"#)
+    if capacity > 0 {
+        print(#"{"bench":"end to end vs mock","ratio_batch_50":\#(String(format: "%.3f", small / capacity)),"ratio_batch_500":\#(String(format: "%.3f", large / capacity))}"#)
+    }
+}
+
+/// CPU time and wake-ups of an engine with nothing to send (its loop thread's context switches).
+func benchIdle(seconds: Int) throws {
+    let server = try MockServer(configuration: .init())
+    try server.start()
+    defer { try? server.stop() }
+    var configuration = Configuration(storePath: tempStore("idle.outbox"))
+    configuration.endpoint = server.baseURL
+    configuration.appSecret = "bench"
+    let engine = try OutboxEngine(configuration: configuration)
+    try engine.trackEvent("warm-up")
+    _ = waitDelivered(engine, timeout: .seconds(30))
+    let loopTask = findThread(named: "outbox-loop")
+    let switchesBefore = loopTask.map(contextSwitches) ?? 0
+    let cpuBefore = threadCPU(loopTask)
+    sleep(UInt32(seconds))
+    let cpu = threadCPU(loopTask) - cpuBefore
+    let switches = (loopTask.map(contextSwitches) ?? 0) - switchesBefore
+    engine.shutdown()
+    print(#"{"bench":"idle engine","seconds":\#(seconds),"loop_cpu_ms":\#(String(format: "%.3f", cpu * 1000)),"loop_wakeups":\#(switches)}"#)
+}
+
+func findThread(named name: String) -> String? {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    for task in tasks {
+        let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        if comm == name { return task }
+    }
+    return nil
+}
+
+func contextSwitches(_ task: String) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)) ?? ""
+    var total = 0
+    for line in status.split(separator: "\n") where line.contains("ctxt_switches") {
+        total += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+    }
+    return total
+}
+
+/// utime + stime of one thread in seconds, from /proc (clock ticks).
+func threadCPU(_ task: String?) -> Double {
+    guard let task, let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return 0 }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Peak RSS of `outbox emit` draining a backlog of about `megabytes` MB.
+func benchMemory() throws {
+    let server = try MockServer(configuration: .init())
+    try server.start()
+    defer { try? server.stop() }
+    let outbox = productPath("outbox")
+    for megabytes in [1, 10] {
+        let path = tempStore("memory-\(megabytes).outbox")
+        // ~1 KB per stored event with 800 bytes of padding.
+        let count = megabytes * 1000
+        let stored = spawn(outbox, ["emit", "--store", path, "--count", "\(count)", "--payload-bytes", "800",
+                                    "--max-storage-bytes", "\(64 << 20)"])
+        let report = try StoreReport.read(path: path)
+        server.reset()
+        let drain = spawn(outbox, ["emit", "--store", path, "--count", "0", "--endpoint", server.baseURL,
+                                   "--app-secret", "bench", "--wait-delivered", "--timeout", "300",
+                                   "--max-storage-bytes", "\(64 << 20)"])
+        let result = lastJSON(drain.output)
+        print(#"{"bench":"emit memory","backlog_bytes":\#(report.bytes),"backlog_logs":\#(report.pendingNormal),"store_rss_kib":\#(stored.maxRSSKiB),"drain_peak_rss_kib":\#(drain.maxRSSKiB),"delivered":\#(result["delivered"] ?? -1)}"#)
+    }
+}
