@@ -49,4 +49,30 @@ struct AnalyticsEndToEndTests {
         #expect(device["appVersion"] as? String == "2.1")
         #expect(["wired", "wifi", "none"].contains(device["networkType"] as? String ?? ""))
     }
+
+    // SPEC A10: a log is sent with the device context it was captured under — also after a restart, when the
+    // context of the new run differs (the delivery driver reads the old version back from the store).
+    @Test func logsKeepTheirCapturedContextAcrossARestart() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        var offline = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        offline.endpoint = nil   // the first run only stores
+        let first = try OutboxEngine(configuration: offline)
+        try first.setCountryCode("TR")
+        try first.trackEvent("captured in Turkey")
+        await first.persisted()
+        first.shutdown()
+
+        let second = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try second.trackEvent("captured without a country")
+        #expect(await second.waitUntilDelivered(timeout: .seconds(20)))
+        second.shutdown()
+        var countries: [String: String] = [:]
+        for log in server.uniqueLogs() {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(log.json.utf8)) as? [String: Any],
+                  let device = object["device"] as? [String: Any] else { continue }
+            countries[log.name ?? ""] = device["countryCode"] as? String ?? "none"
+        }
+        #expect(countries == ["captured in Turkey": "TR", "captured without a country": "none"])
+    }
 }

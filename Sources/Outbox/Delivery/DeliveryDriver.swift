@@ -111,6 +111,9 @@ final class DeliveryDriver {
     /// SPEC A10: the device context that logs are captured under from now on, with its version id in the store.
     /// It also serves logs stored without a version (id 0).
     func setDeviceContext(id: Int64, json: [UInt8]) {
+        // A flapping network makes a version per change: older versions are dropped here and read back from the
+        // store when a batch still needs them.
+        if encoder.contexts.count >= 64 { encoder.contexts.removeAll(keepingCapacity: true) }
         encoder.contexts[id] = json
         encoder.contexts[0] = json
     }
