@@ -16,10 +16,9 @@ final class CollectingLogHandler: LogHandler, @unchecked Sendable {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
-        let all = self.metadata.merging(metadata ?? [:]) { $1 }
-        lock.withLock { lines.append("\(level) \(message) \(all)") }
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        lock.withLock { lines.append("\(event.level) \(event.message) \(all)") }
     }
 
     var text: String { lock.withLock { lines.joined(separator: "\n") } }

@@ -8,7 +8,7 @@ private func machine(_ files: [String: String]) -> TempDir {
     for (path, text) in files {
         let full = dir.path + path
         try? FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: full, contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: full, contents: Data(text.utf8))
     }
     return dir
 }
@@ -47,7 +47,7 @@ struct DeviceContextTests {
         defer { root.cleanup() }
         #expect(DeviceContext.collect(root: root.path).oemName == "AMD")   // no readable ACPI table: the CPU's maker
         try? FileManager.default.createDirectory(atPath: root.path + "/sys/firmware/acpi/tables", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: root.path + "/sys/firmware/acpi/tables/DSDT", contents: Data(header))
+        _ = FileManager.default.createFile(atPath: root.path + "/sys/firmware/acpi/tables/DSDT", contents: Data(header))
         let device = DeviceContext.collect(root: root.path)
         #expect(device.oemName == "FIRECK")
         #expect(device.sources["oemName"] == "/sys/firmware/acpi/tables/DSDT OEM ID")
