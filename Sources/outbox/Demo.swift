@@ -41,7 +41,10 @@ struct Demo: AsyncParsableCommand {
         configuration.testingAllowsValuesBelowBounds = true
         configuration.transmissionInterval = .milliseconds(500)
         configuration.criticalTransmissionInterval = .milliseconds(200)
-        configuration.retryIntervals = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(4)]
+        configuration.retryIntervals = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(2), .seconds(2)]
+        // A batch can use up its attempts across the outage and a run of 503s; the probe (SPEC R5) then lets one
+        // batch through 2 s later, and its success re-enables sending. The demo shows that state too.
+        configuration.probeInterval = .seconds(2)
         // Only the app's events go into the store (no startSession log, SPEC A2), so that the report adds up.
         configuration.sessionTracking = .manual
         let engine = try OutboxEngine(configuration: configuration)
@@ -66,7 +69,7 @@ struct Demo: AsyncParsableCommand {
                               stats.logsUnique, status.retries, state)
             FileHandle.standardOutput.write(Data(line.utf8))
             drained = app.done && status.pendingNormal + status.pendingCritical + status.inFlight == 0
-            if elapsed > seconds + 60 { break }
+            if elapsed > seconds + 120 { break }
         }
         let status = try await engine.status()
         await engine.shutdown(drainFor: .seconds(5))

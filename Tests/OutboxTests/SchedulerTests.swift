@@ -178,6 +178,31 @@ struct RetryTests {
         #expect(s.disabled == nil)
     }
 
+    // SPEC R5: when one batch exhausts its retries, the batches waiting for theirs give their rows back, so that
+    // the probe can go (it waits until no batch holds a lease).
+    @Test func exhaustionReleasesParkedBatchesSoTheProbeCanGo() {
+        var s = scheduler { $0.retry.intervalsMs = [100]; $0.probeIntervalMs = 2000 }
+        var random = SeededRandom(seed: 9)
+        s.stored(normal: 150, critical: 0, nowMs: 0)
+        for key in 1...3 {
+            #expect(s.next(nowMs: 0) == .sendNewBatch)
+            s.claimed(Int64(key), normal: 50, critical: 0, exhausted: key == 3)
+        }
+        // Batches 2 and 3 fail once and wait for their retry; batch 1 fails twice and exhausts.
+        for key in [2, 3] {
+            guard case .retry = s.finished(Int64(key), outcome: .retryable(reason: "refused", retryAfterMs: nil), nowMs: 10, random: &random)
+            else { Issue.record("batch \(key) should wait for a retry"); return }
+        }
+        _ = s.finished(1, outcome: .retryable(reason: "refused", retryAfterMs: nil), nowMs: 10, random: &random)
+        #expect(s.next(nowMs: 200) == .resend(1))
+        #expect(s.finished(1, outcome: .retryable(reason: "HTTP 503", retryAfterMs: nil), nowMs: 200, random: &random) == .releaseRows)
+        #expect(s.takeParkedBatches() == [2, 3])
+        #expect(s.batches.isEmpty)
+        s.rowsReleased(normal: 150, critical: 0, nowMs: 200)
+        #expect(s.next(nowMs: 201) == .wait(untilMs: 2200))
+        #expect(s.next(nowMs: 2200) == .sendNewBatch)  // the probe
+    }
+
     // SPEC R5: without a probe interval, App Center's until-restart behaviour; retryNow() re-enables.
     @Test func withoutProbeOnlyRetryNowReenables() {
         var s = scheduler { $0.probeIntervalMs = nil; $0.retry.intervalsMs = [] }

@@ -162,6 +162,7 @@ final class DeliveryDriver {
     /// Asks the scheduler what to do until it says wait; arms the one timer for that moment.
     func pump() {
         guard !isClosing else { return }
+        releaseParkedBatches()
         while true {
             switch scheduler.next(nowMs: nowMs) {
             case .sendNewBatch:
@@ -305,6 +306,20 @@ final class DeliveryDriver {
         }
         persistDisabledReason()
         pump()
+    }
+
+    /// SPEC R5: when sending is disabled, batches waiting for a retry return their rows to pending.
+    private func releaseParkedBatches() {
+        for key in scheduler.takeParkedBatches() {
+            guard let flight = flights.removeValue(forKey: key) else { continue }
+            do {
+                try store.release(seqs: flight.logs.map(\.seq), nextAttemptMs: 0)
+            } catch {
+                // The rows stay in flight until the next open, which returns them to pending.
+                logger.error("releasing a parked batch failed", metadata: ["outbox.error": "\(error)"])
+            }
+            released(flight.logs)
+        }
     }
 
     private var persistedDisabledReason: String?

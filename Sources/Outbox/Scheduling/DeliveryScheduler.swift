@@ -167,6 +167,16 @@ struct DeliveryScheduler: Sendable {
         }
     }
 
+    /// SPEC R5, R1: once sending is disabled, batches waiting for a retry give their rows back to pending (nothing
+    /// is deleted). Without this they would hold their leases forever, and the probe — which waits until no batch
+    /// holds one — would never go. Returns the batches whose rows the loop must release.
+    mutating func takeParkedBatches() -> [BatchKey] {
+        guard disabled != nil else { return [] }
+        let parked = batches.filter { $0.value.retryAtMs != nil }.map(\.key).sorted()
+        for key in parked { batches[key] = nil }
+        return parked
+    }
+
     /// A batch's request was cancelled (shutdown): the attempt does not count (SPEC C8).
     mutating func cancelled(_ key: BatchKey) { batches[key] = nil }
 
