@@ -218,6 +218,26 @@ struct DeliveryEndToEndTests {
         #expect(try await engine.status().disabledReason == nil)
     }
 
+    // SPEC R5: with three batches failing, the first to exhaust its attempts disables sending; the others hand
+    // their rows back, and the probe then delivers everything without a restart or retryNow().
+    @Test func theProbeRecoversWhenSeveralBatchesFail() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock(scenario: Scenario(seed: 1, rules: [
+            .init(match: .init(requests: try .init("1-9")), outcome: .respond(.init(status: 503))),
+        ]))
+        defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.retryIntervals = [.milliseconds(40)]
+        configuration.probeInterval = .milliseconds(300)
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        try track(engine, count: 150, criticalEvery: 1000)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        #expect(server.stats().logsUnique == 150)
+        #expect((server.stats().statusCounts["503"] ?? 0) == 9)
+        #expect(try await engine.status().disabledReason == nil)
+    }
+
     // SPEC A9: with the server's clock 1 h ahead, timestamps are sent in the server's time.
     @Test func timestampsFollowTheServersClock() async throws {
         let dir = E2EDir(); defer { dir.cleanup() }
