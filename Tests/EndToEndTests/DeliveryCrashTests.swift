@@ -52,9 +52,15 @@ struct DeliveryCrashTests {
             process.waitUntilExit()
             kills += 1
         }
-        let last = try run(outbox, drain)
+        // The last run only has to finish: larger batches and a generous timeout, since a loaded machine (the
+        // whole suite runs in parallel) can slow ~800 small requests of a debug build past a minute.
+        var finish = drain
+        if let index = finish.firstIndex(of: "--batch-size") { finish[index + 1] = "200" }
+        if let index = finish.firstIndex(of: "--timeout") { finish[index + 1] = "240" }
+        let last = try run(outbox, finish)
         #expect(last.status == 0)
-        #expect(jsonObject(last.output)["pending"] as? Int == 0)
+        // The whole report on failure: `disabled` and `retries` tell a stall from a slow machine.
+        #expect(jsonObject(last.output)["pending"] as? Int == 0, "final drain: \(last.output)")
         #expect(kills >= 10, "the backlog drained before 10 kills (\(kills))")
 
         let stats = server.stats()
