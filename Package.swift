@@ -78,8 +78,9 @@ let package = Package(
         // A child process for the crash tests: tracks events in a loop until it is killed.
         .executableTarget(name: "outbox-crash-child", dependencies: ["Outbox"], path: "Tests/CrashChild"),
 
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "CLibUV", "CSQLite", "CCurlShim", "CZlib"], path: "Tests/OutboxTests"),
+        .target(name: "OutboxTestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CZlib"], path: "Tests/OutboxTests"),
         .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "CZlib"], path: "Tests/OutboxMockTests"),
-        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxMock", "CZlib"], path: "Tests/EndToEndTests"),
+        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "CZlib"], path: "Tests/EndToEndTests"),
     ]
 )

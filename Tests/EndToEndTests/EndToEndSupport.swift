@@ -1,4 +1,5 @@
 import Foundation
+@_exported import OutboxTestSupport
 import OutboxMock
 @testable import Outbox
 
@@ -36,17 +37,6 @@ func fastConfiguration(store: String, endpoint: String) -> Configuration {
     // Manual sessions: the server receives exactly the logs a test tracked (no startSession log, SPEC A1–A2).
     configuration.sessionTracking = .manual
     return configuration
-}
-
-/// The directory of the package's built executables (next to the test bundle).
-func builtProduct(_ name: String) -> String {
-    let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-                      Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
-    for directory in candidates {
-        let path = directory.appendingPathComponent(name).path
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    return candidates[0].appendingPathComponent(name).path
 }
 
 /// Runs a command to completion and returns its exit status and standard output.

@@ -68,7 +68,7 @@ struct ReachabilityNamespaceTests {
         server.standardOutput = serverOutput
         try server.run()
         defer { if server.isRunning { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() } }
-        let ready = LineReaderE2E(serverOutput.fileHandleForReading).next() ?? ""
+        let ready = LineReader(serverOutput.fileHandleForReading).next() ?? ""
         #expect(ready == "listening on http://\(serverAddress):\(port)")
         // Taken after the server started, so `serverStart + at` can only overstate the request's time.
         let serverStart = wallMs()
@@ -91,23 +91,5 @@ struct ReachabilityNamespaceTests {
         let firstAt = serverStart + Int64((jsonObject(firstLine)["at"] as? Int) ?? 1_000_000)
         print("network back -> first request: at most \(firstAt - online) ms; delivered and exited after \(doneAt - online) ms")
         #expect(firstAt - online < 1000)
-    }
-}
-
-final class LineReaderE2E {
-    private let handle: FileHandle
-    private var buffer = Data()
-    init(_ handle: FileHandle) { self.handle = handle }
-    func next() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = handle.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OutboxTestSupport
 import Testing
 @testable import Outbox
 
@@ -55,26 +56,6 @@ struct CrashRecoveryTests {
             let misplaced = ordinals.enumerated().first { $0.offset != $0.element }
             #expect(misplaced == nil, "run \(run): stored ordinals are not a gap-free prefix: \(String(describing: misplaced))")
             #expect(ordinals.count >= committed, "run \(run): lost committed logs (\(ordinals.count) < \(committed))")
-        }
-    }
-}
-
-/// Reads lines from a pipe, blocking.
-final class LineReader {
-    private let handle: FileHandle
-    private var buffer = Data()
-    init(_ handle: FileHandle) { self.handle = handle }
-
-    func next() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = handle.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+@_exported import OutboxTestSupport
 @testable import Outbox
 
 /// A fresh directory per test, removed by `cleanup()`.
@@ -15,22 +16,6 @@ struct TempDir {
     func cleanup() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// The directory holding the package's built executables (next to the test bundle).
-func builtProduct(_ name: String) -> String {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL,
-        Bundle.main.bundleURL.deletingLastPathComponent(),
-    ]
-    for directory in candidates {
-        let path = directory.appendingPathComponent(name).path
-        if FileManager.default.isExecutableFile(atPath: path) { return path }
-    }
-    return candidates[0].appendingPathComponent(name).path
-}
-
-/// Manual sessions: a store then holds exactly the logs a test tracked (no `startSession` log at engine start,
-/// SPEC A1). Tests of sessions ask for `.automatic` themselves.
 func testConfiguration(_ path: String) -> Configuration {
     var configuration = Configuration(storePath: path)
     configuration.testingAllowsValuesBelowBounds = true

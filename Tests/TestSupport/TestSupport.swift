@@ -1,0 +1,33 @@
+import Foundation
+
+/// Reads lines from a pipe, blocking (child processes' output in the crash and namespace tests).
+public final class LineReader {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    public init(_ handle: FileHandle) { self.handle = handle }
+
+    public func next() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                return line
+            }
+            let chunk = handle.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+}
+
+/// The path of one of the package's built executables (they sit next to the test bundle).
+public func builtProduct(_ name: String) -> String {
+    let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+                      Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+    for directory in candidates {
+        let path = directory.appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return candidates[0].appendingPathComponent(name).path
+}
