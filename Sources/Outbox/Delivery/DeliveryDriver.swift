@@ -34,8 +34,6 @@ final class DeliveryDriver {
     private struct Flight {
         var logs: [StoredLog]
         var transfer: TransferID?
-        /// Bisection parts are never retried as a whole batch again: they finish with their own outcome.
-        var isPart = false
         var dispatchWaiters: [(DispatchResult) -> Void] = []
     }
     private var flights: [DeliveryScheduler.BatchKey: Flight] = [:]
@@ -292,7 +290,7 @@ final class DeliveryDriver {
                         "outbox.batch": "\(key)", "outbox.reason": "\(reason)", "outbox.retry_in_ms": "\(at - nowMs)"])
                     flights[key] = flight
                 case .releaseRows, .done:
-                    if flight.isPart || followUp == .releaseRows {
+                    if followUp == .releaseRows {
                         logger.error("retries exhausted; sending disabled, data kept", metadata: ["outbox.reason": "\(reason)"])
                     }
                     try store.release(seqs: seqs, nextAttemptMs: 0)
@@ -357,7 +355,7 @@ final class DeliveryDriver {
             let key = nextKey
             nextKey += 1
             scheduler.adopt(key)
-            flights[key] = Flight(logs: part, isPart: true)
+            flights[key] = Flight(logs: part)
             send(key)
         }
     }
