@@ -131,24 +131,25 @@ final class EngineCore {
     @discardableResult
     func commitNow() -> Int {
         if commitTimerArmed { commitTimer?.stop(); commitTimerArmed = false }
-        let items = intake.takeAll()
-        guard !items.isEmpty || !retryBuffer.isEmpty else { return 0 }
+        var batch = intake.takeAll()
+        defer { intake.recycle(&batch) }
+        guard !batch.items.isEmpty || !retryBuffer.isEmpty else { return 0 }
         var logs: [NewLog] = []
         var waiters: [(Int, CommitWaiter)] = []
         var names: [String] = []
-        logs.reserveCapacity(items.count + retryBuffer.count)
+        logs.reserveCapacity(batch.items.count + retryBuffer.count)
         logs.append(contentsOf: retryBuffer)
         names.append(contentsOf: retryNames)
         retryBuffer.removeAll()
         retryNames.removeAll()
         var barriers: [CommitWaiter] = []
 
-        for item in items {
+        for item in batch.items {
             switch item {
             case .event(let draft):
                 if let waiter = draft.waiter { waiters.append((logs.count, waiter)) }
                 if let name = draft.newName { names.append(name) }
-                logs.append(makeLog(draft))
+                logs.append(makeLog(draft, body: batch.body(of: draft)))
             case .barrier(let waiter):
                 barriers.append(waiter)
             case .setEnabled(let enabled):
@@ -164,23 +165,24 @@ final class EngineCore {
         flush(&logs, &names, &waiters)
         lastCommitNs = configuration.clock.monoNs()
         for barrier in barriers { barrier.signal(nil) }
-        return items.count
+        return batch.items.count
     }
 
     /// `stamp`: the session and user of a log the analytics model wrote; nil for the current ones.
-    func makeLog(_ draft: EventDraft, stamp: [UInt8]? = nil) -> NewLog {
+    func makeLog(_ draft: EventDraft, body: ArraySlice<UInt8>? = nil, stamp: [UInt8]? = nil) -> NewLog {
+        let body = body ?? draft.body[...]
         let id = ids.uuid()
         let stamp = stamp ?? analytics.stamp
         var payload: [UInt8] = []
-        payload.reserveCapacity(draft.body.count + stamp.count + 64)
+        payload.reserveCapacity(body.count + stamp.count + 64)
         payload.append(contentsOf: draft.type.payloadPrefix)
         id.write(into: &payload)
         payload.append(UInt8(ascii: "\""))
         // SPEC T7: `sid` (A1–A3) and `userId` (A8) as current in queue order.
         payload.append(contentsOf: stamp)
-        if !draft.body.isEmpty {
+        if !body.isEmpty {
             payload.append(UInt8(ascii: ","))
-            payload.append(contentsOf: draft.body)
+            payload.append(contentsOf: body)
         }
         payload.append(UInt8(ascii: "}"))
         return NewLog(id: id, priority: draft.priority, wallMs: draft.wallMs, monoNs: draft.monoNs, boot: boot,
