@@ -54,7 +54,30 @@ struct EventValidator {
     /// string values, refusing non-finite numbers. Also used for user properties.
     static func writeProperties(_ properties: [String: PropertyValue], key: StaticString, into writer: inout JSONWriter,
                                 adjustments: inout Adjustments) throws(OutboxError) {
-        let sorted = properties.sorted { $0.key < $1.key }
+        // Sorted in a temporary buffer (on the stack for the usual handful of properties): this runs on the
+        // caller's thread for every event, and each heap allocation there shows in the slowest calls.
+        let outcome = withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self,
+                                                    capacity: properties.count) { buffer -> OutboxError? in
+            var count = 0
+            for pair in properties {
+                buffer.initializeElement(at: count, to: pair)
+                count += 1
+            }
+            var sorted = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
+            defer { _ = sorted.deinitialize() }
+            sorted.sort { $0.key < $1.key }
+            do throws(OutboxError) {
+                try writeSorted(UnsafeBufferPointer(sorted), key: key, into: &writer, adjustments: &adjustments)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let outcome { throw outcome }
+    }
+
+    private static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>, key: StaticString,
+                                    into writer: inout JSONWriter, adjustments: inout Adjustments) throws(OutboxError) {
         // Reject before writing anything: a NaN anywhere refuses the whole event, even among dropped keys.
         for (key, value) in sorted {
             if case .double(let number) = value, !number.isFinite {
@@ -63,19 +86,24 @@ struct EventValidator {
         }
         if sorted.count > maxProperties { adjustments.droppedKeys = sorted[maxProperties...].map(\.key) }
         writer.raw(key)
+        // Keys already written, kept only once a key had to be truncated (only truncated keys can collide).
         var seen: [String] = []
         var first = true
         for (key, value) in sorted.prefix(maxProperties) {
             var storedKey = key
             if exceeds(storedKey, maxPropertyLength) {
                 storedKey = String(storedKey.prefix(maxPropertyLength))
+                if adjustments.truncatedKeys.isEmpty {
+                    // The first truncation: remember the keys written so far.
+                    seen = sorted.prefix(maxProperties).prefix { $0.key != key }.map(\.key)
+                }
                 adjustments.truncatedKeys.append(key)
             }
-            // Two keys equal after truncation: the first in key order wins (only truncated keys can collide).
-            if storedKey.utf8.count != key.utf8.count || !adjustments.truncatedKeys.isEmpty {
+            // Two keys equal after truncation: the first in key order wins.
+            if !adjustments.truncatedKeys.isEmpty {
                 guard !seen.contains(storedKey) else { adjustments.droppedKeys.append(key); continue }
+                seen.append(storedKey)
             }
-            seen.append(storedKey)
             if !first { writer.raw(UInt8(ascii: ",")) }
             first = false
             writer.raw("{\"type\":")
