@@ -72,13 +72,18 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Dou
     configuration.appSecret = "bench"
     configuration.batchSize = batchSize
     let start = monoNs()
+    let processBefore = processCPU()
     let engine = try OutboxEngine(configuration: configuration)
+    let loopTask = findThread(named: "outbox-loop")
+    let loopBefore = threadCPU(loopTask)
     let delivered = waitDelivered(engine, timeout: .seconds(600))
     let elapsed = Double(monoNs() - start) / 1e9
+    let loopCPU = threadCPU(loopTask) - loopBefore
+    let processCPUSeconds = processCPU() - processBefore
     engine.shutdown()
     let stats = server.stats()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight)}"#)
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique))))}"#)
     return rate
 }
 
@@ -138,6 +143,13 @@ func contextSwitches(_ task: String) -> Int {
         total += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
     }
     return total
+}
+
+/// utime + stime of the whole process in seconds.
+func processCPU() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
 /// utime + stime of one thread in seconds, from /proc (clock ticks).
