@@ -74,6 +74,25 @@ struct TransportTests {
         }
     }
 
+    // SPEC W1: one Deflater, reset between bodies, gives each body its own complete gzip member — including after
+    // a body much larger than the one before, and an empty one.
+    @Test func aReusedDeflaterCompressesEachBodyOnItsOwn() throws {
+        let deflater = try Deflater(level: 1)
+        var random = SystemRandomNumberGenerator()
+        let bodies: [[UInt8]] = [
+            Array(String(repeating: #"{"name":"a"},"#, count: 120).utf8),
+            (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) },  // incompressible: needs the bound
+            [],
+            Array(#"{"sentAt":"2026-11-22T07:33:46.123Z","logs":[]}"#.utf8),
+        ]
+        for body in bodies {
+            let compressed = try deflater.compress(body)
+            #expect(Array(compressed.prefix(2)) == [0x1F, 0x8B])
+            #expect(try Gzip.decompress(compressed, limit: 1 << 20) == body)
+        }
+        #expect(throws: GzipError.invalidLevel(10)) { try Deflater(level: 10) }
+    }
+
     // SPEC W1: damaged gzip input is a named error, never a crash.
     @Test func gzipRejectsBadInput() throws {
         let compressed = try Gzip.compress(Array(repeating: 7, count: 10_000))

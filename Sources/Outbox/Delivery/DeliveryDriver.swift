@@ -27,6 +27,9 @@ final class DeliveryDriver {
     private var wakeAtMs: Int64?
     private var correction: ClockCorrection
     private var encoder: BatchEncoder
+    /// SPEC W1: bodies of 1400 bytes and more are gzip-compressed, at level 1 (fastest; JSON logs still shrink
+    /// about tenfold). Nil if zlib could not start: bodies then go uncompressed.
+    private let deflater = try? Deflater(level: 1)
     private let boot: Int64
     private var nextKey: DeliveryScheduler.BatchKey = 1
 
@@ -220,7 +223,7 @@ final class DeliveryDriver {
                                  nowMonoNs: monoNow, nowBoot: boot)
         }
         var headers = self.headers
-        if body.count >= 1400, let compressed = try? Gzip.compress(body, level: 1) {
+        if body.count >= 1400, let compressed = try? deflater?.compress(body) {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }

@@ -33,56 +33,15 @@ enum GzipError: Error, Equatable, Sendable, CustomStringConvertible {
 /// ```
 enum Gzip {
     /// windowBits 15 (32 KiB window) + 16 asks zlib for a gzip header and trailer instead of zlib's own.
-    private static let gzipWindowBits: Int32 = 15 + 16
+    fileprivate static let gzipWindowBits: Int32 = 15 + 16
     /// zlib's default memLevel (`MAX_MEM_LEVEL` is 9; `deflateInit` uses 8).
-    private static let memLevel: Int32 = 8
+    fileprivate static let memLevel: Int32 = 8
     /// zlib hands its buffers' lengths around as `uInt`: feed larger inputs in slices.
-    private static let maxChunk = Int(UInt32.max)
+    fileprivate static let maxChunk = Int(UInt32.max)
 
     /// Compresses `bytes` into one gzip member. `level` 1 is fastest, 9 smallest, 6 zlib's usual balance.
     static func compress(_ bytes: [UInt8], level: Int32 = 6) throws -> [UInt8] {
-        guard level == Z_DEFAULT_COMPRESSION || (0...9).contains(level) else { throw GzipError.invalidLevel(level) }
-        var stream = z_stream()
-        // deflateInit2 is a C macro: call the function it expands to, with the version and size checks it adds.
-        var rc = deflateInit2_(&stream, level, Z_DEFLATED, gzipWindowBits, memLevel, Z_DEFAULT_STRATEGY,
-                               ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
-        guard rc == Z_OK else { throw error(rc, stream) }
-        defer { deflateEnd(&stream) }
-
-        // deflateBound is exact enough that one Z_FINISH pass fits; the loop below still grows if it does not.
-        // deflateBound makes one Z_FINISH pass fit; the loop still grows the buffer if it ever does not.
-        var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(bytes.count))) + 64)
-        var produced = 0
-        var input = bytes
-        rc = input.withUnsafeMutableBufferPointer { inBuffer -> Int32 in
-            var consumed = 0
-            while true {
-                let inChunk = min(inBuffer.count - consumed, maxChunk)
-                let isLast = consumed + inChunk == inBuffer.count
-                stream.next_in = inBuffer.baseAddress.map { $0 + consumed }
-                stream.avail_in = uInt(inChunk)
-                repeat {
-                    if produced == output.count { output.append(contentsOf: repeatElement(0, count: max(4096, output.count / 2))) }
-                    let room = min(output.count - produced, maxChunk)
-                    let status = output.withUnsafeMutableBufferPointer { outBuffer -> Int32 in
-                        stream.next_out = outBuffer.baseAddress.map { $0 + produced }
-                        stream.avail_out = uInt(room)
-                        return deflate(&stream, isLast ? Z_FINISH : Z_NO_FLUSH)
-                    }
-                    produced += room - Int(stream.avail_out)
-                    if status == Z_STREAM_END { return Z_STREAM_END }
-                    // Z_BUF_ERROR only means "no progress possible without more room or input".
-                    guard status == Z_OK || status == Z_BUF_ERROR else { return status }
-                } while stream.avail_out == 0
-                // Output room was left, so deflate took all of this slice.
-                consumed += inChunk - Int(stream.avail_in)
-                // With Z_FINISH and room left deflate must have ended the stream; never spin if it did not.
-                if isLast { return Z_STREAM_ERROR }
-            }
-        }
-        guard rc == Z_STREAM_END else { throw error(rc, stream) }
-        output.removeSubrange(produced...)
-        return output
+        try Deflater(level: level).compress(bytes)
     }
 
     /// Decompresses gzip data (every concatenated member). For tests and tools; `limit` bounds the output.
@@ -137,8 +96,75 @@ enum Gzip {
         return output
     }
 
-    private static func error(_ code: Int32, _ stream: z_stream) -> GzipError {
+    fileprivate static func error(_ code: Int32, _ stream: z_stream) -> GzipError {
         let message = stream.msg.map { String(cString: $0) } ?? String(cString: zError(code))
         return .zlib(code: code, message: message)
+    }
+}
+
+/// A gzip compressor kept for many bodies: `deflateInit` allocates and clears about 270 KB of tables, which for a
+/// batch of 50 logs cost as much as compressing it; `deflateReset` keeps them. Not thread-safe: one owner (the
+/// delivery driver on the loop thread).
+final class Deflater {
+    private var stream = z_stream()
+    private var ready = false
+    private let level: Int32
+
+    init(level: Int32) throws {
+        guard level == Z_DEFAULT_COMPRESSION || (0...9).contains(level) else { throw GzipError.invalidLevel(level) }
+        self.level = level
+        // deflateInit2 is a C macro: call the function it expands to, with the version and size checks it adds.
+        let rc = deflateInit2_(&stream, level, Z_DEFLATED, Gzip.gzipWindowBits, Gzip.memLevel, Z_DEFAULT_STRATEGY,
+                               ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        guard rc == Z_OK else { throw Gzip.error(rc, stream) }
+        ready = true
+    }
+
+    deinit {
+        if ready { deflateEnd(&stream) }
+    }
+
+    /// One gzip member holding `bytes`. The input is read in place and the output written once, without clearing.
+    func compress(_ bytes: [UInt8]) throws -> [UInt8] {
+        // deflateBound makes one Z_FINISH pass fit; if it ever does not, start over with twice the room.
+        var capacity = Int(deflateBound(&stream, uLong(bytes.count))) + 64
+        for _ in 0..<4 {
+            let reset = deflateReset(&stream)
+            guard reset == Z_OK else { throw Gzip.error(reset, stream) }
+            var status = Z_OK
+            let output = bytes.withUnsafeBufferPointer { input in
+                [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+                    count = 0
+                    status = deflateAll(input, into: buffer, produced: &count)
+                }
+            }
+            if status == Z_STREAM_END { return output }
+            guard status == Z_BUF_ERROR else { throw Gzip.error(status, stream) }
+            capacity *= 2
+        }
+        throw GzipError.zlib(code: Z_BUF_ERROR, message: "deflate needed more room than deflateBound promised")
+    }
+
+    /// Z_STREAM_END once the whole input is in `buffer`; Z_BUF_ERROR when `buffer` is too small; else zlib's error.
+    private func deflateAll(_ input: UnsafeBufferPointer<UInt8>, into buffer: UnsafeMutableBufferPointer<UInt8>,
+                            produced: inout Int) -> Int32 {
+        var consumed = 0
+        while true {
+            let inChunk = min(input.count - consumed, Gzip.maxChunk)
+            let isLast = consumed + inChunk == input.count
+            // zlib's next_in is not const-qualified here (no ZLIB_CONST); deflate only reads through it.
+            stream.next_in = input.baseAddress.map { UnsafeMutablePointer(mutating: $0) + consumed }
+            stream.avail_in = uInt(inChunk)
+            let room = min(buffer.count - produced, Gzip.maxChunk)
+            stream.next_out = buffer.baseAddress.map { $0 + produced }
+            stream.avail_out = uInt(room)
+            let status = deflate(&stream, isLast ? Z_FINISH : Z_NO_FLUSH)
+            produced += room - Int(stream.avail_out)
+            consumed += inChunk - Int(stream.avail_in)
+            if status == Z_STREAM_END { return Z_STREAM_END }
+            guard status == Z_OK || status == Z_BUF_ERROR else { return status }
+            // Out of room, or (never expected) Z_FINISH left room without ending the stream: grow and retry.
+            if stream.avail_out == 0 || isLast { return Z_BUF_ERROR }
+        }
     }
 }
