@@ -73,8 +73,9 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Dou
     configuration.batchSize = batchSize
     let start = monoNs()
     let processBefore = processCPU()
+    let earlierThreads = threads(named: "outbox-loop")
     let engine = try OutboxEngine(configuration: configuration)
-    let loopTask = findThread(named: "outbox-loop")
+    let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
     let loopBefore = threadCPU(loopTask)
     let delivered = waitDelivered(engine, timeout: .seconds(600))
     let elapsed = Double(monoNs() - start) / 1e9
@@ -114,10 +115,11 @@ func benchIdle(seconds: Int) throws {
     var configuration = Configuration(storePath: tempStore("idle.outbox"))
     configuration.endpoint = server.baseURL
     configuration.appSecret = "bench"
+    let earlierThreads = threads(named: "outbox-loop")
     let engine = try OutboxEngine(configuration: configuration)
+    let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
     try engine.trackEvent("warm-up")
     _ = waitDelivered(engine, timeout: .seconds(30))
-    let loopTask = findThread(named: "outbox-loop")
     let switchesBefore = loopTask.map(contextSwitches) ?? 0
     let cpuBefore = threadCPU(loopTask)
     sleep(UInt32(seconds))
@@ -127,13 +129,19 @@ func benchIdle(seconds: Int) throws {
     print(#"{"bench":"idle engine","seconds":\#(seconds),"loop_cpu_ms":\#(String(format: "%.3f", cpu * 1000)),"loop_wakeups":\#(switches)}"#)
 }
 
-func findThread(named name: String) -> String? {
+/// Threads of this process with this name, by kernel id.
+func threads(named name: String) -> [Int] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-    for task in tasks {
+    return tasks.compactMap { task -> Int? in
         let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
-        if comm == name { return task }
+        return comm == name ? Int(task) : nil
     }
-    return nil
+}
+
+/// The engine's loop thread, started since `before` was listed. libuv's pool threads inherit the name of the loop
+/// thread that started them (later, so with higher ids) and outlive it: the oldest new one is the loop.
+func findThread(named name: String, notIn before: [Int] = []) -> String? {
+    threads(named: name).filter { !before.contains($0) }.min().map(String.init)
 }
 
 func contextSwitches(_ task: String) -> Int {
