@@ -122,6 +122,65 @@ struct DeliveryEndToEndTests {
         #expect(server.stats().logsUnique == 10)
     }
 
+    // SPEC R1, R3, R7-like outage with the fixture itself (Fixtures/scenarios/outage.json: the port refuses
+    // connections from 2 s to 12 s): an app tracking through the whole outage loses nothing, the server hears
+    // nothing while it is down, and the backlog is delivered once it is back.
+    @Test func theTenSecondOutageFixtureIsRiddenOut() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("outage"); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        configuration.retryIntervals = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(2), .seconds(2),
+                                        .seconds(2), .seconds(2), .seconds(2), .seconds(2), .seconds(2)]
+        let engine = try OutboxEngine(configuration: configuration)
+        // The simulated app, on a thread of its own (not one of the test runner's few shared ones): a steady
+        // trickle of 10 logs every 100 ms for 13 s, before, during and after the outage. The pause paces the app;
+        // it waits for nothing.
+        let (tracked, failures) = await withCheckedContinuation { (continuation: CheckedContinuation<(Int, Int), Never>) in
+            Thread {
+                let start = wallMs()
+                var tracked = 0, failures = 0
+                while wallMs() - start < 13_000 {
+                    for index in 0..<10 {
+                        do { try engine.trackEvent("outage", properties: ["i": .int(Int64(tracked + index))]) } catch { failures += 1 }
+                    }
+                    tracked += 10
+                    usleep(100_000)
+                }
+                continuation.resume(returning: (tracked, failures))
+            }.start()
+        }
+        #expect(failures == 0)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        let status = try await engine.status()
+        engine.shutdown()
+        let requests = server.requests()
+        #expect(server.stats().logsUnique == tracked)
+        #expect(status.retries >= 1)
+        #expect(status.disabledReason == nil)
+        // Requests before the outage, none inside it (the port was closed), and the rest after it.
+        #expect(requests.contains { $0.at < 2000 })
+        #expect(!requests.contains { $0.at > 2100 && $0.at < 12_000 })
+        #expect(requests.contains { $0.at >= 12_000 })
+    }
+
+    // SPEC R4 with the fixture itself (Fixtures/scenarios/throttle.json: the first 3 requests get 429 with
+    // Retry-After: 2). One batch, so one request at a time: each retry waits the 2 s the server asked for,
+    // although the configured intervals are 100–400 ms.
+    @Test func theThrottleFixtureIsHonoured() async throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("throttle"); defer { try? server.stop() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        try track(engine, count: 10, criticalEvery: 1000)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        engine.shutdown()
+        let requests = server.requests().sorted { $0.at < $1.at }
+        #expect(requests.map(\.status) == [429, 429, 429, 200])
+        for (earlier, later) in zip(requests, requests.dropFirst()) {
+            #expect(later.at - earlier.at >= 1950, "a retry \(later.at - earlier.at) ms after a 429 with Retry-After: 2")
+        }
+        #expect(server.stats().logsUnique == 10)
+    }
+
     // SPEC R1, S6, M2: answers lost after the server recorded the logs cause re-sends the server de-duplicates.
     @Test func lostAcknowledgementsAreResentAndDeduplicated() async throws {
         let dir = E2EDir(); defer { dir.cleanup() }
