@@ -166,6 +166,25 @@ struct EngineTests {
         #expect(try await engine.withStore { try $0.allLogs() }.count == 5000)
     }
 
+    // Back-pressure by bytes: large events fill the queue's 4 MiB long before its 100 000 logs; callers wait for
+    // the loop to commit, and nothing is dropped.
+    @Test func largeEventsWaitForRoomByBytesAndLoseNothing() async throws {
+        let dir = TempDir(); defer { dir.cleanup() }
+        var configuration = testConfiguration(dir.file())
+        configuration.maxStorageSize = 256 << 20
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        let value = String(repeating: "v", count: 120)
+        var properties: [String: PropertyValue] = [:]
+        for key in 0..<20 { properties["key\(key)"] = .string(value) }  // ~3.3 KB of JSON per event
+        for index in 0..<4000 {
+            properties["key0"] = .string("\(index)")
+            try engine.trackEvent("big", properties: properties)
+        }
+        await engine.persisted()
+        #expect(try await engine.withStore { try $0.allLogs() }.count == 4000)
+    }
+
     @Test func callsAfterShutdownThrowShutDown() throws {
         let dir = TempDir(); defer { dir.cleanup() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))

@@ -34,11 +34,11 @@ struct IntakeTests {
         let intake = Intake(enabled: true, names: [], maxNames: 200, capacity: 1000, byteCapacity: 1000)
         let body = String(repeating: "b", count: 300)
         for _ in 0..<3 { _ = try intake.admit(name: nil, draft: draft(body), onLoopThread: false) }
-        #expect(intake.hasRoom)  // 900 bytes queued
+        #expect(!intake.peek().full)  // 900 bytes queued
         _ = try intake.admit(name: nil, draft: draft(body), onLoopThread: false)
-        #expect(!intake.hasRoom)  // 1200 bytes queued
+        #expect(intake.peek().full)  // 1200 bytes queued: the loop is told to commit now
         let batch = intake.takeAll()
         #expect(batch.items.count == 4 && batch.bytes.count == 1200)
-        #expect(intake.hasRoom)
+        #expect(!intake.peek().full)
     }
 }

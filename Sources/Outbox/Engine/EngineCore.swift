@@ -99,11 +99,11 @@ final class EngineCore {
     /// last commit has passed; otherwise arm a timer for the end of the window so that small trickles share one
     /// transaction.
     private func onWake() {
-        let (count, urgent, closed) = intake.peek()
+        let (count, urgent, closed, full) = intake.peek()
         if closed { stop(); return }
         guard count > 0 else { return }
         let now = configuration.clock.monoNs()
-        if urgent || count >= intake.commitThreshold || now - lastCommitNs >= windowNs {
+        if urgent || full || count >= intake.commitThreshold || now - lastCommitNs >= windowNs {
             keepPolling(after: commitNow())
         } else if !commitTimerArmed, let commitTimer {
             commitTimerArmed = true

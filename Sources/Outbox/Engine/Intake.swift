@@ -188,18 +188,13 @@ final class Intake: @unchecked Sendable {
     /// Under the lock.
     private var isFull: Bool { queuedEvents >= capacity || pending.bytes.count >= byteCapacity }
 
-    /// Whether a caller admitted now would go straight in (for tests).
-    var hasRoom: Bool {
-        lock(); defer { unlock() }
-        return !isFull
-    }
-
-    /// Under the lock. Wakes on the first item after a drain, on urgent items and each time the queue reaches
-    /// the commit threshold; otherwise the loop is already awake or has a commit timer armed.
+    /// Under the lock. Wakes on the first item after a drain, on urgent items, each time the queue reaches the
+    /// commit threshold and when it is full; otherwise the loop is already awake or has a commit timer armed.
     private func wakeIfNeeded(urgent isUrgent: Bool) {
         let wasUrgent = urgent
         if isUrgent { urgent = true }
-        if (pending.items.count == 1 && !loopPolling) || (isUrgent && !wasUrgent) || queuedEvents % commitThreshold == 0 {
+        if (pending.items.count == 1 && !loopPolling) || (isUrgent && !wasUrgent) || queuedEvents % commitThreshold == 0
+            || isFull {
             wake?()
         }
     }
@@ -217,10 +212,10 @@ final class Intake: @unchecked Sendable {
         return enabled
     }
 
-    /// For the loop: how much waits and whether it must be committed now.
-    func peek() -> (count: Int, urgent: Bool, closed: Bool) {
+    /// For the loop: how much waits and whether it must be committed now (`full`: callers are waiting for room).
+    func peek() -> (count: Int, urgent: Bool, closed: Bool, full: Bool) {
         lock(); defer { unlock() }
-        return (pending.items.count, urgent, closed)
+        return (pending.items.count, urgent, closed, isFull)
     }
 
     /// For the loop: takes everything queued.

@@ -95,7 +95,8 @@ public final class OutboxEngine: @unchecked Sendable {
         guard try intake.admit(name: name, draft: draft, onLoopThread: onLoopThread) == .accepted else { return }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
-            if draft.priority == .critical || intake.peek().count >= intake.commitThreshold { core.commitNow() }
+            let queue = intake.peek()
+            if draft.priority == .critical || queue.full || queue.count >= intake.commitThreshold { core.commitNow() }
         } else if let waiter, let error = waiter.wait() {
             throw error
         }
