@@ -269,9 +269,12 @@ final class DeliveryDriver {
         do {
             switch outcome {
             case .delivered:
+                // The next batch goes on the wire first: the server works on it while this batch's rows are
+                // deleted. They stay marked in flight until then, so the claim cannot take them again.
+                flights[key] = nil
+                pump()
                 try store.complete(seqs: seqs)
                 counters.delivered += seqs.count
-                flights[key] = nil
                 flight.dispatchWaiters.forEach { $0(.good) }
             case .split, .refuse:
                 flights[key] = nil
