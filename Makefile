@@ -5,7 +5,7 @@ DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-co
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 
-.PHONY: deps build test demo bench screenshot clean
+.PHONY: deps build test demo cli bench screenshot clean
 
 # Installs the Debian packages only when some are missing; `apt-get update` runs only then.
 deps:
@@ -29,12 +29,29 @@ test: deps
 demo: build
 	$(SWIFT) run outbox demo
 
+# The release CLI as shipped and measured (BENCHMARKS.md, memory): the Swift libraries and libstdc++ linked in
+# statically, so that a process maps only the code it runs. Its own build directory: --static-swift-stdlib
+# changes the build parameters, and sharing .build with the other release products would rebuild everything at
+# each switch (first build ~5 min on 2 cores). libstdc++ is static when the -L directory below holds only its
+# archive; without libstdc++.a it stays a shared library.
+CLI_BUILD := $(CURDIR)/.build/cli
+CLANG ?= clang
+cli: deps
+	@mkdir -p $(CLI_BUILD)/static-libstdc++; archive="$$($(CLANG) -print-file-name=libstdc++.a)"; \
+	if [ -f "$$archive" ]; then ln -sf "$$archive" $(CLI_BUILD)/static-libstdc++/libstdc++.a; \
+	else echo "make cli: no libstdc++.a, libstdc++ stays shared"; fi
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(CLI_BUILD) --product outbox \
+	  -Xlinker -L$(CLI_BUILD)/static-libstdc++
+	@if nm $(CLI_BUILD)/release/outbox | grep -q __CFInitialize; then echo "make cli: warning: Foundation proper" \
+	  "(CoreFoundation, ICU) is linked in: ~4 MB more per process; use FoundationEssentials (BENCHMARKS.md)"; fi
+	@echo "make cli: $(CLI_BUILD)/release/outbox"
+
 # Speed and memory targets (BENCHMARKS.md). Release builds; takes a few minutes plus the 60 s idle measurement.
-bench: deps
+bench: deps cli
 	$(SWIFT) build -c release --product outbox-bench
 	$(SWIFT) build -c release --product outbox-mock-bench
-	$(SWIFT) build -c release --product outbox
-	.build/release/outbox-bench all
+	$(SWIFT) build -c release --product outbox-peak-rss
+	OUTBOX_CLI=$(CLI_BUILD)/release/outbox .build/release/outbox-bench all
 	.build/release/outbox-mock-bench
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests

@@ -37,7 +37,12 @@ let package = Package(
         .executableTarget(
             name: "outbox",
             dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "Sources/outbox"
+            path: "Sources/outbox",
+            // Release (`make cli` builds it with --static-swift-stdlib): GNU ld, for packed relative
+            // relocations (DT_RELR, glibc 2.36+) that the default gold cannot write, and no dynamic export of the
+            // executable's own symbols. Both cut what every process maps at start (BENCHMARKS.md, memory).
+            linkerSettings: [.unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                                           "-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]
         ),
 
         .target(
@@ -67,6 +72,8 @@ let package = Package(
             dependencies: ["Outbox", "OutboxMock", "CSQLite"],
             path: "Benchmarks/outbox-bench"
         ),
+        // Runs a command and prints its peak RSS: `outbox-bench memory` measures the CLI through it.
+        .executableTarget(name: "outbox-peak-rss", path: "Benchmarks/outbox-peak-rss"),
         .executableTarget(
             name: "outbox-mock-bench",
             dependencies: ["OutboxMock", "CZlib",

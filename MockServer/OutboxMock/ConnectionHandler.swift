@@ -381,7 +381,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 extension String {
     /// Query values here are plain tokens; decode `%XX` only when present.
     var removingPercentEncodingIfNeeded: String {
-        guard contains("%") else { return self }
+        guard utf8.contains(UInt8(ascii: "%")) else { return self }
         var bytes: [UInt8] = []
         var it = utf8.makeIterator()
         while let b = it.next() {

@@ -69,16 +69,17 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
     }
 }
 
-/// Appends exchanges to the `--record` file, one line each, in the order they were decided.
+/// Appends exchanges to the `--record` file, one line each, in the order they were decided. Plain POSIX file
+/// calls, not `FileHandle`: the release `outbox` (which runs this mock for its demo) must not link Foundation
+/// proper (BENCHMARKS.md, memory).
 final class ExchangeRecorder: Sendable {
-    private let handle: NIOLockedValueBox<FileHandle?>
+    private let fd: NIOLockedValueBox<Int32?>
     private let encoder: JSONEncoder
 
     init(path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil),
-              let handle = FileHandle(forWritingAtPath: path)
-        else { throw MockServerError.unwritableFile(path) }
-        self.handle = NIOLockedValueBox(handle)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw MockServerError.unwritableFile(path) }
+        self.fd = NIOLockedValueBox(fd)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         self.encoder = encoder
@@ -87,12 +88,23 @@ final class ExchangeRecorder: Sendable {
     func append(_ exchange: RecordedExchange) {
         guard var line = try? encoder.encode(exchange) else { return }
         line.append(UInt8(ascii: "\n"))
-        handle.withLockedValue { try? $0?.write(contentsOf: line) }
+        fd.withLockedValue { fd in
+            guard let fd else { return }
+            line.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { return }
+                    offset += n
+                }
+            }
+        }
     }
 
     func close() {
-        handle.withLockedValue {
-            try? $0?.close()
+        fd.withLockedValue {
+            if let fd = $0 { _ = Glibc.close(fd) }
             $0 = nil
         }
     }

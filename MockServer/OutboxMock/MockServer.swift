@@ -130,7 +130,7 @@ public final class MockServer: Sendable {
     /// `http://127.0.0.1:PORT` — the engine's endpoint; logs go to `baseURL + "/logs?api-version=1.0.0"`.
     public var baseURL: String {
         let host = core.configuration.host
-        return host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
+        return host.utf8.contains(UInt8(ascii: ":")) ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
     }
 
     /// What `GET /_mock/stats` answers.
@@ -168,7 +168,7 @@ public final class MockServer: Sendable {
     /// `file` (pass `#filePath` from a test).
     public static func scenariosDirectory(file: String = #filePath) -> String? {
         let fm = FileManager.default
-        var starts = [fm.currentDirectoryPath, (file as NSString).deletingLastPathComponent]
+        var starts = [fm.currentDirectoryPath, URL(fileURLWithPath: file).deletingLastPathComponent().path]
         if let env = ProcessInfo.processInfo.environment["OUTBOX_FIXTURES"] { starts.insert(env, at: 0) }
         for start in starts {
             var dir = URL(fileURLWithPath: start)

@@ -348,7 +348,7 @@ public struct RequestNumbers: Codable, Sendable, Equatable, CustomStringConverti
     public init(_ text: String) throws {
         var ranges: [(Int, Int?)] = []
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let item = part.trimmingCharacters(in: .whitespaces)
+            let item = part.trimmingSpaceAndTab
             let bounds = item.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
             guard let lower = Int(bounds[0]), lower >= 1 else { throw ScenarioError.badRequests(text) }
             if bounds.count == 1 {
@@ -421,5 +421,19 @@ private func rejectUnknownKeys(_ decoder: Decoder, allowed: [String]) throws {
         throw DecodingError.dataCorrupted(.init(
             codingPath: decoder.codingPath + [key],
             debugDescription: "unknown key \"\(key.stringValue)\" (allowed: \(allowed.joined(separator: ", ")))"))
+    }
+}
+
+extension Substring {
+    /// Foundation's `trimmingCharacters(in: .whitespaces)` without Foundation proper, which the release `outbox`
+    /// (running this mock for its demo) must not link (BENCHMARKS.md, memory).
+    var trimmingSpaceAndTab: Substring {
+        func isSpace(_ c: Character) -> Bool {
+            c.unicodeScalars.allSatisfy { $0.value == 0x09 || $0.properties.generalCategory == .spaceSeparator }
+        }
+        var text = self
+        while let c = text.first, isSpace(c) { text.removeFirst() }
+        while let c = text.last, isSpace(c) { text.removeLast() }
+        return text
     }
 }

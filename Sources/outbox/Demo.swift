@@ -1,12 +1,14 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Outbox
 import OutboxMock
+import Synchronization
 
 /// SPEC X5: the main job on embedded defaults. The mock ingestion server runs in-process with a flaky scenario
 /// (20 % 503s, two lost acknowledgements) and a 5-second outage; a simulated app tracks events through it; a live
 /// line shows progress; the report at the end proves that nothing was lost.
-struct Demo: AsyncParsableCommand {
+struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the main job on embedded defaults (SPEC X5).")
 
     @Option(help: "Seconds the simulated app tracks events.") var seconds: Double = 12
@@ -22,8 +24,13 @@ struct Demo: AsyncParsableCommand {
     ]}
     """#
 
-    func run() async throws {
-        let dir = directory ?? NSTemporaryDirectory() + "outbox-demo-\(getpid())"
+    func run() throws {
+        try runBlocking { try await self.runAsync() }
+    }
+
+    func runAsync() async throws {
+        let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
+        let dir = directory ?? temporary + (temporary.hasSuffix("/") ? "" : "/") + "outbox-demo-\(getpid())"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let path = dir + "/demo.outbox"
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
@@ -52,8 +59,7 @@ struct Demo: AsyncParsableCommand {
         print("store \(path), install \(engine.installID.uuidString.lowercased())\n")
 
         let app = SimulatedApp(engine: engine, rate: rate, seconds: seconds)
-        let appThread = Thread { app.run() }
-        appThread.start()
+        startThread { app.run() }
 
         let start = Date()
         var drained = false
@@ -64,10 +70,11 @@ struct Demo: AsyncParsableCommand {
             let elapsed = Date().timeIntervalSince(start)
             let outage = elapsed >= 4 && elapsed < 9
             let state = status.disabledReason.map { "disabled: \($0)" } ?? (outage ? "server down" : "sending")
-            let line = String(format: "\r%5.1fs  tracked %6d  stored %6d  in flight %4d  delivered %6d  retries %4d  %@     ",
-                              elapsed, app.tracked, status.pendingNormal + status.pendingCritical, status.inFlight,
-                              stats.logsUnique, status.retries, state)
-            FileHandle.standardOutput.write(Data(line.utf8))
+            let line = cFormat("\r%5.1fs  tracked %6d  stored %6d  in flight %4d  delivered %6d  retries %4d  ",
+                               elapsed, app.tracked, status.pendingNormal + status.pendingCritical, status.inFlight,
+                               stats.logsUnique, status.retries) + state + "     "
+            print(line, terminator: "")
+            fflush(nil)
             drained = app.done && status.pendingNormal + status.pendingCritical + status.inFlight == 0
             if elapsed > seconds + 120 { break }
         }
@@ -94,8 +101,7 @@ final class SimulatedApp: @unchecked Sendable {
     let engine: OutboxEngine
     let rate: Double
     let seconds: Double
-    private let lock = NSLock()
-    private var counts = (tracked: 0, critical: 0, rejected: 0, done: false)
+    private let counts = Mutex((tracked: 0, critical: 0, rejected: 0, done: false))
 
     init(engine: OutboxEngine, rate: Double, seconds: Double) {
         self.engine = engine
@@ -103,10 +109,10 @@ final class SimulatedApp: @unchecked Sendable {
         self.seconds = seconds
     }
 
-    var tracked: Int { lock.withLock { counts.tracked } }
-    var critical: Int { lock.withLock { counts.critical } }
-    var rejected: Int { lock.withLock { counts.rejected } }
-    var done: Bool { lock.withLock { counts.done } }
+    var tracked: Int { counts.withLock { $0.tracked } }
+    var critical: Int { counts.withLock { $0.critical } }
+    var rejected: Int { counts.withLock { $0.rejected } }
+    var done: Bool { counts.withLock { $0.done } }
 
     func run() {
         let screens = ["home", "search", "product", "cart", "checkout"]
@@ -120,12 +126,12 @@ final class SimulatedApp: @unchecked Sendable {
                 try engine.trackEvent(purchase ? "purchase" : "Shop>View>\(screens[n % screens.count])",
                                       properties: ["i": .int(Int64(n)), "price": 9.99, "sku": .string("A-\(n % 37)")],
                                       flags: purchase ? .critical : .normal)
-                lock.withLock { counts.tracked += 1; if purchase { counts.critical += 1 } }
+                counts.withLock { $0.tracked += 1; if purchase { $0.critical += 1 } }
             } catch {
-                lock.withLock { counts.rejected += 1 }
+                counts.withLock { $0.rejected += 1 }
             }
             n += 1
         }
-        lock.withLock { counts.done = true }
+        counts.withLock { $0.done = true }
     }
 }

@@ -1,9 +1,10 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Outbox
 
 /// SPEC X3: tracks N events and prints what happened as one JSON object.
-struct Emit: AsyncParsableCommand {
+struct Emit: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Track N events into a store (SPEC X3). Without --endpoint it only stores.")
 
@@ -39,14 +40,18 @@ struct Emit: AsyncParsableCommand {
         guard let retryIntervals else { return nil }
         if retryIntervals.isEmpty { return [] }
         return try retryIntervals.split(separator: ",").map { part in
-            guard let seconds = Double(part.trimmingCharacters(in: .whitespaces)), seconds >= 0 else {
+            guard let seconds = Double(part.trimmingSpaceAndTab), seconds >= 0 else {
                 throw ValidationError("--retry-intervals takes seconds separated by commas, got '\(retryIntervals)'")
             }
             return .milliseconds(Int64(seconds * 1000))
         }
     }
 
-    func run() async throws {
+    func run() throws {
+        try runBlocking { try await self.runAsync() }
+    }
+
+    func runAsync() async throws {
         var configuration = Configuration(storePath: store)
         configuration.testingAllowsValuesBelowBounds = testing
         // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
@@ -76,7 +81,7 @@ struct Emit: AsyncParsableCommand {
         var index = 0
         while remaining > 0 && padding.count < 19 {
             let size = min(remaining, 125)
-            padding[String(format: "pad%02d", index)] = .string(String(repeating: "x", count: size))
+            padding[cFormat("pad%02d", index)] = .string(String(repeating: "x", count: size))
             remaining -= size
             index += 1
         }
@@ -96,7 +101,7 @@ struct Emit: AsyncParsableCommand {
                 tracked += 1
             } catch {
                 rejected += 1
-                if rejected == 1 { FileHandle.standardError.write(Data("outbox emit: \(error)\n".utf8)) }
+                if rejected == 1 { writeStandardError("outbox emit: \(error)\n") }
             }
         }
         await engine.persisted()

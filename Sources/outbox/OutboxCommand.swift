@@ -1,9 +1,11 @@
 import ArgumentParser
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Outbox
 
 @main
-struct OutboxCommand: AsyncParsableCommand {
+struct OutboxCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbox",
         abstract: "Outbox: durable analytics logs in SQLite, delivered in batches.",
@@ -21,7 +23,7 @@ func printJSON(_ object: [(String, Any?)]) {
         case let text as String: rendered = jsonString(text)
         case let flag as Bool: rendered = flag ? "true" : "false"
         case let number as Int: rendered = String(number)
-        case let number as Double: rendered = String(format: "%.3f", number)
+        case let number as Double: rendered = cFormat("%.3f", number)
         default: rendered = jsonString("\(value!)")
         }
         parts.append("\(jsonString(key)):\(rendered)")
@@ -36,11 +38,79 @@ func jsonString(_ text: String) -> String {
         case "\"": out += "\\\""
         case "\\": out += "\\\\"
         case "\n": out += "\\n"
-        case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+        case _ where scalar.value < 0x20: out += cFormat("\\u%04x", scalar.value)
         default: out.unicodeScalars.append(scalar)
         }
     }
     return out + "\""
+}
+
+/// printf-style formatting of numbers by libc. Foundation's `String(format:)` would link Foundation proper, and
+/// with it CoreFoundation and ICU, whose start-up alone costs every `outbox` process ~4 MB (BENCHMARKS.md,
+/// memory): the CLI imports FoundationEssentials only.
+func cFormat(_ format: String, _ arguments: CVarArg...) -> String {
+    let length = withVaList(arguments) { vsnprintf(nil, 0, format, $0) }
+    guard length > 0 else { return "" }
+    var buffer = [CChar](repeating: 0, count: Int(length) + 1)
+    _ = withVaList(arguments) { vsnprintf(&buffer, buffer.count, format, $0) }
+    return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+extension Substring {
+    /// Foundation's `trimmingCharacters(in: .whitespaces)` (tab and the space separators), without Foundation.
+    var trimmingSpaceAndTab: Substring {
+        func isSpace(_ c: Character) -> Bool {
+            c.unicodeScalars.allSatisfy { $0.value == 0x09 || $0.properties.generalCategory == .spaceSeparator }
+        }
+        var text = self
+        while let c = text.first, isSpace(c) { text.removeFirst() }
+        while let c = text.last, isSpace(c) { text.removeLast() }
+        return text
+    }
+}
+
+func writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            offset += n
+        }
+    }
+}
+
+/// Runs `body` on a new detached thread (Foundation's `Thread` without Foundation).
+func startThread(_ body: @escaping () -> Void) {
+    final class Body { let run: () -> Void; init(_ run: @escaping () -> Void) { self.run = run } }
+    let context = Unmanaged.passRetained(Body(body)).toOpaque()
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, nil, { context in
+        Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+        return nil
+    }, context)
+    precondition(rc == 0, "outbox: pthread_create failed (\(rc))")
+    pthread_detach(thread)
+}
+
+/// Runs async work to its end while the calling thread waits. The commands are synchronous and call this: with
+/// an async `main`, Swift parks the main thread in `dispatch_main()`, whose `pthread_exit` unwinds the main
+/// thread's stack through the unwind tables (~0.5 MB of every `outbox` process, BENCHMARKS.md, memory).
+func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let outcome = Outcome<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do { outcome.result = .success(try await body()) } catch { outcome.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    return try outcome.result!.get()
+}
+
+private final class Outcome<T>: @unchecked Sendable {
+    var result: Result<T, Error>?
 }
 
 struct CLIError: Error, CustomStringConvertible {

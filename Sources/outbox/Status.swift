@@ -1,14 +1,17 @@
 import ArgumentParser
-import Foundation
 import Outbox
 
 /// SPEC X4: reads a store (also while an engine runs on it) and prints its state as JSON.
-struct Status: AsyncParsableCommand {
+struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the state of a store as JSON (SPEC X4).")
 
     @Option(help: "The SQLite store file.") var store: String
 
-    func run() async throws {
+    func run() throws {
+        try runBlocking { try await self.runAsync() }
+    }
+
+    func runAsync() async throws {
         let report: StoreReport
         do {
             report = try StoreReport.read(path: store)

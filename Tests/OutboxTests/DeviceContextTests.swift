@@ -55,6 +55,25 @@ struct DeviceContextTests {
         #expect(device.sources["model"] == "/proc/cpuinfo model name + uname(2) machine")
     }
 
+    // SPEC A10: the offset comes from libc (the release CLI does not link ICU); it is the one Foundation reads.
+    @Test func theTimeZoneOffsetIsTheSystemOne() {
+        let zone = DeviceContext.localTimeZone()
+        #expect(zone.offsetMinutes == TimeZone.current.secondsFromGMT() / 60)
+        #expect(DeviceContext.collect().sources["timeZoneOffset"]?.hasPrefix("localtime_r(3)") == true)
+    }
+
+    // The trimming that replaced Foundation's CharacterSet (the release CLI does not link Foundation proper).
+    @Test func trimmingMatchesFoundation() {
+        let samples = [" x ", "\tProduct Name\n", "\u{00A0}a b\u{2003}", "\r\n", "", "  ", "\u{85}v\u{2028}", "a\u{0}",
+                       "\u{0}\u{0}FIRECK\u{0}", " é\u{301} "]
+        for text in samples {
+            #expect(text.trimmed == text.trimmingCharacters(in: .whitespacesAndNewlines), "\(Array(text.unicodeScalars))")
+            #expect(text.trimming(\.isSpaceOrTab) == text.trimmingCharacters(in: .whitespaces), "\(Array(text.unicodeScalars))")
+            #expect(text.trimmedWithNUL == text.trimmingCharacters(in: CharacterSet.whitespacesAndNewlines
+                .union(CharacterSet(charactersIn: "\u{0}"))), "\(Array(text.unicodeScalars))")
+        }
+    }
+
     @Test func cpuVendorsAreNamedByTheirMaker() {
         #expect(DeviceContext.parseCPUInfo("vendor_id : GenuineIntel\nmodel name : Xeon\n") == ("Xeon", "Intel"))
         #expect(DeviceContext.parseCPUInfo("Hardware : BCM2835\n") == ("BCM2835", nil))

@@ -63,8 +63,9 @@ public struct DeviceContext: Sendable, Equatable {
             }
         }
         if context.sources["locale"] == nil { context.sources["locale"] = "default (C/POSIX locale)" }
-        context.timeZoneOffset = TimeZone.current.secondsFromGMT() / 60
-        context.sources["timeZoneOffset"] = "TimeZone.current (\(TimeZone.current.identifier))"
+        let zone = localTimeZone()
+        context.timeZoneOffset = zone.offsetMinutes
+        context.sources["timeZoneOffset"] = "localtime_r(3) (\(zone.source))"
         return context
     }
 
@@ -123,13 +124,34 @@ public struct DeviceContext: Sendable, Equatable {
         }
     }
 
+    /// The offset from UTC now, in minutes, as libc reads it ($TZ, else /etc/localtime; Foundation's
+    /// `TimeZone.current` reads the same, through ICU, which the release `outbox` does not link). `tzset()`
+    /// re-reads a changed /etc/localtime, so that the minute-by-minute refresh sees a new zone.
+    static func localTimeZone() -> (offsetMinutes: Int, source: String) {
+        tzset()
+        var now = time(nil)
+        var local = tm()
+        guard localtime_r(&now, &local) != nil else { return (0, "failed: UTC") }
+        let name = local.tm_zone.map { String(cString: $0) } ?? "?"
+        let origin = getenv("TZ").map { "$TZ=" + String(cString: $0) } ?? "/etc/localtime"
+        return (local.tm_gmtoff / 60, "\(origin), \(name)")
+    }
+
     /// Bytes 10–15 of an ACPI table header: the OEM that built the firmware (`DELL  `, `LENOVO`, `FIRECK`).
     /// The tables are readable by root only; otherwise nil.
     static func acpiOEMID(_ path: String) -> String? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        guard let header = try? handle.read(upToCount: 16), header.count == 16 else { return nil }
-        let oem = String(decoding: header[header.startIndex + 10..<header.startIndex + 16], as: UTF8.self).trimmedWithNUL
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 16)
+        var got = 0
+        while got < header.count {
+            let n = header.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, $0.count - got) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            got += n
+        }
+        let oem = String(decoding: header[10..<16], as: UTF8.self).trimmedWithNUL
         return oem.isEmpty || !oem.allSatisfy({ $0.isASCII && !$0.isNewline }) ? nil : oem
     }
 
@@ -138,8 +160,8 @@ public struct DeviceContext: Sendable, Equatable {
         var model: String?, vendor: String?
         for line in text.split(separator: "\n") {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            let key = line[..<colon].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let key = line[..<colon].trimming(\.isSpaceOrTab)
+            let value = line[line.index(after: colon)...].trimming(\.isSpaceOrTab)
             guard !value.isEmpty else { continue }
             if model == nil && (key == "model name" || key == "Model" || key == "Hardware") { model = value }
             if vendor == nil && key == "vendor_id" {
@@ -175,9 +197,7 @@ public enum OutboxVersion {
 }
 
 extension String {
-    var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+    var trimmed: String { trimming(\.isSpaceOrNewline) }
     /// Also drops NUL bytes (device-tree strings end with one; ACPI ids are padded with them).
-    var trimmedWithNUL: String {
-        trimmingCharacters(in: CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: "\u{0}")))
-    }
+    var trimmedWithNUL: String { trimming { $0.value == 0 || $0.isSpaceOrNewline } }
 }

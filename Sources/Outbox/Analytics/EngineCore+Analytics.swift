@@ -68,7 +68,6 @@ extension EngineCore {
     /// switch, an OS upgrade or (without a watcher) another network type reach the next logs. The host's
     /// overrides (country code) stay.
     func refreshDeviceContext() {
-        NSTimeZone.resetSystemTimeZone()
         var fresh = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                           appNamespace: configuration.appNamespace)
         fresh.countryCode = device.countryCode

@@ -17,7 +17,7 @@ public enum RunMode: @unchecked Sendable {
 final class EventLoop: @unchecked Sendable {
     let raw: UnsafeMutablePointer<uv_loop_t>
     let isHosted: Bool
-    private var thread: Thread?
+    private var threadStarted = false
     private let finished = DispatchSemaphore(value: 0)
     /// `uv_loop_close`'s result after a dedicated loop stopped (0 = no handle leaked).
     private(set) var closeResult: Int32?
@@ -47,9 +47,12 @@ final class EventLoop: @unchecked Sendable {
     func startThread(name: String) {
         guard !isHosted else { return }
         let started = DispatchSemaphore(value: 0)
-        let thread = Thread { [self] in
+        threadStarted = true
+        // A plain pthread, not Foundation's `Thread`: the release `outbox` must not link Foundation proper
+        // (BENCHMARKS.md, memory).
+        startDetachedThread(stackSize: 1 << 20) { [self] in
             self.loopThread = pthread_self()
-            // The kernel's name (top -H, perf, /proc): Foundation's Thread.name does not set it on Linux.
+            // The kernel's name (top -H, perf, /proc).
             outbox_set_thread_name(name)
             started.signal()
             uv_run(self.raw, UV_RUN_DEFAULT)
@@ -58,23 +61,19 @@ final class EventLoop: @unchecked Sendable {
             self.raw.deallocate()
             self.finished.signal()
         }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        self.thread = thread
-        thread.start()
         // The loop thread's id must be known before any caller asks `isOnLoopThread`.
         started.wait()
     }
 
     /// Waits for the dedicated loop thread to end (after every handle was closed).
     func joinThread() {
-        guard !isHosted, thread != nil else { return }
+        guard !isHosted, threadStarted else { return }
         finished.wait()
-        thread = nil
+        threadStarted = false
     }
 
     var isOnLoopThread: Bool {
-        if !isHosted && thread == nil { return false }
+        if !isHosted && !threadStarted { return false }
         return pthread_equal(pthread_self(), loopThread) != 0
     }
 
@@ -176,4 +175,21 @@ final class LoopAsync: LoopHandle {
 
     /// Callers must make sure `close` cannot run concurrently (the intake calls this under its lock).
     func send() { uv_async_send(async) }
+}
+
+/// Runs `body` on a new detached thread with the given stack size.
+private func startDetachedThread(stackSize: Int, _ body: @escaping () -> Void) {
+    final class Body { let run: () -> Void; init(_ run: @escaping () -> Void) { self.run = run } }
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    pthread_attr_setstacksize(&attributes, stackSize)
+    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+    let context = Unmanaged.passRetained(Body(body)).toOpaque()
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, &attributes, { context in
+        Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+        return nil
+    }, context)
+    precondition(rc == 0, "outbox: pthread_create failed (\(rc)) for the loop thread")
 }

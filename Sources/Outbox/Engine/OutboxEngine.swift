@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// The engine an app embeds: it records analytics logs durably in SQLite (and, with delivery configured, sends
 /// them in batches). Every public method may be called from any thread; none blocks on disk or network, except
@@ -304,13 +305,9 @@ public enum Reachability: Sendable, Equatable {
 }
 
 /// A flag that lets exactly one of several racing callers through.
-final class OnceFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
+final class OnceFlag: Sendable {
+    private let done = Atomic<Bool>(false)
     func claim() -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        if done { return false }
-        done = true
-        return true
+        done.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
     }
 }

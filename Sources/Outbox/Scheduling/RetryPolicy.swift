@@ -56,8 +56,8 @@ struct RetryPolicy: Sendable, Equatable {
 
     /// Parses `Retry-After` (delta seconds or an HTTP date) and `x-ms-retry-after-ms` into milliseconds from `nowMs`.
     static func retryAfterMs(retryAfter: String?, msRetryAfter: String?, nowMs: Int64) -> Int64? {
-        if let text = msRetryAfter?.trimmingCharacters(in: .whitespaces), let ms = Int64(text), ms >= 0 { return ms }
-        guard let text = retryAfter?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+        if let text = msRetryAfter?.trimming(\.isSpaceOrTab), let ms = Int64(text), ms >= 0 { return ms }
+        guard let text = retryAfter?.trimming(\.isSpaceOrTab), !text.isEmpty else { return nil }
         if let seconds = Int64(text), seconds >= 0 { return seconds * 1000 }
         if let dateMs = HTTPDate.parse(text) { return max(0, dateMs - nowMs) }
         return nil
