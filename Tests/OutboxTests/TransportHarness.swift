@@ -28,7 +28,7 @@ final class TransportHarness: @unchecked Sendable {
         self.jobs = jobs
         wake = LoopAsync(loop: loop) { jobs.drain() }
         jobs.wake = wake
-        loop.startThread(name: "transport-test-loop")
+        try loop.startThread(name: "transport-test-loop")
     }
 
     /// Runs `body` on the loop thread.

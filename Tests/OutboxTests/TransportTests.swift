@@ -363,7 +363,7 @@ struct TransportTests {
         let jobs = JobQueue()
         jobs.wake = LoopAsync(loop: loop) { jobs.drain() }
         let holder = TransportHolder(try Transport(loop: loop, options: TransportHarness.options()))
-        loop.startThread(name: "transport-test-release")
+        try loop.startThread(name: "transport-test-release")
         let results = ResultBox()
         let request = post(server, "/hang")
 

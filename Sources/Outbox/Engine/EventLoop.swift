@@ -44,13 +44,14 @@ final class EventLoop: @unchecked Sendable {
 
     /// Starts the dedicated thread (no-op in host mode). Handles created before this are registered on a loop
     /// that is not running yet, which libuv allows from any thread.
-    func startThread(name: String) {
+    /// Throws if the system refuses a thread (resource exhaustion): the caller then closes its handles and calls
+    /// `runHereUntilClosed`.
+    func startThread(name: String) throws(OutboxError) {
         guard !isHosted else { return }
         let started = DispatchSemaphore(value: 0)
-        threadStarted = true
         // A plain pthread, not Foundation's `Thread`: the release `outbox` must not link Foundation proper
         // (BENCHMARKS.md, memory).
-        startDetachedThread(stackSize: 1 << 20) { [self] in
+        let rc = startDetachedThread(stackSize: 1 << 20) { [self] in
             self.loopThread = pthread_self()
             // The kernel's name (top -H, perf, /proc).
             outbox_set_thread_name(name)
@@ -61,8 +62,21 @@ final class EventLoop: @unchecked Sendable {
             self.raw.deallocate()
             self.finished.signal()
         }
+        guard rc == 0 else {
+            throw .io(path: "pthread_create", message: "no thread for the engine's loop: \(String(cString: strerror(rc)))")
+        }
+        threadStarted = true
         // The loop thread's id must be known before any caller asks `isOnLoopThread`.
         started.wait()
+    }
+
+    /// After a failed `startThread`, once every handle was closed: runs the close callbacks on this thread, then
+    /// closes and frees the loop.
+    func runHereUntilClosed() {
+        guard !isHosted, !threadStarted else { return }
+        uv_run(raw, UV_RUN_DEFAULT)
+        closeResult = uv_loop_close(raw)
+        raw.deallocate()
     }
 
     /// Waits for the dedicated loop thread to end (after every handle was closed).
@@ -177,8 +191,8 @@ final class LoopAsync: LoopHandle {
     func send() { uv_async_send(async) }
 }
 
-/// Runs `body` on a new detached thread with the given stack size.
-private func startDetachedThread(stackSize: Int, _ body: @escaping () -> Void) {
+/// Runs `body` on a new detached thread with the given stack size; returns `pthread_create`'s result.
+private func startDetachedThread(stackSize: Int, _ body: @escaping () -> Void) -> Int32 {
     final class Body { let run: () -> Void; init(_ run: @escaping () -> Void) { self.run = run } }
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)
@@ -188,8 +202,9 @@ private func startDetachedThread(stackSize: Int, _ body: @escaping () -> Void) {
     let context = Unmanaged.passRetained(Body(body)).toOpaque()
     var thread = pthread_t()
     let rc = pthread_create(&thread, &attributes, { context in
-        Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+        if let context { Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run() }
         return nil
     }, context)
-    precondition(rc == 0, "outbox: pthread_create failed (\(rc)) for the loop thread")
+    if rc != 0 { Unmanaged<Body>.fromOpaque(context).release() }
+    return rc
 }

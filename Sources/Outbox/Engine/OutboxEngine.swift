@@ -66,8 +66,15 @@ public final class OutboxEngine: @unchecked Sendable {
         try core.start(installID: installID)
         // SPEC A1, A5: the first item of the queue — the session (and `$AppStart`) precede every log of the host.
         try? intake.submit(.analytics(.engineStarted(Moment.now(configuration.clock))), urgent: false)
-        loop.startThread(name: "outbox-loop")
         pthread_mutex_init(&shutdownLock, nil)
+        do {
+            try loop.startThread(name: "outbox-loop")
+        } catch {
+            // No thread for the loop (resource exhaustion): close what was opened, here, and say so.
+            core.stop()
+            loop.runHereUntilClosed()
+            throw error
+        }
         logger.info("engine started", metadata: ["outbox.store": "\(configuration.storePath)"])
     }
 
