@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 import Outbox
+import OutboxMock
 
 /// SPEC X3: tracks N events and prints what happened as one JSON object.
 struct Emit: ParsableCommand {

@@ -56,19 +56,6 @@ func cFormat(_ format: String, _ arguments: CVarArg...) -> String {
     return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
-extension Substring {
-    /// Foundation's `trimmingCharacters(in: .whitespaces)` (tab and the space separators), without Foundation.
-    var trimmingSpaceAndTab: Substring {
-        func isSpace(_ c: Character) -> Bool {
-            c.unicodeScalars.allSatisfy { $0.value == 0x09 || $0.properties.generalCategory == .spaceSeparator }
-        }
-        var text = self
-        while let c = text.first, isSpace(c) { text.removeFirst() }
-        while let c = text.last, isSpace(c) { text.removeLast() }
-        return text
-    }
-}
-
 func writeStandardError(_ text: String) {
     var text = text
     text.withUTF8 { bytes in

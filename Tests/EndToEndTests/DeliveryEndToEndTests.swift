@@ -351,8 +351,10 @@ struct DeliveryEndToEndTests {
         try track(engine, count: 30)
         let start = wallMs()
         await engine.shutdown(drainFor: .milliseconds(500))
-        // The hung requests were cancelled, not waited for (their timeout is 60 s).
-        #expect(wallMs() - start < 20_000)
+        // The hung requests were cancelled, not waited for (their timeout is 60 s). The bound stays well below 60 s
+        // but is not tight: this task resumes on one of the test runner's 2 shared threads, which the long
+        // blocking tests (crash children, namespaces) can hold for many seconds (20.9 s seen under load).
+        #expect(wallMs() - start < 45_000)
         #expect(engine.dedicatedLoopCloseResult == 0)
         let report = try StoreReport.read(path: dir.store)
         #expect(report.pendingNormal + report.pendingCritical == 30)
