@@ -4,6 +4,38 @@ import Testing
 
 /// The store file: permissions, the lock, the schema version, corruption, read-only inspection.
 struct LogStoreFileTests {
+    // SPEC S1 (migrates forward), C9: a version-1 store kept its leases in `logs.batch`. Read as it is, its
+    // in-flight row counts as in flight; opened by the engine, it is migrated to the lease table and, as at every
+    // open, the row is pending again and claimable.
+    @Test func aVersionOneStoreWithALeaseMigratesAndItsRowIsPendingAgain() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        do {
+            let db = try Database(path: path)
+            defer { db.close() }
+            try db.exec("PRAGMA journal_mode = WAL")
+            _ = try Migrator(Array(LogSchema.migrator.migrations.prefix(1))).migrate(db)
+            #expect(try db.userVersion == 1)
+            try db.execute("""
+                INSERT INTO logs (seq, priority, batch, wall_ms, mono_ns, boot, context, id, payload)
+                VALUES (1, 0, 7, ?, 0, 0, 0, x'00112233445566778899aabbccddeeff', '{"name":"v1"}')
+                """, [.integer(Fixture.baseWallMs)])
+        }
+        #expect(try LogStore.inspect(path: path).counts.inFlight == 1)
+
+        let store = try Fixture.open(path)
+        defer { store.close() }
+        #expect(try store.db.userVersion == 2)
+        let counts = try store.counts()
+        #expect(counts.inFlight == 0 && counts.pendingNormal == 1)
+        let batch = try #require(try store.claim(limit: 10, nowMs: Fixture.baseWallMs))
+        #expect(batch.logs.map(\.seq) == [1])
+        #expect(try store.counts().inFlight == 1)
+        #expect(try store.complete(batchID: batch.batchID) == 1)
+        #expect(try store.counts().inFlight == 0 && store.counts().pendingNormal == 0)
+    }
+
     // SPEC S1: the database and every file beside it are created 0600.
     @Test func filesAreCreatedOwnerOnly() throws {
         let dir = TempDirectory()
@@ -90,7 +122,7 @@ struct LogStoreFileTests {
         let tables = try store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
         var names: [String] = []
         while try tables.step() { names.append(tables.string(at: 0)) }
-        #expect(names == ["contexts", "dead_letters", "event_names", "logs", "meta"])
+        #expect(names == ["contexts", "dead_letters", "event_names", "in_flight", "logs", "meta"])
         _ = try store.append([Fixture.log(1)])
         store.close()
 

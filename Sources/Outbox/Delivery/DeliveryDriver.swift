@@ -36,6 +36,9 @@ final class DeliveryDriver {
     /// A batch holding a lease, or a part of one being bisected (SPEC R1 413/400).
     private struct Flight {
         var logs: [StoredLog]
+        /// The store's lease of a whole claimed batch (nil for the parts of a bisected one): deleting by lease is
+        /// one statement rather than one per log.
+        var batchID: Int64? = nil
         var transfer: TransferID?
         var dispatchWaiters: [(DispatchResult) -> Void] = []
     }
@@ -199,7 +202,7 @@ final class DeliveryDriver {
             nextKey += 1
             scheduler.claimed(key, normal: batch.logs.count - critical, critical: critical,
                               exhausted: batch.logs.count < configuration.batchSize)
-            var flight = Flight(logs: batch.logs)
+            var flight = Flight(logs: batch.logs, batchID: batch.batchID)
             flight.dispatchWaiters = pendingDispatchWaiters
             pendingDispatchWaiters = []
             flights[key] = flight
@@ -273,7 +276,7 @@ final class DeliveryDriver {
                 // deleted. They stay marked in flight until then, so the claim cannot take them again.
                 flights[key] = nil
                 pump()
-                try store.complete(seqs: seqs)
+                if let batchID = flight.batchID { try store.complete(batchID: batchID) } else { try store.complete(seqs: seqs) }
                 counters.delivered += seqs.count
                 flight.dispatchWaiters.forEach { $0(.good) }
             case .split, .refuse:

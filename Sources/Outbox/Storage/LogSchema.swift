@@ -5,8 +5,12 @@
 /// `batch`, `next_attempt_ms`) come first and `payload` last — filtering never reads an overflow page.
 ///
 /// Indexes are partial so that the common insert (a pending normal log) touches none of them: `logs_critical`
-/// holds critical rows only (C4: claimed first), `logs_in_flight` holds claimed rows only (C9). Pending normal
-/// rows are found in rowid (= `seq`) order, which is the order C4 asks for.
+/// holds critical rows only (C4: claimed first). Pending normal rows are found in rowid (= `seq`) order, which is
+/// the order C4 asks for.
+///
+/// Leases (C9) live in their own small table, `in_flight(seq, batch)`, since version 2. Marking a batch used to
+/// UPDATE each claimed row, and SQLite rewrites a whole record on UPDATE: with ~500-byte rows that made the claim
+/// the most expensive step of delivery (BENCHMARKS.md). `logs.batch` is unused since then.
 enum LogSchema {
     static let migrator = Migrator([
         Migration(version: 1, name: "initial schema") { (db: Database) throws(OutboxError) in
@@ -41,9 +45,21 @@ enum LogSchema {
                 CREATE TABLE contexts (id INTEGER PRIMARY KEY, json BLOB NOT NULL);
                 """)
         },
+        Migration(version: 2, name: "leases in their own table") { (db: Database) throws(OutboxError) in
+            try db.exec("""
+                CREATE TABLE in_flight (seq INTEGER PRIMARY KEY, batch INTEGER NOT NULL);
+                CREATE INDEX in_flight_batch ON in_flight(batch);
+                INSERT INTO in_flight (seq, batch) SELECT seq, batch FROM logs WHERE batch IS NOT NULL;
+                UPDATE logs SET batch = NULL WHERE batch IS NOT NULL;
+                DROP INDEX logs_in_flight;
+                """)
+        },
     ])
 
     static var version: Int { migrator.latestVersion }
+
+    /// Leases whose rows were deleted some other way (evicted, expired, dead-lettered) are dropped with this.
+    static let forgetDeletedLeases = "DELETE FROM in_flight WHERE seq NOT IN (SELECT seq FROM logs)"
 
     static let insertLog = """
         INSERT INTO logs (seq, priority, wall_ms, mono_ns, boot, context, id, payload)
@@ -58,25 +74,27 @@ enum LogSchema {
     static func claimable(_ priority: Priority) -> String {
         """
         SELECT \(logColumns) FROM logs
-        WHERE priority = \(priority.rawValue) AND batch IS NULL AND next_attempt_ms <= ?
+        WHERE priority = \(priority.rawValue) AND next_attempt_ms <= ? AND seq NOT IN (SELECT seq FROM in_flight)
         ORDER BY seq LIMIT ?
         """
     }
 
     static func evictablePending(_ priority: Priority) -> String {
-        "SELECT seq, length(payload) FROM logs WHERE priority = \(priority.rawValue) AND batch IS NULL ORDER BY seq"
+        """
+        SELECT seq, length(payload) FROM logs
+        WHERE priority = \(priority.rawValue) AND seq NOT IN (SELECT seq FROM in_flight) ORDER BY seq
+        """
     }
 
-    // Left to itself the planner walks the whole table in seq order here; the in-flight rows are few (at most
-    // a few batches), so reading them through their index and sorting is far cheaper.
+    // The in-flight rows are few (at most a few batches): read through the lease table.
     static func evictableInFlight(_ priority: Priority) -> String {
         """
-        SELECT seq, length(payload) FROM logs INDEXED BY logs_in_flight
-        WHERE batch IS NOT NULL AND priority = \(priority.rawValue) ORDER BY seq
+        SELECT logs.seq, length(logs.payload) FROM in_flight JOIN logs ON logs.seq = in_flight.seq
+        WHERE logs.priority = \(priority.rawValue) ORDER BY logs.seq
         """
     }
 
     static func deletePendingThrough(_ priority: Priority) -> String {
-        "DELETE FROM logs WHERE priority = \(priority.rawValue) AND batch IS NULL AND seq <= ?"
+        "DELETE FROM logs WHERE priority = \(priority.rawValue) AND seq <= ? AND seq NOT IN (SELECT seq FROM in_flight)"
     }
 }

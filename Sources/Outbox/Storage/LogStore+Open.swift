@@ -49,6 +49,10 @@ extension LogStore {
             // loss may roll back the commits since the last WAL sync but never corrupts. FULL would sync on
             // every commit (DESIGN: ~56k vs ~6k commits/s).
             try db.exec("PRAGMA synchronous = NORMAL")
+            // Debian builds SQLite with SECURE_DELETE, which overwrites every deleted row with zeros: for a
+            // delivered log that is work without a purpose (~2 300 instructions per log, BENCHMARKS.md). When the
+            // user opts out (T6), `deleteAllLogs` rebuilds the file, which scrubs the free pages anyway.
+            try db.exec("PRAGMA secure_delete = OFF")
             try quickCheck(db)
             try LogSchema.migrator.migrate(db)
             return db
@@ -116,7 +120,8 @@ extension LogStore {
             // C9, S6: whatever was in flight when the last process stopped is sent again; and the retry
             // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
             // in the old process's clock anyway.
-            try db.execute("UPDATE logs SET batch = NULL, next_attempt_ms = 0 WHERE batch IS NOT NULL OR next_attempt_ms <> 0")
+            try db.execute("DELETE FROM in_flight")
+            try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
         }
         baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
         try loadCounters()

@@ -170,10 +170,10 @@ final class LogStore {
                 }
                 guard !logs.isEmpty else { return nil }
                 let batchID = lastBatchID + 1
-                let mark = try db.cachedStatement("UPDATE logs SET batch = ? WHERE seq = ?")
+                let mark = try db.cachedStatement("INSERT INTO in_flight (seq, batch) VALUES (?, ?)")
                 for log in logs {
-                    try mark.bind(batchID, at: 1)
-                    try mark.bind(log.seq, at: 2)
+                    try mark.bind(log.seq, at: 1)
+                    try mark.bind(batchID, at: 2)
                     try mark.run()
                 }
                 try writeMeta(Self.lastBatchKey, String(batchID))
@@ -188,8 +188,12 @@ final class LogStore {
     @discardableResult
     func complete(batchID: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
-            try db.execute("DELETE FROM logs WHERE batch = ?", [.integer(batchID)])
-            let deleted = db.changes
+            let deleted = try db.transaction { () throws(OutboxError) -> Int in
+                try db.execute("DELETE FROM logs WHERE seq IN (SELECT seq FROM in_flight WHERE batch = ?)", [.integer(batchID)])
+                let deleted = db.changes
+                try db.execute("DELETE FROM in_flight WHERE batch = ?", [.integer(batchID)])
+                return deleted
+            }
             logCount -= deleted
             return deleted
         }
@@ -202,11 +206,14 @@ final class LogStore {
         return try guarded { () throws(OutboxError) -> Int in
             try db.transaction { () throws(OutboxError) -> Int in
                 let delete = try db.cachedStatement("DELETE FROM logs WHERE seq = ?")
+                let unlease = try db.cachedStatement("DELETE FROM in_flight WHERE seq = ?")
                 var deleted = 0
                 for seq in seqs {
                     try delete.bind(seq, at: 1)
                     try delete.run()
                     deleted += db.changes
+                    try unlease.bind(seq, at: 1)
+                    try unlease.run()
                 }
                 logCount -= deleted
                 return deleted
@@ -219,9 +226,11 @@ final class LogStore {
     func release(batchID: Int64, nextAttemptMs: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
             try withRoom(bytes: 4 * pageSize) { () throws(OutboxError) -> Int in
-                try db.execute("UPDATE logs SET batch = NULL, next_attempt_ms = ? WHERE batch = ?",
+                try db.execute("UPDATE logs SET next_attempt_ms = ? WHERE seq IN (SELECT seq FROM in_flight WHERE batch = ?)",
                                [.integer(nextAttemptMs), .integer(batchID)])
-                return db.changes
+                let released = db.changes
+                try db.execute("DELETE FROM in_flight WHERE batch = ?", [.integer(batchID)])
+                return released
             }
         }
     }
@@ -232,13 +241,16 @@ final class LogStore {
         guard !seqs.isEmpty else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
             try withRoom(bytes: 16 * seqs.count) { () throws(OutboxError) -> Int in
-                let update = try db.cachedStatement("UPDATE logs SET batch = NULL, next_attempt_ms = ? WHERE seq = ?")
+                let update = try db.cachedStatement("UPDATE logs SET next_attempt_ms = ? WHERE seq = ?")
+                let unlease = try db.cachedStatement("DELETE FROM in_flight WHERE seq = ?")
                 var released = 0
                 for seq in seqs {
                     try update.bind(nextAttemptMs, at: 1)
                     try update.bind(seq, at: 2)
                     try update.run()
                     released += db.changes
+                    try unlease.bind(seq, at: 1)
+                    try unlease.run()
                 }
                 return released
             }
@@ -262,6 +274,7 @@ final class LogStore {
         let expired = try db.transaction { () throws(OutboxError) -> Int in
             try db.execute("DELETE FROM logs WHERE wall_ms < ?", [.integer(cutoff)])
             let deleted = db.changes
+            if deleted > 0 { try db.execute(LogSchema.forgetDeletedLeases) }
             minWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
             return deleted
         }
@@ -286,8 +299,10 @@ final class LogStore {
             var counts = StoreCounts()
             let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
             let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
-            let inFlight = try db.cachedStatement(
-                "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL")
+            // Version 1 (a store an older engine wrote, read by `inspect` without migrating) kept leases in `logs`.
+            let inFlight = try db.cachedStatement(try db.userVersion >= 2
+                ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
+                : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL")
             defer { inFlight.reset() }
             var inFlightTotal = 0
             var inFlightCritical = 0
@@ -360,6 +375,7 @@ final class LogStore {
             let deleted = try db.transaction { () throws(OutboxError) -> Int in
                 try db.execute("DELETE FROM logs")
                 let deleted = db.changes
+                try db.execute("DELETE FROM in_flight")
                 try db.execute("DELETE FROM dead_letters")
                 return deleted
             }
