@@ -22,6 +22,34 @@ struct LogStoreQueueTests {
         #expect(try store.claim(limit: 10, nowMs: 0) == nil)
     }
 
+    // SPEC C4, C9 with the claim's floor (the scan starts above the rows already claimed): claims as delivery
+    // makes them (every row claimable) walk the queue in order, a released batch is claimed again first, and
+    // logs stored meanwhile come after it.
+    @Test func claimsAsDeliveryMakesThemKeepTheOrderAcrossReleases() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        let priorities: [Priority] = (0..<12).map { $0 % 4 == 3 ? .critical : .normal }
+        _ = try store.append(priorities.enumerated().map { Fixture.log($0.offset, priority: $0.element) })
+        let first = try #require(try store.claim(limit: 4, nowMs: .max))
+        #expect(first.logs.map(Fixture.ordinal) == [3, 7, 11, 0])
+        let second = try #require(try store.claim(limit: 3, nowMs: .max))
+        #expect(second.logs.map(Fixture.ordinal) == [1, 2, 4])
+        let third = try #require(try store.claim(limit: 2, nowMs: .max))
+        #expect(third.logs.map(Fixture.ordinal) == [5, 6])
+        #expect(try store.release(batchID: second.batchID, nextAttemptMs: 0) == 3)
+        _ = try store.append([Fixture.log(12), Fixture.log(13, priority: .critical)])
+        #expect(try store.complete(batchID: first.batchID) == 4)
+        let again = try #require(try store.claim(limit: 5, nowMs: .max))
+        #expect(again.logs.map(Fixture.ordinal) == [13, 1, 2, 4, 8])
+        _ = try store.release(seqs: third.logs.map(\.seq), nextAttemptMs: 0)
+        let rest = try #require(try store.claim(limit: 10, nowMs: .max))
+        #expect(rest.logs.map(Fixture.ordinal) == [5, 6, 9, 10, 12])
+        #expect(try store.claim(limit: 10, nowMs: .max) == nil)
+        #expect(try store.counts().inFlight == 10)
+    }
+
     // SPEC C4: seq is assigned at store time, in input order across appends; never by wall clock.
     @Test func seqFollowsStoreOrderNotWallClock() throws {
         let dir = TempDirectory()

@@ -74,8 +74,9 @@ enum LogSchema {
     static func claimable(_ priority: Priority) -> String {
         """
         SELECT \(logColumns) FROM logs
-        WHERE priority = \(priority.rawValue) AND next_attempt_ms <= ? AND seq NOT IN (SELECT seq FROM in_flight)
-        ORDER BY seq LIMIT ?
+        WHERE priority = \(priority.rawValue) AND seq >= ?3 AND next_attempt_ms <= ?1
+          AND seq NOT IN (SELECT seq FROM in_flight)
+        ORDER BY seq LIMIT ?2
         """
     }
 

@@ -123,6 +123,7 @@ extension LogStore {
             try db.execute("DELETE FROM in_flight")
             try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
         }
+        claimFloor = [0, 0]
         baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
         try loadCounters()
         try enforceCapAtOpen()

@@ -56,6 +56,10 @@ final class LogStore {
     /// nothing can be old enough (it runs before every claim).
     var minWallMs: Int64?
     var lastBatchID: Int64 = 0
+    /// Per priority (by raw value), a seq below which no row of that priority is pending: the claim starts its
+    /// scan there instead of walking past the rows in flight at the head of the table (two or three batches for
+    /// every batch claimed). Raised by a claim that took every pending row below it, lowered by a release.
+    var claimFloor: [Int64] = [0, 0]
     /// Bytes the schema takes before any log (one page per table and index, plus the schema page).
     var baseBytes = 0
 
@@ -155,7 +159,7 @@ final class LogStore {
         return try guarded { () throws(OutboxError) -> ClaimedBatch? in
             _ = try expireOnce(nowMs: clock.wallMs())
             // Marking a row makes it a few bytes longer: at the cap that can need a page.
-            return try withRoom(bytes: 16 * min(limit, 1000)) { () throws(OutboxError) -> ClaimedBatch? in
+            let batch = try withRoom(bytes: 16 * min(limit, 1000)) { () throws(OutboxError) -> ClaimedBatch? in
                 var logs: [StoredLog] = []
                 logs.reserveCapacity(min(limit, 512))
                 for candidate in [Priority.critical, .normal] where priority == nil || priority == candidate {
@@ -164,6 +168,7 @@ final class LogStore {
                     defer { select.reset() }
                     try select.bind(nowMs, at: 1)
                     try select.bind(limit - logs.count, at: 2)
+                    try select.bind(claimFloor[candidate.rawValue], at: 3)
                     while try select.step() {
                         logs.append(Self.readLog(select))
                     }
@@ -180,6 +185,16 @@ final class LogStore {
                 lastBatchID = batchID
                 return ClaimedBatch(batchID: batchID, logs: logs)
             }
+            // With every pending row claimable (nowMs = Int64.max, as delivery claims), the claim took the lowest
+            // pending rows of each priority: none is left below the last one taken.
+            if let batch, nowMs == Int64.max {
+                for candidate in Priority.allCases {
+                    if let last = batch.logs.last(where: { $0.priority == candidate }) {
+                        claimFloor[candidate.rawValue] = max(claimFloor[candidate.rawValue], last.seq + 1)
+                    }
+                }
+            }
+            return batch
         }
     }
 
@@ -230,6 +245,7 @@ final class LogStore {
                                [.integer(nextAttemptMs), .integer(batchID)])
                 let released = db.changes
                 try db.execute("DELETE FROM in_flight WHERE batch = ?", [.integer(batchID)])
+                claimFloor = [0, 0]  // rows below the floor are pending again
                 return released
             }
         }
@@ -252,6 +268,7 @@ final class LogStore {
                     try unlease.bind(seq, at: 1)
                     try unlease.run()
                 }
+                claimFloor = [0, 0]  // rows below the floor are pending again
                 return released
             }
         }
