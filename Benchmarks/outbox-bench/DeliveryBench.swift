@@ -140,7 +140,7 @@ func threads(named name: String) -> [Int] {
 
 /// The engine's loop thread, started since `before` was listed. libuv's pool threads inherit the name of the loop
 /// thread that started them (later, so with higher ids) and outlive it: the oldest new one is the loop.
-func findThread(named name: String, notIn before: [Int] = []) -> String? {
+func findThread(named name: String, notIn before: [Int]) -> String? {
     threads(named: name).filter { !before.contains($0) }.min().map(String.init)
 }
 
