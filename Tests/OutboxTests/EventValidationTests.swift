@@ -76,6 +76,26 @@ struct EventValidationTests {
         }
     }
 
+    // SPEC T3: a date property is an ISO 8601 dateTime with a four-digit year. One outside 0001–9999, or built from
+    // a NaN or infinite interval, is refused with a named error (it used to trap in the integer conversion or the
+    // digit writer and crash the host); the edges themselves are written exactly.
+    @Test(arguments: [-62_135_596_800.001, 253_402_300_800.0, 1e20, -1e20, .nan, .infinity, -.infinity])
+    func datesOutsideTheYears1To9999AreRejected(seconds: Double) {
+        do {
+            _ = try EventValidator.validate(name: "e", properties: ["when": .date(Date(timeIntervalSince1970: seconds))])
+            Issue.record("a date \(seconds) s from 1970 was accepted")
+        } catch {
+            #expect(error == .invalidPropertyValue(key: "when", reason: "a date must lie in the years 0001–9999 (ISO 8601 dateTime)"))
+        }
+    }
+
+    @Test(arguments: [(-62_135_596_800.0, "0001-01-01T00:00:00.000Z"), (253_402_300_799.999, "9999-12-31T23:59:59.999Z"),
+                      (-1.5, "1969-12-31T23:59:58.500Z")])
+    func datesAtTheEdgesAreWritten(seconds: Double, expected: String) throws {
+        let result = try EventValidator.validate(name: "e", properties: ["when": .date(Date(timeIntervalSince1970: seconds))])
+        #expect(typed(result).first?["value"] as? String == expected)
+    }
+
     // SPEC T3: typed values keep their type on the wire.
     @Test func valuesAreTyped() throws {
         let date = Date(timeIntervalSince1970: 1_700_000_000.123)

@@ -76,12 +76,19 @@ struct EventValidator {
         if let outcome { throw outcome }
     }
 
+    /// Seconds since 1970 of 0001-01-01T00:00:00.000Z through 9999-12-31T23:59:59.999Z: the dates a four-digit
+    /// ISO 8601 `dateTime` can carry (App Center's). Outside it, or NaN, a date is refused like a NaN number.
+    static let validDateRange = -62_135_596_800.0 ... 253_402_300_799.999
+
     private static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>, key: StaticString,
                                     into writer: inout JSONWriter, adjustments: inout Adjustments) throws(OutboxError) {
         // Reject before writing anything: a NaN anywhere refuses the whole event, even among dropped keys.
         for (key, value) in sorted {
             if case .double(let number) = value, !number.isFinite {
                 throw .invalidPropertyValue(key: key, reason: number.isNaN ? "NaN is not a number JSON can carry" : "infinity is not allowed")
+            }
+            if case .date(let date) = value, !validDateRange.contains(date.timeIntervalSince1970) {
+                throw .invalidPropertyValue(key: key, reason: "a date must lie in the years 0001–9999 (ISO 8601 dateTime)")
             }
         }
         if sorted.count > maxProperties { adjustments.droppedKeys = sorted[maxProperties...].map(\.key) }
