@@ -34,7 +34,18 @@ struct Emit: ParsableCommand {
         if waitDelivered && endpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
         if endpoint != nil && appSecret == nil { throw ValidationError("--endpoint needs --app-secret") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
+        _ = try Self.duration(seconds: timeout, option: "--timeout")
+        if let interval { _ = try Self.duration(seconds: interval, option: "--interval") }
         _ = try parsedRetryIntervals()
+    }
+
+    /// Seconds given on the command line as a `Duration`; NaN, infinite, negative or absurd values (beyond a
+    /// billion seconds) are a usage error, not a trap in the conversion.
+    static func duration(seconds: Double, option: String) throws -> Duration {
+        guard seconds.isFinite, (0...1e9).contains(seconds) else {
+            throw ValidationError("\(option) takes a number of seconds from 0 to 1e9, got \(seconds)")
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded()))
     }
 
     func parsedRetryIntervals() throws -> [Duration]? {
@@ -44,7 +55,7 @@ struct Emit: ParsableCommand {
             guard let seconds = Double(part.trimmingSpaceAndTab), seconds >= 0 else {
                 throw ValidationError("--retry-intervals takes seconds separated by commas, got '\(retryIntervals)'")
             }
-            return .milliseconds(Int64(seconds * 1000))
+            return try Self.duration(seconds: seconds, option: "--retry-intervals")
         }
     }
 
@@ -63,7 +74,7 @@ struct Emit: ParsableCommand {
         configuration.caFile = caFile
         if let batchSize { configuration.batchSize = batchSize }
         if let interval {
-            configuration.transmissionInterval = .milliseconds(Int64(interval * 1000))
+            configuration.transmissionInterval = try Self.duration(seconds: interval, option: "--interval")
             configuration.criticalTransmissionInterval = min(configuration.criticalTransmissionInterval, configuration.transmissionInterval)
         }
         if let intervals = try parsedRetryIntervals() { configuration.retryIntervals = intervals }
@@ -108,7 +119,7 @@ struct Emit: ParsableCommand {
         await engine.persisted()
         if waitDelivered {
             engine.dispatch()
-            _ = await engine.waitUntilDelivered(timeout: .milliseconds(Int64(timeout * 1000)))
+            _ = await engine.waitUntilDelivered(timeout: (try? Self.duration(seconds: timeout, option: "--timeout")) ?? .seconds(60))
         }
         let status = try await engine.status()
         engine.shutdown()

@@ -31,6 +31,21 @@ struct ConfigurationTests {
         #expect(throws: OutboxError.invalidConfiguration("groupCommitWindow must be between 1 ms and 1000 ms, got 2000 ms")) { try configuration.validate() }
     }
 
+    // STYLE 6: a duration too large for milliseconds in an Int64 is named as out of range, not an overflow trap.
+    @Test func hugeDurationsAreOutOfRangeNotATrap() {
+        var configuration = Configuration(storePath: "/tmp/x")
+        configuration.transmissionInterval = .seconds(Int64.max)
+        #expect(throws: OutboxError.invalidConfiguration("transmissionInterval must be between 6000 ms and 86400000 ms, got 9223372036854775807 ms")) {
+            try configuration.validate()
+        }
+        configuration = Configuration(storePath: "/tmp/x")
+        configuration.requestTimeout = .seconds(Int64.min)
+        #expect(throws: OutboxError.self) { try configuration.validate() }
+        #expect(Duration.seconds(Int64.max).milliseconds == Int64.max)
+        #expect(Duration.seconds(Int64.min).milliseconds == Int64.min)
+        #expect(Duration.milliseconds(-1500).milliseconds == -1500)
+    }
+
     @Test func onlyTheTestingOptionAllowsValuesBelowTheBounds() throws {
         var configuration = Configuration(storePath: "/tmp/x")
         configuration.maxLogAge = .seconds(1)

@@ -158,8 +158,13 @@ public struct Configuration: Sendable {
 }
 
 extension Duration {
+    /// Whole milliseconds, saturating at Int64's bounds (a `Duration` of more than 292 million years does not trap:
+    /// `Configuration.validate()` names it as out of range).
     var milliseconds: Int64 {
         let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return seconds < 0 ? Int64.min : Int64.max }
+        let (sum, carry) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        return carry ? (seconds < 0 ? Int64.min : Int64.max) : sum
     }
 }

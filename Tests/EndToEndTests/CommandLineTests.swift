@@ -1,0 +1,41 @@
+import Foundation
+import OutboxTestSupport
+import Testing
+
+/// Runs a command to completion and returns its exit status and standard error.
+private func runCapturingErrors(_ executable: String, _ arguments: [String]) throws -> (status: Int32, errors: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// The real `outbox` binary with bad arguments (SPEC X3): a non-zero exit and a message that names the option,
+/// never a trap; and nothing written to the store.
+@Suite("Command line arguments (SPEC X3)")
+struct CommandLineTests {
+    @Test(arguments: [
+        (["--timeout", "inf", "--endpoint", "http://127.0.0.1:9", "--app-secret", "k", "--wait-delivered"], "--timeout"),
+        (["--timeout", "nan", "--endpoint", "http://127.0.0.1:9", "--app-secret", "k", "--wait-delivered"], "--timeout"),
+        (["--interval", "1e30"], "--interval"),
+        (["--interval", "-5"], "--interval"),
+        (["--retry-intervals", "10,1e30"], "--retry-intervals"),
+        (["--retry-intervals", "10,x"], "--retry-intervals"),
+        (["--count", "-1"], "--count"),
+        (["--wait-delivered"], "--wait-delivered"),
+    ])
+    func badEmitArgumentsExitNonZeroNamingTheOption(extra: [String], option: String) throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let result = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.store, "--count", "1"] + extra)
+        #expect(result.status != 0)
+        #expect(result.status < 128, "killed by a signal: \(result.errors)")
+        #expect(result.errors.contains(option), "message: \(result.errors)")
+        #expect(!FileManager.default.fileExists(atPath: dir.store))
+    }
+}
