@@ -172,6 +172,22 @@ struct WirePrimitiveTests {
         #expect(UUIDBytes(string: "not-a-uuid") == nil)
     }
 
+    // SPEC T7, W1: the text form is the canonical lower-case 8-4-4-4-12 one, byte for byte as Foundation writes it,
+    // appended after what the buffer already holds.
+    @Test func idsAreWrittenInTheCanonicalForm() {
+        var bytes = Array("x".utf8)
+        UUIDBytes(high: 0x0011_2233_4455_6677, low: 0x8899_AABB_CCDD_EEFF).write(into: &bytes)
+        #expect(String(decoding: bytes, as: UTF8.self) == "x00112233-4455-6677-8899-aabbccddeeff")
+        var generator = IDGenerator()
+        for _ in 0..<1000 {
+            let id = generator.uuid()
+            let foundation = UUID(uuid: withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { raw in
+                raw.load(as: uuid_t.self)
+            })
+            #expect(id.string == foundation.uuidString.lowercased())
+        }
+    }
+
     @Test(arguments: [Int64.min, -1, 0, 7, Int64.max]) func integersAreWrittenExactly(value: Int64) {
         var writer = JSONWriter()
         writer.int(value)

@@ -47,17 +47,26 @@ struct IDGenerator {
 }
 
 extension UUIDBytes {
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
-
-    /// Appends the canonical lower-case `8-4-4-4-12` form.
+    /// Appends the canonical lower-case `8-4-4-4-12` form: 36 bytes written in place, two hex digits per
+    /// byte from one shift and mask each (this runs for every log stored and every log sent).
     func write(into bytes: inout [UInt8]) {
-        for index in 0..<16 {
-            if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-            let word = index < 8 ? high : low
-            let byte = UInt8(truncatingIfNeeded: word >> (UInt64(7 - index % 8) * 8))
-            bytes.append(Self.hex[Int(byte >> 4)])
-            bytes.append(Self.hex[Int(byte & 0xF)])
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "-"), count: 36))
+        bytes.withUnsafeMutableBufferPointer { out in
+            var position = start
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 { position += 1 }
+                let word = index < 8 ? high : low
+                let byte = Int(truncatingIfNeeded: word >> (UInt64(7 - index % 8) * 8)) & 0xFF
+                out[position] = Self.digit(byte >> 4)
+                out[position + 1] = Self.digit(byte & 0xF)
+                position += 2
+            }
         }
+    }
+
+    @inline(__always) private static func digit(_ nibble: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: nibble < 10 ? 0x30 + nibble : 0x57 + nibble)
     }
 
     var string: String {
