@@ -19,20 +19,68 @@ struct JSONWriter {
 
     /// A JSON string literal with the escapes RFC 8259 requires.
     mutating func string(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
         var value = value
-        value.withUTF8 { utf8 in
+        value.withUTF8 { string(utf8: $0) }
+    }
+
+    /// A JSON string literal of UTF-8 bytes: the runs that need no escape are appended whole, found eight bytes at a
+    /// time (`firstEscape`). Property values are mostly plain text of tens of bytes, and this runs on the caller's
+    /// thread for every string of every event.
+    mutating func string(utf8: UnsafeBufferPointer<UInt8>) {
+        bytes.append(UInt8(ascii: "\""))
+        if let base = utf8.baseAddress {
+            let count = utf8.count
             var start = 0
-            for index in 0..<utf8.count {
-                let byte = utf8[index]
-                if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") { continue }
-                if start < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index])) }
-                escape(byte)
+            while let index = Self.firstEscape(in: base, from: start, count: count) {
+                if start < index { bytes.append(contentsOf: UnsafeBufferPointer(start: base + start, count: index - start)) }
+                escape(base[index])
                 start = index + 1
             }
-            if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count])) }
+            if start < count { bytes.append(contentsOf: UnsafeBufferPointer(start: base + start, count: count - start)) }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The index of the first byte in `from..<count` that a JSON string must escape (a control byte, `"` or `\`).
+    static func firstEscape(in base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
+        let raw = UnsafeRawPointer(base)
+        var index = from
+        while index &+ 8 <= count {
+            let mask = escapeMask(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)))
+            if mask != 0 { return index &+ mask.trailingZeroBitCount &>> 3 }
+            index &+= 8
+        }
+        let rest = count &- index
+        guard rest > 0 else { return nil }
+        if count >= 8 {
+            // The last word of the string, shifted so that its first byte is `index`: the zero bytes shifted in
+            // above the end are flagged, but only above the real bytes, and only the lowest flag is read.
+            let last = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: count &- 8, as: UInt64.self))
+            let offset = escapeMask(last &>> UInt64(8 &* (8 &- rest))).trailingZeroBitCount &>> 3
+            return offset < rest ? index &+ offset : nil
+        }
+        while index < count {
+            if needsEscape(base[index]) { return index }
+            index &+= 1
+        }
+        return nil
+    }
+
+    @inline(__always) static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    /// The high bit of each byte of `word` (little-endian: byte 0 is the lowest) that `needsEscape`. Exact for the
+    /// lowest byte flagged, which is all `firstEscape` reads: a flag above it may be false (the subtractions borrow
+    /// out of a matching byte into the next), never one below (nothing borrows below the first match).
+    /// Bytes from 0x80 (UTF-8 beyond ASCII) are never flagged: their own high bit masks them out (`& ~word`).
+    @inline(__always) static func escapeMask(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let control = (word &- (0x20 &* ones)) & ~word
+        let quotes = word ^ (UInt64(UInt8(ascii: "\"")) &* ones)
+        let backslashes = word ^ (UInt64(UInt8(ascii: "\\")) &* ones)
+        return (control | ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)) & highs
     }
 
     private mutating func escape(_ byte: UInt8) {
@@ -46,9 +94,14 @@ struct JSONWriter {
         case 0x08: bytes.append(UInt8(ascii: "b"))
         case 0x0C: bytes.append(UInt8(ascii: "f"))
         default:
-            let hex: [UInt8] = Array("0123456789abcdef".utf8)
-            bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            raw("u00")
+            bytes.append(Self.hexDigit(byte >> 4))
+            bytes.append(Self.hexDigit(byte & 0xF))
         }
+    }
+
+    @inline(__always) private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     mutating func int(_ value: Int64) {
