@@ -32,11 +32,30 @@ struct EventValidator {
             name = String(name.prefix(maxNameLength))
             adjustments.nameTruncated = true
         }
+        let category = categoryPath(name)
+        let body: [UInt8]
+        if properties.isEmpty {
+            body = try write(name: name, category: category, properties: UnsafeBufferPointer(start: nil, count: 0), adjustments: &adjustments)
+        } else {
+            body = try withSorted(properties) { sorted throws(OutboxError) in
+                try write(name: name, category: category, properties: sorted, adjustments: &adjustments)
+            }
+        }
+        return Result(name: name, body: body, adjustments: adjustments)
+    }
 
-        var writer = JSONWriter(capacity: 64 + properties.count * 48)
+    /// The body of an event, in a buffer allocated once for the usual event (a buffer that grows is copied and
+    /// allocated again, on the caller's thread).
+    private static func write(name: String, category: [String]?, properties sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                              adjustments: inout Adjustments) throws(OutboxError) -> [UInt8] {
+        // `"name":"…"`, and the category path: the name's bytes again, each part quoted and followed by a comma.
+        var capacity = 9 + name.utf8.count
+        if let category { capacity += 14 + name.utf8.count + 3 * category.count }
+        if !sorted.isEmpty { capacity += typedPropertiesKey.utf8CodeUnitCount + bodySize(of: sorted) }
+        var writer = JSONWriter(capacity: capacity)
         writer.raw("\"name\":")
         writer.string(name)
-        if let category = categoryPath(name) {
+        if let category {
             writer.raw(",\"category\":[")
             for (index, part) in category.enumerated() {
                 if index > 0 { writer.raw(UInt8(ascii: ",")) }
@@ -44,36 +63,66 @@ struct EventValidator {
             }
             writer.raw(UInt8(ascii: "]"))
         }
-        if !properties.isEmpty {
-            try writeProperties(properties, key: ",\"typedProperties\":[", into: &writer, adjustments: &adjustments)
+        if !sorted.isEmpty {
+            try writeSorted(sorted, key: typedPropertiesKey, into: &writer, adjustments: &adjustments)
         }
-        return Result(name: name, body: writer.bytes, adjustments: adjustments)
+        return writer.bytes
     }
+
+    private static let typedPropertiesKey: StaticString = ",\"typedProperties\":["
 
     /// Writes typed properties, keeping the first 20 in key order (deterministic), truncating long keys and
     /// string values, refusing non-finite numbers. Also used for user properties.
     static func writeProperties(_ properties: [String: PropertyValue], key: StaticString, into writer: inout JSONWriter,
                                 adjustments: inout Adjustments) throws(OutboxError) {
-        // Sorted in a temporary buffer (on the stack for the usual handful of properties): this runs on the
-        // caller's thread for every event, and each heap allocation there shows in the slowest calls.
+        try withSorted(properties) { sorted throws(OutboxError) in
+            writer.reserve(key.utf8CodeUnitCount + bodySize(of: sorted))
+            try writeSorted(sorted, key: key, into: &writer, adjustments: &adjustments)
+        }
+    }
+
+    /// Runs `body` with the properties sorted by key, in a temporary buffer (on the stack for the usual handful
+    /// of properties): this runs on the caller's thread for every event, and each heap allocation there shows in
+    /// the slowest calls.
+    private static func withSorted<R>(_ properties: [String: PropertyValue],
+                                      _ body: (UnsafeBufferPointer<(key: String, value: PropertyValue)>) throws(OutboxError) -> R)
+        throws(OutboxError) -> R {
         let outcome = withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self,
-                                                    capacity: properties.count) { buffer -> OutboxError? in
+                                                    capacity: properties.count) { buffer -> Swift.Result<R, OutboxError> in
             var count = 0
             for pair in properties {
                 buffer.initializeElement(at: count, to: pair)
                 count += 1
             }
             var sorted = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
-            defer { _ = sorted.deinitialize() }
+            // One element at a time: the destroy of the concrete type, not the runtime's generic array destroy.
+            defer { for index in sorted.indices { _ = sorted.moveElement(from: index) } }
             sorted.sort { $0.key < $1.key }
             do throws(OutboxError) {
-                try writeSorted(UnsafeBufferPointer(sorted), key: key, into: &writer, adjustments: &adjustments)
-                return nil
+                return .success(try body(UnsafeBufferPointer(sorted)))
             } catch {
-                return error
+                return .failure(error)
             }
         }
-        if let outcome { throw outcome }
+        return try outcome.get()
+    }
+
+    /// The bytes `writeSorted` writes for the first 20 properties when nothing needs escaping and nothing is
+    /// truncated (it writes fewer for truncated ones): enough for the usual event's buffer to be allocated once.
+    private static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>) -> Int {
+        // `{"type":"dateTime","name":"…","value":…},` at most, and the closing bracket.
+        var size = 1
+        for index in 0..<min(sorted.count, maxProperties) {
+            size += 39 + sorted[index].key.utf8.count
+            switch sorted[index].value {
+            case .string(let text): size += 2 + text.utf8.count
+            case .int: size += 20
+            case .double: size += 24
+            case .bool: size += 5
+            case .date: size += 26
+            }
+        }
+        return size
     }
 
     private static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>, key: StaticString,

@@ -9,6 +9,9 @@ struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Room for `count` more bytes: one allocation where the size is known, rather than doubling copies.
+    mutating func reserve(_ count: Int) { bytes.reserveCapacity(bytes.count + count) }
+
     @inline(__always) mutating func raw(_ byte: UInt8) { bytes.append(byte) }
 
     @inline(__always) mutating func raw(_ text: StaticString) {
