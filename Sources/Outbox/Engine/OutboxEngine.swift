@@ -95,16 +95,16 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// Hands a validated log to the loop (SPEC T1, T5). `name`: the event name for SPEC T4, nil for other types.
-    func admit(_ draft: EventDraft, name: String?) throws {
-        var draft = draft
+    func admit(_ draft: consuming EventDraft, name: String?) throws {
+        let priority = draft.priority
         let onLoopThread = loop.isOnLoopThread
-        let waiter = draft.priority == .critical && !onLoopThread ? CommitWaiter() : nil
+        let waiter = priority == .critical && !onLoopThread ? CommitWaiter() : nil
         draft.waiter = waiter
         guard try intake.admit(name: name, draft: draft, onLoopThread: onLoopThread) == .accepted else { return }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
             let queue = intake.peek()
-            if draft.priority == .critical || queue.full || queue.count >= intake.commitThreshold { core.commitNow() }
+            if priority == .critical || queue.full || queue.count >= intake.commitThreshold { core.commitNow() }
         } else if let waiter, let error = waiter.wait() {
             throw error
         }
