@@ -157,13 +157,15 @@ struct EventValidator {
             first = false
             writer.raw("{\"type\":")
             switch value {
-            case .string(var text):
-                if exceeds(text, maxPropertyLength) {
-                    text = String(text.prefix(maxPropertyLength))
-                    adjustments.truncatedValues.append(key)
-                }
+            case .string(let text):
                 writer.raw("\"string\",\"name\":"); writer.string(storedKey)
-                writer.raw(",\"value\":"); writer.string(text)
+                writer.raw(",\"value\":")
+                if exceeds(text, maxPropertyLength) {
+                    writer.string(String(text.prefix(maxPropertyLength)))
+                    adjustments.truncatedValues.append(key)
+                } else {
+                    writer.string(text)
+                }
             case .int(let number):
                 writer.raw("\"long\",\"name\":"); writer.string(storedKey)
                 writer.raw(",\"value\":"); writer.int(number)
@@ -192,8 +194,10 @@ struct EventValidator {
 
     /// SPEC A7 (Curio): `"A>B>C"` is also sent as the category path `["A","B","C"]`.
     static func categoryPath(_ name: String) -> [String]? {
-        // A byte scan: String.contains(String) goes through Foundation's slow locale-aware search.
-        guard name.utf8.contains(UInt8(ascii: ">")) else { return nil }
+        // A byte scan: String.contains(String) goes through Foundation's slow locale-aware search, and the UTF8View's
+        // own `contains` iterates a byte at a time through the string's representation checks.
+        let separator = UInt8(ascii: ">")
+        guard name.utf8.withContiguousStorageIfAvailable({ $0.contains(separator) }) ?? name.utf8.contains(separator) else { return nil }
         let parts = name.split(separator: ">", omittingEmptySubsequences: false).map(String.init)
         guard parts.count <= 10, !parts.contains(where: \.isEmpty) else { return nil }
         return parts

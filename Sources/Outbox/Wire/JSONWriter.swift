@@ -22,6 +22,8 @@ struct JSONWriter {
 
     /// A JSON string literal with the escapes RFC 8259 requires.
     mutating func string(_ value: String) {
+        // In place for native and small strings; `withUTF8` needs a copy of the string (a retain and a release).
+        if value.utf8.withContiguousStorageIfAvailable({ string(utf8: $0) }) != nil { return }
         var value = value
         value.withUTF8 { string(utf8: $0) }
     }
