@@ -114,6 +114,8 @@ final class Intake: @unchecked Sendable {
     private var lastDrain = 0
     private var lastDrainBytes = 0
 
+    /// Names the set `Shared.names` holds, for a look-up without the lock (SPEC T4).
+    private let knownNames: KnownNames
     private let maxNames: Int
     private let capacity: Int
     /// Bytes of event bodies the queue holds at most: callers wait for room beyond it, as beyond `capacity` logs.
@@ -132,6 +134,8 @@ final class Intake: @unchecked Sendable {
         self.capacity = capacity
         self.commitThreshold = min(1024, capacity)
         shared.initialize(to: Shared(enabled: enabled, names: names))
+        knownNames = KnownNames(expected: maxNames)
+        for name in names { knownNames.insert(name) }
         // Adaptive: a caller that finds the lock taken spins briefly before sleeping. The lock is held for a few
         // hundred nanoseconds, far less than a futex sleep and wake-up costs the waiting caller.
         var attributes = pthread_mutexattr_t()
@@ -174,6 +178,8 @@ final class Intake: @unchecked Sendable {
         let body = draft.body
         draft.body = []
         defer { withExtendedLifetime(body) {} }
+        // SPEC T4: a name admitted before needs no look-up under the lock (the set stays the rule for the others).
+        let knownName = name.map(knownNames.contains) ?? true
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         let state = shared
@@ -182,10 +188,14 @@ final class Intake: @unchecked Sendable {
         }
         guard !state.pointee.closed else { throw .shutDown }
         guard state.pointee.enabled else { return .disabled }
-        if let name, !state.pointee.names.contains(name) {
-            guard state.pointee.names.count < maxNames else { throw .tooManyEventNames(name: name, limit: maxNames) }
-            state.pointee.names.insert(name)
-            draft.newName = name
+        if !knownName, let name {
+            if !state.pointee.names.contains(name) {
+                guard state.pointee.names.count < maxNames else { throw .tooManyEventNames(name: name, limit: maxNames) }
+                state.pointee.names.insert(name)
+                draft.newName = name
+            }
+            // Published before the unlock: a caller that finds the name queues its event after this one.
+            knownNames.insert(name)
         }
         let isUrgent = draft.waiter != nil
         let start = state.pointee.pending.bytes.count
