@@ -99,6 +99,32 @@ struct JSONWriterTests {
         #expect(decoded == text)
     }
 
+    // A writer given too small a buffer (an event's stack buffer, sized for no escapes) moves on to the heap and
+    // loses nothing.
+    @Test(arguments: [0, 1, 7, 8, 30, 64]) func aWriterOutgrowsTheBufferItWasGiven(size: Int) {
+        func write(_ writer: inout JSONWriter) {
+            writer.raw("{\"name\":")
+            writer.string("q\"\u{01}\u{1F}\\ü😀" + String(repeating: "\n", count: 20))
+            writer.raw(",\"n\":")
+            writer.int(-1234567890)
+            writer.raw(",\"d\":")
+            writer.double(2.5)
+            writer.raw(",\"t\":")
+            writer.timestamp(ms: 1_795_332_826_123)
+            writer.raw(UInt8(ascii: "}"))
+        }
+        var heap = JSONWriter()
+        write(&heap)
+        let stack = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: size)
+        defer { stack.deallocate() }
+        var writer = JSONWriter(buffer: stack)
+        write(&writer)
+        #expect(writer.bytes == heap.bytes)
+        #expect(writer.count == heap.count)
+        writer.withBytes { #expect(Array($0) == heap.bytes) }
+        #expect(String(decoding: heap.bytes, as: UTF8.self).hasSuffix(#","n":-1234567890,"d":2.5,"t":"2026-11-22T07:33:46.123Z"}"#))
+    }
+
     // W2: the strings of 0 to 17 characters that the scan splits differently (words, tail, both) round-trip.
     @Test func stringsOfEveryShortLengthRoundTrip() throws {
         for length in 0...17 {

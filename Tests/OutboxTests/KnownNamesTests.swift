@@ -53,7 +53,13 @@ struct KnownNamesTests {
 
 @Suite("Intake: distinct event names (SPEC T4)")
 struct IntakeNameTests {
-    private func draft() -> EventDraft { EventDraft(priority: .normal, wallMs: 1, monoNs: 2, body: Array("{}".utf8)) }
+    private func draft() -> EventDraft { EventDraft(priority: .normal, wallMs: 1, monoNs: 2, body: []) }
+
+    private func admit(_ intake: Intake, _ name: String) throws(OutboxError) {
+        let body: StaticString = "{}"
+        _ = try intake.admit(name: name, draft: draft(), body: UnsafeRawBufferPointer(start: body.utf8Start, count: body.utf8CodeUnitCount),
+                             onLoopThread: false)
+    }
 
     private func newNames(_ batch: IntakeBatch) -> [String] {
         batch.items.compactMap { item -> String? in
@@ -66,13 +72,13 @@ struct IntakeNameTests {
     // new name is carried (to be stored) by its first event only.
     @Test func theLimitIsExactAndKnownNamesStayAdmitted() throws {
         let intake = Intake(enabled: true, names: ["stored"], maxNames: 3, capacity: 1000)
-        for name in ["stored", "a", "a", "b", "stored", "b"] { _ = try intake.admit(name: name, draft: draft(), onLoopThread: false) }
+        for name in ["stored", "a", "a", "b", "stored", "b"] { try admit(intake, name) }
         #expect(throws: OutboxError.tooManyEventNames(name: "c", limit: 3)) {
-            try intake.admit(name: "c", draft: draft(), onLoopThread: false)
+            try admit(intake, "c")
         }
-        for name in ["a", "stored", "b"] { _ = try intake.admit(name: name, draft: draft(), onLoopThread: false) }
+        for name in ["a", "stored", "b"] { try admit(intake, name) }
         #expect(throws: OutboxError.tooManyEventNames(name: "c", limit: 3)) {
-            try intake.admit(name: "c", draft: draft(), onLoopThread: false)
+            try admit(intake, "c")
         }
         let batch = intake.takeAll()
         #expect(batch.items.count == 9)
@@ -82,9 +88,9 @@ struct IntakeNameTests {
     // SPEC T4: names are Swift strings: a canonically equivalent spelling is the same name, not a new one.
     @Test func aCanonicallyEquivalentSpellingIsTheSameName() throws {
         let intake = Intake(enabled: true, names: [], maxNames: 1, capacity: 1000)
-        _ = try intake.admit(name: "caf\u{E9}", draft: draft(), onLoopThread: false)
-        _ = try intake.admit(name: "cafe\u{301}", draft: draft(), onLoopThread: false)
-        _ = try intake.admit(name: "cafe\u{301}", draft: draft(), onLoopThread: false)
+        try admit(intake, "caf\u{E9}")
+        try admit(intake, "cafe\u{301}")
+        try admit(intake, "cafe\u{301}")
         #expect(newNames(intake.takeAll()) == ["caf\u{E9}"])
     }
 
@@ -98,7 +104,7 @@ struct IntakeNameTests {
                     for round in 0..<3 {
                         for index in 0..<100 {
                             let name = "n\((index * 7 + thread * 13 + round) % 100)"
-                            if (try? intake.admit(name: name, draft: draft(), onLoopThread: false)) != nil { mine.insert(name) }
+                            if (try? admit(intake, name)) != nil { mine.insert(name) }
                         }
                     }
                     return mine

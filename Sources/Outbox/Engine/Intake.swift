@@ -6,8 +6,8 @@ struct EventDraft {
     var priority: Priority
     var wallMs: Int64
     var monoNs: Int64
-    /// The event-specific JSON (see `EventValidator`). The intake copies it into its byte arena and empties it,
-    /// so that the caller frees its own buffer on its own thread (see `Intake.admit`).
+    /// The log-specific JSON (see `EventValidator`) of the loop's own logs (sessions, lifecycle). Callers' logs
+    /// leave it empty: `Intake.admit` takes their JSON apart and copies it into the batch's byte arena.
     var body: [UInt8]
     /// Where `admit` put the body in the arena of the `IntakeBatch` that carries this draft.
     var bodyRange: Range<Int> = 0..<0
@@ -169,15 +169,12 @@ final class Intake: @unchecked Sendable {
 
     enum Admission { case accepted, disabled }
 
-    /// Admits one log. Throws for a new event name beyond the limit (SPEC T4) or after shutdown; `name` is nil for
-    /// logs that are not events (screens, user properties, locations: SPEC T4 counts event names only).
+    /// Admits one log, copying `body` (its JSON) into the queue; the draft's own `body` is not used. Throws for a
+    /// new event name beyond the limit (SPEC T4) or after shutdown; `name` is nil for logs that are not events
+    /// (screens, user properties, locations: SPEC T4 counts event names only).
     /// On the loop thread (host mode) it never waits for room: the caller commits inline instead.
-    func admit(name: String?, draft: consuming EventDraft, onLoopThread: Bool) throws(OutboxError) -> Admission {
-        // Taken out of the draft and kept until after the unlock: the caller's buffer is freed on the caller's
-        // thread, outside the lock.
-        let body = draft.body
-        draft.body = []
-        defer { withExtendedLifetime(body) {} }
+    func admit(name: String?, draft: consuming EventDraft, body: UnsafeRawBufferPointer,
+               onLoopThread: Bool) throws(OutboxError) -> Admission {
         // SPEC T4: a name admitted before needs no look-up under the lock (the set stays the rule for the others).
         let knownName = name.map(knownNames.contains) ?? true
         pthread_mutex_lock(mutex)

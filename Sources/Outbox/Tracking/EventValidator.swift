@@ -25,6 +25,17 @@ struct EventValidator {
     }
 
     static func validate(name rawName: String, properties: [String: PropertyValue]) throws(OutboxError) -> Result {
+        try validate(name: rawName, properties: properties) { name, body, adjustments in
+            Result(name: name, body: Array(body), adjustments: adjustments)
+        }
+    }
+
+    /// Validates the event and runs `then` with its stored name, its JSON (valid during the call only) and what
+    /// validation changed. The JSON is written on the stack: the caller's thread allocates no buffer for the usual
+    /// event (the intake copies the bytes into its own).
+    static func validate<R>(name rawName: String, properties: [String: PropertyValue],
+                            _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
+        throws(OutboxError) -> R {
         guard !rawName.isEmpty else { throw .emptyEventName }
         var adjustments = Adjustments()
         var name = rawName
@@ -33,40 +44,41 @@ struct EventValidator {
             adjustments.nameTruncated = true
         }
         let category = categoryPath(name)
-        let body: [UInt8]
         if properties.isEmpty {
-            body = try write(name: name, category: category, properties: UnsafeBufferPointer(start: nil, count: 0), adjustments: &adjustments)
-        } else {
-            body = try withSorted(properties) { sorted throws(OutboxError) in
-                try write(name: name, category: category, properties: sorted, adjustments: &adjustments)
-            }
+            return try write(name: name, category: category, properties: UnsafeBufferPointer(start: nil, count: 0),
+                             adjustments: &adjustments, then)
         }
-        return Result(name: name, body: body, adjustments: adjustments)
+        return try withSorted(properties) { sorted throws(OutboxError) in
+            try write(name: name, category: category, properties: sorted, adjustments: &adjustments, then)
+        }
     }
 
-    /// The body of an event, in a buffer allocated once for the usual event (a buffer that grows is copied and
-    /// allocated again, on the caller's thread).
-    private static func write(name: String, category: [String]?, properties sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
-                              adjustments: inout Adjustments) throws(OutboxError) -> [UInt8] {
+    /// Writes the body of an event into a buffer sized for it: no escapes, nothing truncated, it is written there
+    /// whole (a longer one moves on to the heap).
+    private static func write<R>(name: String, category: [String]?, properties sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                                 adjustments: inout Adjustments,
+                                 _ then: (String, UnsafeRawBufferPointer, Adjustments) throws(OutboxError) -> R) throws(OutboxError) -> R {
         // `"name":"…"`, and the category path: the name's bytes again, each part quoted and followed by a comma.
         var capacity = 9 + name.utf8.count
         if let category { capacity += 14 + name.utf8.count + 3 * category.count }
         if !sorted.isEmpty { capacity += typedPropertiesKey.utf8CodeUnitCount + bodySize(of: sorted) }
-        var writer = JSONWriter(capacity: capacity)
-        writer.raw("\"name\":")
-        writer.string(name)
-        if let category {
-            writer.raw(",\"category\":[")
-            for (index, part) in category.enumerated() {
-                if index > 0 { writer.raw(UInt8(ascii: ",")) }
-                writer.string(part)
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer throws(OutboxError) in
+            var writer = JSONWriter(buffer: buffer)
+            writer.raw("\"name\":")
+            writer.string(name)
+            if let category {
+                writer.raw(",\"category\":[")
+                for (index, part) in category.enumerated() {
+                    if index > 0 { writer.raw(UInt8(ascii: ",")) }
+                    writer.string(part)
+                }
+                writer.raw(UInt8(ascii: "]"))
             }
-            writer.raw(UInt8(ascii: "]"))
+            if !sorted.isEmpty {
+                try writeSorted(sorted, key: typedPropertiesKey, into: &writer, adjustments: &adjustments)
+            }
+            return try writer.withBytes { body throws(OutboxError) in try then(name, body, adjustments) }
         }
-        if !sorted.isEmpty {
-            try writeSorted(sorted, key: typedPropertiesKey, into: &writer, adjustments: &adjustments)
-        }
-        return writer.bytes
     }
 
     private static let typedPropertiesKey: StaticString = ",\"typedProperties\":["
@@ -87,8 +99,8 @@ struct EventValidator {
     private static func withSorted<R>(_ properties: [String: PropertyValue],
                                       _ body: (UnsafeBufferPointer<(key: String, value: PropertyValue)>) throws(OutboxError) -> R)
         throws(OutboxError) -> R {
-        let outcome = withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self,
-                                                    capacity: properties.count) { buffer -> Swift.Result<R, OutboxError> in
+        try withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self,
+                                          capacity: properties.count) { buffer throws(OutboxError) in
             var count = 0
             for pair in properties {
                 buffer.initializeElement(at: count, to: pair)
@@ -98,13 +110,8 @@ struct EventValidator {
             // One element at a time: the destroy of the concrete type, not the runtime's generic array destroy.
             defer { for index in sorted.indices { _ = sorted.moveElement(from: index) } }
             sorted.sort { $0.key < $1.key }
-            do throws(OutboxError) {
-                return .success(try body(UnsafeBufferPointer(sorted)))
-            } catch {
-                return .failure(error)
-            }
+            return try body(UnsafeBufferPointer(sorted))
         }
-        return try outcome.get()
     }
 
     /// The bytes `writeSorted` writes for the first 20 properties when nothing needs escaping and nothing is
