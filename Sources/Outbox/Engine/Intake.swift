@@ -176,7 +176,9 @@ final class Intake: @unchecked Sendable {
     func admit(name: String?, draft: consuming EventDraft, body: UnsafeRawBufferPointer,
                onLoopThread: Bool) throws(OutboxError) -> Admission {
         // SPEC T4: a name admitted before needs no look-up under the lock (the set stays the rule for the others).
-        let knownName = name.map(knownNames.contains) ?? true
+        // (Not `name.map(knownNames.contains)`: that closure would retain and release the table, an object all
+        // callers share, bouncing its reference count between their cores.)
+        let knownName = if let name { knownNames.contains(name) } else { true }
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         let state = shared

@@ -33,6 +33,9 @@ struct EventValidator {
     /// Validates the event and runs `then` with its stored name, its JSON (valid during the call only) and what
     /// validation changed. The JSON is written on the stack: the caller's thread allocates no buffer for the usual
     /// event (the intake copies the bytes into its own).
+    // Inlined into `trackEvent`, whose closure then needs no context: a context would retain and release the
+    // engine, an object all callers share, bouncing its reference count between their cores.
+    @inline(__always)
     static func validate<R>(name rawName: String, properties: [String: PropertyValue],
                             _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
         throws(OutboxError) -> R {
