@@ -200,7 +200,7 @@ final class Intake: @unchecked Sendable {
         let start = state.pointee.pending.bytes.count
         state.pointee.pending.bytes.append(contentsOf: body)
         draft.bodyRange = start..<state.pointee.pending.bytes.count
-        state.pointee.pending.items.append(.event(draft))
+        state.pointee.pending.items.append(.event(consume draft))
         state.pointee.queuedEvents += 1
         wakeIfNeeded(&state.pointee, urgent: isUrgent)
         return .accepted
