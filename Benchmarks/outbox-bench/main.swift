@@ -24,10 +24,21 @@ func tempStore(_ name: String) -> String {
 }
 
 /// ~300-byte stored events: an ordinal and two padding strings.
-let padA = String(repeating: "a", count: 110)
-let padB = String(repeating: "b", count: 60)
-func properties(_ index: Int) -> [String: PropertyValue] {
-    ["i": .int(Int64(index)), "padA": .string(padA), "padB": .string(padB)]
+struct Padding {
+    let a: String
+    let b: String
+    /// Fresh string objects on every call: each bench thread makes its own. Strings shared by two callers would
+    /// have both threads retain and release the same objects on every call, bouncing their reference counts'
+    /// cache line between cores, and the 2-thread latencies would measure the bench rather than `trackEvent`.
+    init() {
+        a = String(repeating: "a", count: 110)
+        b = String(repeating: "b", count: 60)
+    }
+    /// For the benches that track from one thread.
+    static let shared = Padding()
+}
+func properties(_ index: Int, _ padding: Padding = .shared) -> [String: PropertyValue] {
+    ["i": .int(Int64(index)), "padA": .string(padding.a), "padB": .string(padding.b)]
 }
 
 func percentile(_ sorted: [UInt64], _ p: Double) -> Double {
@@ -56,8 +67,9 @@ func benchCaller(threads: Int) throws {
         group.enter()
         Thread {
             var local = [UInt64](repeating: 0, count: perThread)
+            let padding = Padding()
             for index in 0..<perThread {
-                let props = properties(index)
+                let props = properties(index, padding)
                 let before = monoNs()
                 try? engine.trackEvent("bench", properties: props)
                 local[index] = monoNs() - before

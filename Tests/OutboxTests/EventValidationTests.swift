@@ -123,6 +123,17 @@ struct EventValidationTests {
         #expect(decode(try EventValidator.validate(name: "a>>b", properties: [:]))["category"] == nil)
     }
 
+    // W2: an event whose escapes make it longer than the buffer sized for it (on the stack) is written whole.
+    @Test func anEventLongerThanItsBufferIsWrittenWhole() throws {
+        let controls = String(repeating: "\u{01}\"\\", count: 40)
+        let properties: [String: PropertyValue] = ["a": .string(controls), "b\u{02}": .string(controls), "c": 1]
+        let result = try EventValidator.validate(name: "e\u{03}", properties: properties)
+        let object = decode(result)
+        #expect(object["name"] as? String == "e\u{03}")
+        #expect(typed(result).map { $0["name"] as? String } == ["a", "b\u{02}", "c"])
+        #expect(typed(result).prefix(2).allSatisfy { $0["value"] as? String == controls })
+    }
+
     // W2: strings are escaped so that any name stays valid JSON.
     @Test func controlCharactersAndQuotesAreEscaped() throws {
         let name = "q\"b\\s\n\t\u{01}ü😀"

@@ -7,6 +7,12 @@ struct IntakeTests {
         EventDraft(priority: .normal, wallMs: 1, monoNs: 2, body: Array(body.utf8))
     }
 
+    private func admit(_ intake: Intake, _ body: String) throws {
+        _ = try Array(body.utf8).withUnsafeBytes { bytes in
+            try intake.admit(name: nil, draft: draft(""), body: bytes, onLoopThread: false)
+        }
+    }
+
     private func bodies(_ batch: IntakeBatch) -> [String] {
         batch.items.compactMap { item -> String? in
             guard case .event(let draft) = item else { return nil }
@@ -20,7 +26,7 @@ struct IntakeTests {
         let intake = Intake(enabled: true, names: [], maxNames: 200, capacity: 1000)
         for round in 0..<3 {
             let expected = (0..<50).map { #""name":"e\#(round)-\#($0)","pad":"\#(String(repeating: "x", count: $0))""# }
-            for body in expected { _ = try intake.admit(name: nil, draft: draft(body), onLoopThread: false) }
+            for body in expected { try admit(intake, body) }
             var batch = intake.takeAll()
             #expect(bodies(batch) == expected)
             intake.recycle(&batch)
@@ -33,9 +39,9 @@ struct IntakeTests {
     @Test func theQueueIsFullOnceItsBodiesReachTheByteBound() throws {
         let intake = Intake(enabled: true, names: [], maxNames: 200, capacity: 1000, byteCapacity: 1000)
         let body = String(repeating: "b", count: 300)
-        for _ in 0..<3 { _ = try intake.admit(name: nil, draft: draft(body), onLoopThread: false) }
+        for _ in 0..<3 { try admit(intake, body) }
         #expect(!intake.peek().full)  // 900 bytes queued
-        _ = try intake.admit(name: nil, draft: draft(body), onLoopThread: false)
+        try admit(intake, body)
         #expect(intake.peek().full)  // 1200 bytes queued: the loop is told to commit now
         let batch = intake.takeAll()
         #expect(batch.items.count == 4 && batch.bytes.count == 1200)

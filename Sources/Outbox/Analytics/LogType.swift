@@ -38,7 +38,9 @@ enum Stamp {
         var writer = JSONWriter(capacity: 64 + (userID?.utf8.count ?? 0))
         if let sid {
             writer.raw(",\"sid\":\"")
-            sid.write(into: &writer.bytes)
+            var text: [UInt8] = []
+            sid.write(into: &text)
+            writer.raw(text)
             writer.raw(UInt8(ascii: "\""))
         } else {
             writer.raw(",\"sid\":null")

@@ -6,8 +6,8 @@ struct EventDraft {
     var priority: Priority
     var wallMs: Int64
     var monoNs: Int64
-    /// The event-specific JSON (see `EventValidator`). The intake copies it into its byte arena and empties it,
-    /// so that the caller frees its own buffer on its own thread (see `Intake.admit`).
+    /// The log-specific JSON (see `EventValidator`) of the loop's own logs (sessions, lifecycle). Callers' logs
+    /// leave it empty: `Intake.admit` takes their JSON apart and copies it into the batch's byte arena.
     var body: [UInt8]
     /// Where `admit` put the body in the arena of the `IntakeBatch` that carries this draft.
     var bodyRange: Range<Int> = 0..<0
@@ -85,23 +85,37 @@ final class CommitWaiter: @unchecked Sendable {
 /// another thread goes back to the caller's malloc arena under that arena's lock, and those frees made the
 /// caller's slowest calls (SPEC T1's latency budget).
 final class Intake: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var roomAvailable = pthread_cond_t()
-    private var pending = IntakeBatch(itemCapacity: Intake.minimumItems, byteCapacity: Intake.minimumBytes)
+    /// What callers and the loop share, read and written under `mutex` only.
+    private struct Shared {
+        var pending = IntakeBatch(itemCapacity: Intake.minimumItems, byteCapacity: Intake.minimumBytes)
+        var queuedEvents = 0
+        var urgent = false
+        var closed = false
+        /// Set by the loop while logs keep arriving: it will drain on its own short timer, so normal admits need
+        /// not wake it (an `eventfd` write that wakes a sleeping thread costs the caller microseconds).
+        var loopPolling = false
+        var enabled: Bool
+        var names: Set<String>
+        var wake: (() -> Void)?
+    }
+
+    // The lock, its condition and the shared state live in memory of their own rather than in stored properties:
+    // every access to a class's `var` is checked at run time for overlapping accesses (`swift_beginAccess`, about
+    // a hundred instructions each, ten per admit), and a pthread mutex must not move, which `&property` does not
+    // promise.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let roomAvailable = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let shared = UnsafeMutablePointer<Shared>.allocate(capacity: 1)
+
+    // The loop's own: only the loop touches these.
     /// The buffers of the last drain, emptied and waiting to be swapped in again (already faulted in).
     private var spare: IntakeBatch?
-    private var queuedEvents = 0
-    private var urgent = false
-    private var closed = false
-    /// Set by the loop while logs keep arriving: it will drain on its own short timer, so normal admits need not
-    /// wake it (an `eventfd` write that wakes a sleeping thread costs the caller microseconds).
-    private var loopPolling = false
     /// Items and body bytes taken by the last drain (size the next buffers).
     private var lastDrain = 0
     private var lastDrainBytes = 0
 
-    private var enabled: Bool
-    private var names: Set<String>
+    /// Names the set `Shared.names` holds, for a look-up without the lock (SPEC T4).
+    private let knownNames: KnownNames
     private let maxNames: Int
     private let capacity: Int
     /// Bytes of event bodies the queue holds at most: callers wait for room beyond it, as beyond `capacity` logs.
@@ -113,109 +127,127 @@ final class Intake: @unchecked Sendable {
     private static let minimumBytes = 256 << 10
     /// Queue length at which the loop is woken even inside the group-commit window.
     let commitThreshold: Int
-    private var wake: (() -> Void)?
 
     init(enabled: Bool, names: Set<String>, maxNames: Int, capacity: Int, byteCapacity: Int = Intake.defaultByteCapacity) {
         self.byteCapacity = byteCapacity
-        self.enabled = enabled
-        self.names = names
         self.maxNames = maxNames
         self.capacity = capacity
         self.commitThreshold = min(1024, capacity)
+        shared.initialize(to: Shared(enabled: enabled, names: names))
+        knownNames = KnownNames(expected: maxNames)
+        for name in names { knownNames.insert(name) }
         // Adaptive: a caller that finds the lock taken spins briefly before sleeping. The lock is held for a few
         // hundred nanoseconds, far less than a futex sleep and wake-up costs the waiting caller.
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
         pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-        pthread_mutex_init(&mutex, &attributes)
+        pthread_mutex_init(mutex, &attributes)
         pthread_mutexattr_destroy(&attributes)
-        pthread_cond_init(&roomAvailable, nil)
+        pthread_cond_init(roomAvailable, nil)
     }
 
     deinit {
-        pthread_mutex_destroy(&mutex)
-        pthread_cond_destroy(&roomAvailable)
+        pthread_mutex_destroy(mutex)
+        pthread_cond_destroy(roomAvailable)
+        mutex.deallocate()
+        roomAvailable.deallocate()
+        shared.deinitialize(count: 1)
+        shared.deallocate()
+    }
+
+    /// Runs `body` on the shared state under the lock.
+    private func locked<T, E: Error>(_ body: (inout Shared) throws(E) -> T) throws(E) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&shared.pointee)
     }
 
     /// Installs the loop's wake-up (a `uv_async_send`), called under the lock so that it never races `close`.
     func setWake(_ wake: @escaping () -> Void) {
-        lock(); defer { unlock() }
-        self.wake = wake
+        locked { $0.wake = wake }
     }
-
-    private func lock() { pthread_mutex_lock(&mutex) }
-    private func unlock() { pthread_mutex_unlock(&mutex) }
 
     enum Admission { case accepted, disabled }
 
-    /// Admits one log. Throws for a new event name beyond the limit (SPEC T4) or after shutdown; `name` is nil for
-    /// logs that are not events (screens, user properties, locations: SPEC T4 counts event names only).
+    /// Admits one log, copying `body` (its JSON) into the queue; the draft's own `body` is not used. Throws for a
+    /// new event name beyond the limit (SPEC T4) or after shutdown; `name` is nil for logs that are not events
+    /// (screens, user properties, locations: SPEC T4 counts event names only).
     /// On the loop thread (host mode) it never waits for room: the caller commits inline instead.
-    func admit(name: String?, draft: EventDraft, onLoopThread: Bool) throws(OutboxError) -> Admission {
-        var draft = draft
-        lock()
-        while !onLoopThread && isFull && !closed {
-            pthread_cond_wait(&roomAvailable, &mutex)
+    func admit(name: String?, draft: consuming EventDraft, body: UnsafeRawBufferPointer,
+               onLoopThread: Bool) throws(OutboxError) -> Admission {
+        // SPEC T4: a name admitted before needs no look-up under the lock (the set stays the rule for the others).
+        // (Not `name.map(knownNames.contains)`: that closure would retain and release the table, an object all
+        // callers share, bouncing its reference count between their cores.)
+        let knownName = if let name { knownNames.contains(name) } else { true }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        let state = shared
+        while !onLoopThread && isFull(state.pointee) && !state.pointee.closed {
+            pthread_cond_wait(roomAvailable, mutex)
         }
-        guard !closed else { unlock(); throw .shutDown }
-        guard enabled else { unlock(); return .disabled }
-        if let name, !names.contains(name) {
-            guard names.count < maxNames else { unlock(); throw .tooManyEventNames(name: name, limit: maxNames) }
-            names.insert(name)
-            draft.newName = name
+        guard !state.pointee.closed else { throw .shutDown }
+        guard state.pointee.enabled else { return .disabled }
+        if !knownName, let name {
+            if !state.pointee.names.contains(name) {
+                guard state.pointee.names.count < maxNames else { throw .tooManyEventNames(name: name, limit: maxNames) }
+                state.pointee.names.insert(name)
+                draft.newName = name
+            }
+            // Published before the unlock: a caller that finds the name queues its event after this one.
+            knownNames.insert(name)
         }
         let isUrgent = draft.waiter != nil
-        let start = pending.bytes.count
-        pending.bytes.append(contentsOf: draft.body)
-        draft.bodyRange = start..<pending.bytes.count
-        draft.body = []
-        pending.items.append(.event(draft))
-        queuedEvents += 1
-        wakeIfNeeded(urgent: isUrgent)
-        unlock()
+        let start = state.pointee.pending.bytes.count
+        state.pointee.pending.bytes.append(contentsOf: body)
+        draft.bodyRange = start..<state.pointee.pending.bytes.count
+        state.pointee.pending.items.append(.event(consume draft))
+        state.pointee.queuedEvents += 1
+        wakeIfNeeded(&state.pointee, urgent: isUrgent)
         return .accepted
     }
 
     /// Appends a control item; `urgent` makes the loop commit now rather than at the end of the window.
     func submit(_ item: IntakeItem, urgent isUrgent: Bool = true) throws(OutboxError) {
-        lock(); defer { unlock() }
-        guard !closed else { throw .shutDown }
-        if case .setEnabled(let value) = item { enabled = value }
-        pending.items.append(item)
-        wakeIfNeeded(urgent: isUrgent)
+        try locked { (state: inout Shared) throws(OutboxError) in
+            guard !state.closed else { throw .shutDown }
+            if case .setEnabled(let value) = item { state.enabled = value }
+            state.pending.items.append(item)
+            wakeIfNeeded(&state, urgent: isUrgent)
+        }
     }
 
     /// Under the lock.
-    private var isFull: Bool { queuedEvents >= capacity || pending.bytes.count >= byteCapacity }
+    private func isFull(_ state: borrowing Shared) -> Bool {
+        state.queuedEvents >= capacity || state.pending.bytes.count >= byteCapacity
+    }
 
     /// Under the lock. Wakes on the first item after a drain, on urgent items, each time the queue reaches the
     /// commit threshold and when it is full; otherwise the loop is already awake or has a commit timer armed.
-    private func wakeIfNeeded(urgent isUrgent: Bool) {
-        let wasUrgent = urgent
-        if isUrgent { urgent = true }
-        if (pending.items.count == 1 && !loopPolling) || (isUrgent && !wasUrgent) || queuedEvents % commitThreshold == 0
-            || isFull {
-            wake?()
+    private func wakeIfNeeded(_ state: inout Shared, urgent isUrgent: Bool) {
+        let wasUrgent = state.urgent
+        if isUrgent { state.urgent = true }
+        if (state.pending.items.count == 1 && !state.loopPolling) || (isUrgent && !wasUrgent)
+            || state.queuedEvents % commitThreshold == 0 || isFull(state) {
+            state.wake?()
         }
     }
 
     /// For the loop: start or stop polling. Stopping returns how many items arrived meanwhile (the loop then drains
     /// them itself, since their admits did not wake it).
     func setLoopPolling(_ polling: Bool) -> Int {
-        lock(); defer { unlock() }
-        loopPolling = polling
-        return pending.items.count
+        locked { state in
+            state.loopPolling = polling
+            return state.pending.items.count
+        }
     }
 
     var isEnabled: Bool {
-        lock(); defer { unlock() }
-        return enabled
+        locked { $0.enabled }
     }
 
     /// For the loop: how much waits and whether it must be committed now (`full`: callers are waiting for room).
     func peek() -> (count: Int, urgent: Bool, closed: Bool, full: Bool) {
-        lock(); defer { unlock() }
-        return (pending.items.count, urgent, closed, isFull)
+        locked { state in (state.pending.items.count, state.urgent, state.closed, isFull(state)) }
     }
 
     /// For the loop: takes everything queued.
@@ -227,15 +259,15 @@ final class Intake: @unchecked Sendable {
             itemCapacity: min(max(lastDrain * 4, Self.minimumItems), capacity + 16),
             byteCapacity: min(max(lastDrainBytes * 4, Self.minimumBytes), byteCapacity + 64 << 10))
         spare = nil
-        lock()
-        let wasFull = isFull
-        swap(&fresh, &pending)
+        locked { state in
+            let wasFull = isFull(state)
+            swap(&fresh, &state.pending)
+            state.queuedEvents = 0
+            state.urgent = false
+            if wasFull { pthread_cond_broadcast(roomAvailable) }
+        }
         lastDrain = fresh.items.count
         lastDrainBytes = fresh.bytes.count
-        queuedEvents = 0
-        urgent = false
-        if wasFull { pthread_cond_broadcast(&roomAvailable) }
-        unlock()
         return fresh
     }
 
@@ -252,17 +284,17 @@ final class Intake: @unchecked Sendable {
 
     /// Refuses every later call; the loop drains what is left. Returns false if it was already closed.
     func close() -> Bool {
-        lock(); defer { unlock() }
-        guard !closed else { return false }
-        closed = true
-        pthread_cond_broadcast(&roomAvailable)
-        wake?()
-        return true
+        locked { state in
+            guard !state.closed else { return false }
+            state.closed = true
+            pthread_cond_broadcast(roomAvailable)
+            state.wake?()
+            return true
+        }
     }
 
     /// For the loop, after it closed its async handle: no caller may wake it any more.
     func detachWake() {
-        lock(); defer { unlock() }
-        wake = nil
+        locked { $0.wake = nil }
     }
 }

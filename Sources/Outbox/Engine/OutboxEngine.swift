@@ -87,24 +87,34 @@ public final class OutboxEngine: @unchecked Sendable {
     /// Throws `emptyEventName`, `invalidPropertyValue` (NaN, infinity), `tooManyEventNames` (SPEC T4), and for a
     /// `.critical` log any error that prevented its commit. While disabled (SPEC T6) the event is ignored.
     public func trackEvent(_ name: String, properties: [String: PropertyValue] = [:], flags: LogFlags = .normal) throws {
-        let validated = try EventValidator.validate(name: name, properties: properties)
-        if !validated.adjustments.isEmpty { warn(name: validated.name, validated.adjustments) }
-        let clock = configuration.clock
-        try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: validated.body),
-                  name: validated.name)
+        try EventValidator.validate(name: name, properties: properties) { name, body, adjustments throws(OutboxError) in
+            if !adjustments.isEmpty { warn(name: name, adjustments) }
+            let clock = configuration.clock
+            try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: []),
+                      body: body, name: name)
+        }
     }
 
     /// Hands a validated log to the loop (SPEC T1, T5). `name`: the event name for SPEC T4, nil for other types.
     func admit(_ draft: EventDraft, name: String?) throws {
         var draft = draft
+        let body = draft.body
+        draft.body = []
+        try body.withUnsafeBytes { try admit(draft, body: $0, name: name) }
+    }
+
+    /// `admit` with the log's JSON apart from the draft (whose own `body` is empty): the intake copies it into its
+    /// queue, so an event's JSON can stay on the caller's stack.
+    func admit(_ draft: consuming EventDraft, body: UnsafeRawBufferPointer, name: String?) throws(OutboxError) {
+        let priority = draft.priority
         let onLoopThread = loop.isOnLoopThread
-        let waiter = draft.priority == .critical && !onLoopThread ? CommitWaiter() : nil
+        let waiter = priority == .critical && !onLoopThread ? CommitWaiter() : nil
         draft.waiter = waiter
-        guard try intake.admit(name: name, draft: draft, onLoopThread: onLoopThread) == .accepted else { return }
+        guard try intake.admit(name: name, draft: draft, body: body, onLoopThread: onLoopThread) == .accepted else { return }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
             let queue = intake.peek()
-            if draft.priority == .critical || queue.full || queue.count >= intake.commitThreshold { core.commitNow() }
+            if priority == .critical || queue.full || queue.count >= intake.commitThreshold { core.commitNow() }
         } else if let waiter, let error = waiter.wait() {
             throw error
         }

@@ -25,6 +25,20 @@ struct EventValidator {
     }
 
     static func validate(name rawName: String, properties: [String: PropertyValue]) throws(OutboxError) -> Result {
+        try validate(name: rawName, properties: properties) { name, body, adjustments in
+            Result(name: name, body: Array(body), adjustments: adjustments)
+        }
+    }
+
+    /// Validates the event and runs `then` with its stored name, its JSON (valid during the call only) and what
+    /// validation changed. The JSON is written on the stack: the caller's thread allocates no buffer for the usual
+    /// event (the intake copies the bytes into its own).
+    // Inlined into `trackEvent`, whose closure then needs no context: a context would retain and release the
+    // engine, an object all callers share, bouncing its reference count between their cores.
+    @inline(__always)
+    static func validate<R>(name rawName: String, properties: [String: PropertyValue],
+                            _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
+        throws(OutboxError) -> R {
         guard !rawName.isEmpty else { throw .emptyEventName }
         var adjustments = Adjustments()
         var name = rawName
@@ -32,48 +46,97 @@ struct EventValidator {
             name = String(name.prefix(maxNameLength))
             adjustments.nameTruncated = true
         }
-
-        var writer = JSONWriter(capacity: 64 + properties.count * 48)
-        writer.raw("\"name\":")
-        writer.string(name)
-        if let category = categoryPath(name) {
-            writer.raw(",\"category\":[")
-            for (index, part) in category.enumerated() {
-                if index > 0 { writer.raw(UInt8(ascii: ",")) }
-                writer.string(part)
-            }
-            writer.raw(UInt8(ascii: "]"))
+        let category = categoryPath(name)
+        if properties.isEmpty {
+            return try write(name: name, category: category, properties: UnsafeBufferPointer(start: nil, count: 0),
+                             adjustments: &adjustments, then)
         }
-        if !properties.isEmpty {
-            try writeProperties(properties, key: ",\"typedProperties\":[", into: &writer, adjustments: &adjustments)
+        return try withSorted(properties) { sorted throws(OutboxError) in
+            try write(name: name, category: category, properties: sorted, adjustments: &adjustments, then)
         }
-        return Result(name: name, body: writer.bytes, adjustments: adjustments)
     }
+
+    /// Writes the body of an event into a buffer sized for it: no escapes, nothing truncated, it is written there
+    /// whole (a longer one moves on to the heap).
+    // Inlined, as `withSorted`: within one function the optimizer drops most retains and releases of what the
+    // closures capture (about 350 instructions per event).
+    @inline(__always)
+    private static func write<R>(name: String, category: [String]?, properties sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                                 adjustments: inout Adjustments,
+                                 _ then: (String, UnsafeRawBufferPointer, Adjustments) throws(OutboxError) -> R) throws(OutboxError) -> R {
+        // `"name":"…"`, and the category path: the name's bytes again, each part quoted and followed by a comma.
+        var capacity = 9 + name.utf8.count
+        if let category { capacity += 14 + name.utf8.count + 3 * category.count }
+        if !sorted.isEmpty { capacity += typedPropertiesKey.utf8CodeUnitCount + bodySize(of: sorted) }
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer throws(OutboxError) in
+            var writer = JSONWriter(buffer: buffer)
+            writer.raw("\"name\":")
+            writer.string(name)
+            if let category {
+                writer.raw(",\"category\":[")
+                for (index, part) in category.enumerated() {
+                    if index > 0 { writer.raw(UInt8(ascii: ",")) }
+                    writer.string(part)
+                }
+                writer.raw(UInt8(ascii: "]"))
+            }
+            if !sorted.isEmpty {
+                try writeSorted(sorted, key: typedPropertiesKey, into: &writer, adjustments: &adjustments)
+            }
+            return try writer.withBytes { body throws(OutboxError) in try then(name, body, adjustments) }
+        }
+    }
+
+    private static let typedPropertiesKey: StaticString = ",\"typedProperties\":["
 
     /// Writes typed properties, keeping the first 20 in key order (deterministic), truncating long keys and
     /// string values, refusing non-finite numbers. Also used for user properties.
     static func writeProperties(_ properties: [String: PropertyValue], key: StaticString, into writer: inout JSONWriter,
                                 adjustments: inout Adjustments) throws(OutboxError) {
-        // Sorted in a temporary buffer (on the stack for the usual handful of properties): this runs on the
-        // caller's thread for every event, and each heap allocation there shows in the slowest calls.
-        let outcome = withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self,
-                                                    capacity: properties.count) { buffer -> OutboxError? in
+        try withSorted(properties) { sorted throws(OutboxError) in
+            writer.reserve(key.utf8CodeUnitCount + bodySize(of: sorted))
+            try writeSorted(sorted, key: key, into: &writer, adjustments: &adjustments)
+        }
+    }
+
+    /// Runs `body` with the properties sorted by key, in a temporary buffer (on the stack for the usual handful
+    /// of properties): this runs on the caller's thread for every event, and each heap allocation there shows in
+    /// the slowest calls.
+    @inline(__always)
+    private static func withSorted<R>(_ properties: [String: PropertyValue],
+                                      _ body: (UnsafeBufferPointer<(key: String, value: PropertyValue)>) throws(OutboxError) -> R)
+        throws(OutboxError) -> R {
+        try withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self,
+                                          capacity: properties.count) { buffer throws(OutboxError) in
             var count = 0
             for pair in properties {
                 buffer.initializeElement(at: count, to: pair)
                 count += 1
             }
             var sorted = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
-            defer { _ = sorted.deinitialize() }
+            // One element at a time: the destroy of the concrete type, not the runtime's generic array destroy.
+            defer { for index in sorted.indices { _ = sorted.moveElement(from: index) } }
             sorted.sort { $0.key < $1.key }
-            do throws(OutboxError) {
-                try writeSorted(UnsafeBufferPointer(sorted), key: key, into: &writer, adjustments: &adjustments)
-                return nil
-            } catch {
-                return error
+            return try body(UnsafeBufferPointer(sorted))
+        }
+    }
+
+    /// The bytes `writeSorted` writes for the first 20 properties when nothing needs escaping and nothing is
+    /// truncated (it writes fewer for truncated ones): enough for the usual event's buffer to be allocated once.
+    private static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>) -> Int {
+        // `{"type":"dateTime","name":"…","value":…},` at most, and the closing bracket.
+        var size = 1
+        for index in 0..<min(sorted.count, maxProperties) {
+            size += 39 + sorted[index].key.utf8.count
+            switch sorted[index].value {
+            case .string(let text): size += 2 + text.utf8.count
+            case .int: size += 20
+            case .double: size += 24
+            case .bool: size += 5
+            case .date: size += 26
             }
         }
-        if let outcome { throw outcome }
+        return size
     }
 
     /// Seconds since 1970 of 0001-01-01T00:00:00.000Z through 9999-12-31T23:59:59.999Z: the dates a four-digit
@@ -115,13 +178,15 @@ struct EventValidator {
             first = false
             writer.raw("{\"type\":")
             switch value {
-            case .string(var text):
-                if exceeds(text, maxPropertyLength) {
-                    text = String(text.prefix(maxPropertyLength))
-                    adjustments.truncatedValues.append(key)
-                }
+            case .string(let text):
                 writer.raw("\"string\",\"name\":"); writer.string(storedKey)
-                writer.raw(",\"value\":"); writer.string(text)
+                writer.raw(",\"value\":")
+                if exceeds(text, maxPropertyLength) {
+                    writer.string(String(text.prefix(maxPropertyLength)))
+                    adjustments.truncatedValues.append(key)
+                } else {
+                    writer.string(text)
+                }
             case .int(let number):
                 writer.raw("\"long\",\"name\":"); writer.string(storedKey)
                 writer.raw(",\"value\":"); writer.int(number)
@@ -150,8 +215,10 @@ struct EventValidator {
 
     /// SPEC A7 (Curio): `"A>B>C"` is also sent as the category path `["A","B","C"]`.
     static func categoryPath(_ name: String) -> [String]? {
-        // A byte scan: String.contains(String) goes through Foundation's slow locale-aware search.
-        guard name.utf8.contains(UInt8(ascii: ">")) else { return nil }
+        // A byte scan: String.contains(String) goes through Foundation's slow locale-aware search, and the UTF8View's
+        // own `contains` iterates a byte at a time through the string's representation checks.
+        let separator = UInt8(ascii: ">")
+        guard name.utf8.withContiguousStorageIfAvailable({ $0.contains(separator) }) ?? name.utf8.contains(separator) else { return nil }
         let parts = name.split(separator: ">", omittingEmptySubsequences: false).map(String.init)
         guard parts.count <= 10, !parts.contains(where: \.isEmpty) else { return nil }
         return parts
