@@ -38,9 +38,7 @@ enum Stamp {
         var writer = JSONWriter(capacity: 64 + (userID?.utf8.count ?? 0))
         if let sid {
             writer.raw(",\"sid\":\"")
-            var text: [UInt8] = []
-            sid.write(into: &text)
-            writer.raw(text)
+            writer.id(sid)
             writer.raw(UInt8(ascii: "\""))
         } else {
             writer.raw(",\"sid\":null")

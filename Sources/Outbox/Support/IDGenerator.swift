@@ -47,21 +47,32 @@ struct IDGenerator {
 }
 
 extension UUIDBytes {
-    /// Appends the canonical lower-case `8-4-4-4-12` form: 36 bytes written in place, two hex digits per
-    /// byte from one shift and mask each (this runs for every log stored and every log sent).
+    /// Bytes of the canonical text form.
+    static let textLength = 36
+
+    /// Appends the canonical lower-case `8-4-4-4-12` form.
     func write(into bytes: inout [UInt8]) {
         let start = bytes.count
-        bytes.append(contentsOf: repeatElement(UInt8(ascii: "-"), count: 36))
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "-"), count: Self.textLength))
         bytes.withUnsafeMutableBufferPointer { out in
-            var position = start
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 { position += 1 }
-                let word = index < 8 ? high : low
-                let byte = Int(truncatingIfNeeded: word >> (UInt64(7 - index % 8) * 8)) & 0xFF
-                out[position] = Self.digit(byte >> 4)
-                out[position + 1] = Self.digit(byte & 0xF)
-                position += 2
+            if let base = out.baseAddress { write(to: base + start) }
+        }
+    }
+
+    /// Writes the canonical lower-case `8-4-4-4-12` form, `textLength` bytes, at `start`: two hex digits per byte
+    /// from one shift and mask each (this runs for every log stored and every log sent).
+    func write(to start: UnsafeMutablePointer<UInt8>) {
+        var position = start
+        for index in 0..<16 {
+            if index == 4 || index == 6 || index == 8 || index == 10 {
+                position.initialize(to: UInt8(ascii: "-"))
+                position += 1
             }
+            let word = index < 8 ? high : low
+            let byte = Int(truncatingIfNeeded: word >> (UInt64(7 - index % 8) * 8)) & 0xFF
+            position.initialize(to: Self.digit(byte >> 4))
+            (position + 1).initialize(to: Self.digit(byte & 0xF))
+            position += 2
         }
     }
 

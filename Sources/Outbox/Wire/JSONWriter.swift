@@ -210,6 +210,12 @@ struct JSONWriter: ~Copyable {
 
     mutating func bool(_ value: Bool) { value ? raw("true") : raw("false") }
 
+    /// A log or session id in its canonical text form (SPEC T7), without quotes.
+    mutating func id(_ id: UUIDBytes) {
+        id.write(to: space(UUIDBytes.textLength))
+        count &+= UUIDBytes.textLength
+    }
+
     /// `"2026-11-22T07:33:46.123Z"` (SPEC W2), quotes included.
     mutating func timestamp(ms: Int64) {
         Timestamp.write(ms: ms, to: space(Timestamp.quotedLength))
