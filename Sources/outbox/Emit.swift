@@ -119,7 +119,7 @@ struct Emit: ParsableCommand {
         await engine.persisted()
         if waitDelivered {
             engine.dispatch()
-            _ = await engine.waitUntilDelivered(timeout: (try? Self.duration(seconds: timeout, option: "--timeout")) ?? .seconds(60))
+            _ = await engine.waitUntilDelivered(timeout: try Self.duration(seconds: timeout, option: "--timeout"))
         }
         let status = try await engine.status()
         engine.shutdown()
