@@ -95,11 +95,12 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Dou
 /// `delivery [EVENTS] [MOCK_THREADS]`: the mock's event-loop threads default to one per core, as `outbox-mock`'s.
 func benchDelivery() throws {
     let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
-    let mockThreads = argumentsList.count > 2 ? Int(argumentsList[2]) ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) : Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    let mockThreads = argumentsList.count > 2 ? Int(argumentsList[2]) ?? cores : cores
     let server = try MockServer(configuration: .init(threads: mockThreads))
     try server.start()
     defer { try? server.stop() }
-    print(#"{"bench":"delivery set-up","events":\#(total),"mock_threads":\#(mockThreads),"cores":\#(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))}"#)
+    print(#"{"bench":"delivery set-up","events":\#(total),"mock_threads":\#(mockThreads),"cores":\#(cores)}"#)
     let small = try benchEndToEnd(total: total, batchSize: 50, server: server)
     server.reset()
     let large = try benchEndToEnd(total: total, batchSize: 500, server: server)
