@@ -24,6 +24,7 @@ struct Emit: ParsableCommand {
     @Flag(help: "Dispatch once tracking ends and wait until the store is empty or --timeout passes.") var waitDelivered = false
     @Option(help: "Seconds --wait-delivered waits at most.") var timeout: Double = 60
     @Option(help: "Extra CA bundle (PEM) for an HTTPS endpoint.") var caFile: String?
+    @Option(help: "Body compression: fast (default) or zlib:LEVEL, LEVEL 1–9 (SPEC W1).") var compression: String?
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
 
     func validate() throws {
@@ -37,6 +38,16 @@ struct Emit: ParsableCommand {
         _ = try Self.duration(seconds: timeout, option: "--timeout")
         if let interval { _ = try Self.duration(seconds: interval, option: "--interval") }
         _ = try parsedRetryIntervals()
+        _ = try parsedCompression()
+    }
+
+    func parsedCompression() throws -> BodyCompression? {
+        guard let compression else { return nil }
+        if compression == "fast" { return .fast }
+        if compression.hasPrefix("zlib:"), let level = Int(compression.dropFirst(5)), (1...9).contains(level) {
+            return .zlib(level: level)
+        }
+        throw ValidationError("--compression takes fast or zlib:LEVEL with LEVEL 1–9, got '\(compression)'")
     }
 
     /// Seconds given on the command line as a `Duration`; NaN, infinite, negative or absurd values (beyond a
@@ -78,6 +89,7 @@ struct Emit: ParsableCommand {
             configuration.criticalTransmissionInterval = min(configuration.criticalTransmissionInterval, configuration.transmissionInterval)
         }
         if let intervals = try parsedRetryIntervals() { configuration.retryIntervals = intervals }
+        if let compression = try parsedCompression() { configuration.bodyCompression = compression }
         let engine: OutboxEngine
         do {
             engine = try OutboxEngine(configuration: configuration)

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxMock
 import OutboxTestSupport
 import Testing
 
@@ -27,6 +28,8 @@ struct CommandLineTests {
         (["--interval", "-5"], "--interval"),
         (["--retry-intervals", "10,1e30"], "--retry-intervals"),
         (["--retry-intervals", "10,x"], "--retry-intervals"),
+        (["--compression", "zlib:0"], "--compression"),
+        (["--compression", "lz4"], "--compression"),
         (["--count", "-1"], "--count"),
         (["--wait-delivered"], "--wait-delivered"),
     ])
@@ -37,5 +40,26 @@ struct CommandLineTests {
         #expect(result.status < 128, "killed by a signal: \(result.errors)")
         #expect(result.errors.contains(option), "message: \(result.errors)")
         #expect(!FileManager.default.fileExists(atPath: dir.store))
+    }
+}
+
+extension CommandLineTests {
+    // SPEC X3, W1: `--compression zlib:9` reaches the engine; the mock inflates every body and stores every log.
+    @Test func emitWithZlibCompressionDeliversEverything() throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
+        process.arguments = ["emit", "--store", dir.store, "--count", "300", "--payload-bytes", "200",
+                             "--endpoint", server.baseURL, "--app-secret", "k", "--compression", "zlib:9",
+                             "--wait-delivered", "--timeout", "30"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "output: \(output)")
+        #expect(output.contains(#""delivered":300"#))
+        #expect(server.stats().logsUnique == 300)
     }
 }

@@ -27,9 +27,9 @@ final class DeliveryDriver {
     private var wakeAtMs: Int64?
     private var correction: ClockCorrection
     private var encoder: BatchEncoder
-    /// SPEC W1: bodies of 1400 bytes and more are gzip-compressed, at level 1 (fastest; JSON logs still shrink
-    /// about tenfold). Nil if zlib could not start: bodies then go uncompressed.
-    private let deflater = try? Deflater(level: 1)
+    /// SPEC W1: bodies of 1400 bytes and more are gzip-compressed (`Configuration.bodyCompression`). Nil if the
+    /// compressor could not start: bodies then go uncompressed.
+    private let compressor: BodyCompressor?
     private let boot: Int64
     private var nextKey: DeliveryScheduler.BatchKey = 1
 
@@ -65,6 +65,7 @@ final class DeliveryDriver {
                                            waitingNormal: waitingNormal, waitingCritical: waitingCritical)
         self.correction = ClockCorrection(thresholdMs: configuration.clockSkewThreshold.milliseconds)
         self.encoder = BatchEncoder(contexts: [0: device.json()])
+        self.compressor = BodyCompressor(configuration.bodyCompression)
         self.boot = BootID.current
         // SPEC R5: a restart re-enables sending; a cause left by the last run no longer holds.
         try? store.setMeta(MetaKey.disabledReason, nil)
@@ -226,7 +227,7 @@ final class DeliveryDriver {
                                  nowMonoNs: monoNow, nowBoot: boot)
         }
         var headers = self.headers
-        if body.count >= 1400, let compressed = try? deflater?.compress(body) {
+        if body.count >= 1400, let compressed = compressor?.compress(body) {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }
