@@ -57,7 +57,7 @@ func waitDelivered(_ engine: OutboxEngine, timeout: Duration) -> Bool {
 final class ResultBox: @unchecked Sendable { var value = false }
 
 /// Events/s delivered end to end to the mock on loopback, for a backlog of `total` events, at a batch size.
-func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Double {
+func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: BodyCompression) throws -> Double {
     let path = tempStore("e2e-\(batchSize).outbox")
     // The backlog is stored first (not timed), then delivered: the engine's sending path is what is measured.
     var storeOnly = Configuration(storePath: path)
@@ -71,6 +71,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Dou
     configuration.endpoint = server.baseURL
     configuration.appSecret = "bench"
     configuration.batchSize = batchSize
+    configuration.bodyCompression = compression
     let start = monoNs()
     let processBefore = processCPU()
     let hostBefore = hostBusyCPU()
@@ -88,22 +89,27 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer) throws -> Dou
     engine.shutdown()
     let stats = server.stats()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed))}"#)
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed))}"#)
     return rate
 }
 
-/// `delivery [EVENTS] [MOCK_THREADS]`: the mock's event-loop threads default to one per core, as `outbox-mock`'s.
+/// `delivery [EVENTS] [MOCK_THREADS] [fast|zlib:LEVEL]`: the mock's event-loop threads default to one per core, as
+/// `outbox-mock`'s; bodies are compressed as `Configuration.bodyCompression` says (default `fast`).
 func benchDelivery() throws {
     let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
     let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     let mockThreads = argumentsList.count > 2 ? Int(argumentsList[2]) ?? cores : cores
+    var compression = BodyCompression.fast
+    if argumentsList.count > 3, argumentsList[3].hasPrefix("zlib:"), let level = Int(argumentsList[3].dropFirst(5)) {
+        compression = .zlib(level: level)
+    }
     let server = try MockServer(configuration: .init(threads: mockThreads))
     try server.start()
     defer { try? server.stop() }
     print(#"{"bench":"delivery set-up","events":\#(total),"mock_threads":\#(mockThreads),"cores":\#(cores)}"#)
-    let small = try benchEndToEnd(total: total, batchSize: 50, server: server)
+    let small = try benchEndToEnd(total: total, batchSize: 50, server: server, compression: compression)
     server.reset()
-    let large = try benchEndToEnd(total: total, batchSize: 500, server: server)
+    let large = try benchEndToEnd(total: total, batchSize: 500, server: server, compression: compression)
     server.reset()
     // The mock's own capacity in the same run, against the same server, with realistic gzip batches of 50.
     let capacityRun = spawn(productPath("outbox-mock-bench"), ["--url", server.baseURL, "--requests", "8000", "--batch", "50"])
