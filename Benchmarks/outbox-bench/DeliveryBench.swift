@@ -93,20 +93,35 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     return rate
 }
 
-/// `delivery [EVENTS] [MOCK_THREADS] [fast|zlib:LEVEL]`: the mock's event-loop threads default to one per core, as
-/// `outbox-mock`'s; bodies are compressed as `Configuration.bodyCompression` says (default `fast`).
+/// `delivery [EVENTS] [MOCK_THREADS] [fast|zlib:LEVEL] [pinned]`: the mock's event-loop threads default to one per
+/// core, as `outbox-mock`'s; bodies are compressed as `Configuration.bodyCompression` says (default `fast`).
+/// `pinned` gives the mock's threads the last core and everything else (the engine, the capacity run's load client)
+/// the others, as if client and server were different machines: the ratio then says whether the engine keeps a
+/// server busy, not how two programs share a core.
 func benchDelivery() throws {
     let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
-    let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-    let mockThreads = argumentsList.count > 2 ? Int(argumentsList[2]) ?? cores : cores
+    let mockThreads = argumentsList.count > 2 ? Int(argumentsList[2]) : nil
     var compression = BodyCompression.fast
     if argumentsList.count > 3, argumentsList[3].hasPrefix("zlib:"), let level = Int(argumentsList[3].dropFirst(5)) {
         compression = .zlib(level: level)
     }
+    try benchDelivery(total: total, mockThreads: mockThreads, compression: compression,
+                      pinned: argumentsList.count > 4 && argumentsList[4] == "pinned")
+}
+
+func benchDelivery(total: Int, mockThreads requestedThreads: Int?, compression: BodyCompression, pinned requested: Bool) throws {
+    let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    let mockThreads = requestedThreads ?? cores
+    let pinned = requested && cores > 1
     let server = try MockServer(configuration: .init(threads: mockThreads))
     try server.start()
     defer { try? server.stop() }
-    print(#"{"bench":"delivery set-up","events":\#(total),"mock_threads":\#(mockThreads),"cores":\#(cores)}"#)
+    if pinned {
+        // Threads started later (the engine's, the load client) inherit the affinity of the thread that starts them.
+        setAffinity { $0.hasPrefix("NIO-ELT") ? "\(cores - 1)" : "0-\(cores - 2)" }
+    }
+    defer { if pinned { setAffinity { _ in "0-\(cores - 1)" } } }
+    print(#"{"bench":"delivery set-up","events":\#(total),"mock_threads":\#(mockThreads),"cores":\#(cores),"pinned":\#(pinned)}"#)
     let small = try benchEndToEnd(total: total, batchSize: 50, server: server, compression: compression)
     server.reset()
     let large = try benchEndToEnd(total: total, batchSize: 500, server: server, compression: compression)
@@ -118,6 +133,14 @@ func benchDelivery() throws {
     print(#"{"bench":"mock capacity","logs_per_s":\#(Int(capacity))}"#)
     if capacity > 0 {
         print(#"{"bench":"end to end vs mock","ratio_batch_50":\#(String(format: "%.3f", small / capacity)),"ratio_batch_500":\#(String(format: "%.3f", large / capacity))}"#)
+    }
+}
+
+/// Gives each thread of this process the CPU list `cpus(name)` returns (through taskset, which takes thread ids).
+func setAffinity(_ cpus: (String) -> String) {
+    for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+        let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
+        _ = spawn("/usr/bin/taskset", ["-p", "-c", cpus(comm), task])
     }
 }
 

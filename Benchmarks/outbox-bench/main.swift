@@ -170,7 +170,8 @@ case "all":
     let ours = try benchCommitted()
     let raw = benchRawSQLite(rowBytes: ours.rowBytes)
     print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours.rate / raw))}"#)
-    try benchDelivery()
+    try benchDelivery(total: 1_000_000, mockThreads: nil, compression: .fast, pinned: false)
+    try benchDelivery(total: 1_000_000, mockThreads: 1, compression: .fast, pinned: true)
     try benchMemory()
     try benchIdle(seconds: 60)
 default:
