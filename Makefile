@@ -5,7 +5,7 @@ DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-co
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 
-.PHONY: deps build test demo cli bench screenshot clean
+.PHONY: deps build test demo cli bench fuzz screenshot clean
 
 # Installs the Debian packages only when some are missing; `apt-get update` runs only then.
 deps:
@@ -55,6 +55,15 @@ bench: deps cli
 	.build/release/outbox-mock-bench
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
+
+# Long randomized round trips of the fast gzip compressor through zlib's inflate (FastGzipTests; `make test` runs
+# 200). FUZZ_ITERATIONS inputs (~7 ms each in a debug build), FUZZ_SEED to start elsewhere.
+FUZZ_ITERATIONS ?= 50000
+FUZZ_SEED ?= 5
+fuzz: deps
+	$(SWIFT) build --build-tests
+	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
+	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps

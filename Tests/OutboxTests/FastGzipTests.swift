@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Outbox
 
@@ -82,23 +83,37 @@ struct FastGzipTests {
         try roundTrip(compressor, [])
     }
 
+    /// Random inputs built from noise over small and large alphabets and copies of earlier stretches (near, at
+    /// the window's edge, short, around 258 bytes), through one compressor. `make fuzz` runs it for longer:
+    /// `OUTBOX_FUZZ_ITERATIONS` (default 200) inputs from `OUTBOX_FUZZ_SEED` (default 5); a failure names the
+    /// iteration, so `OUTBOX_FUZZ_SEED=<seed + iteration> OUTBOX_FUZZ_ITERATIONS=1` replays it.
     @Test func randomMixesOfRepeatsAndNoiseRoundTrip() throws {
         let compressor = try #require(FastGzip())
-        var random = SplitMix64(seed: 5)
-        for _ in 0..<200 {
+        let environment = ProcessInfo.processInfo.environment
+        let iterations = environment["OUTBOX_FUZZ_ITERATIONS"].flatMap { Int($0) } ?? 200
+        let seed = environment["OUTBOX_FUZZ_SEED"].flatMap { UInt64($0) } ?? 5
+        for iteration in 0..<iterations {
+            var random = SplitMix64(seed: seed &+ UInt64(iteration))
+            let alphabet = UInt64([2, 8, 64, 256][Int(random.next() % 4)])
             var input: [UInt8] = []
             let target = Int(random.next() % 70_000)
             while input.count < target {
                 if !input.isEmpty, random.next() % 2 == 0 {
-                    // Copy an earlier stretch, near or far, short or long.
-                    let start = Int(random.next() % UInt64(input.count))
-                    let length = min(Int(random.next() % 600) + 1, input.count - start)
+                    // Copy an earlier stretch: anywhere, or from about the window's size back.
+                    let far = input.count > 32_800 && random.next() % 4 == 0
+                    let start = far ? input.count - 32_760 - Int(random.next() % 16) : Int(random.next() % UInt64(input.count))
+                    let wanted = random.next() % 3 == 0 ? 250 + Int(random.next() % 20) : Int(random.next() % 600) + 1
+                    let length = min(wanted, input.count - start)
                     input += input[start..<(start + length)]
                 } else {
-                    input += (0..<Int(random.next() % 40)).map { _ in UInt8(truncatingIfNeeded: random.next() % 8) }
+                    input += (0..<Int(random.next() % 40)).map { _ in UInt8(truncatingIfNeeded: random.next() % alphabet) }
                 }
             }
-            try roundTrip(compressor, input)
+            let compressed = try #require(compressor.compress(input), "iteration \(iteration)")
+            #expect(compressed.count <= input.count + input.count / 8 + 64, "iteration \(iteration)")
+            let inflated = try Gzip.decompress(compressed, limit: input.count + 1)
+            #expect(inflated == input, "seed \(seed), iteration \(iteration): \(input.count) bytes")
+            if inflated != input { return }
         }
     }
 
