@@ -25,8 +25,8 @@ enum GzipError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// gzip framing (RFC 1952) through zlib, for request bodies (SPEC W1: bodies of 1400 bytes or more are sent
-/// with `Content-Encoding: gzip`).
+/// gzip framing (RFC 1952) through zlib: request bodies when `Configuration.bodyCompression` is `.zlib(level:)`
+/// (SPEC W1; the default `.fast` is `FastGzip`), and inflating in tests and tools.
 ///
 /// ```swift
 /// let body = try Gzip.compress(json)          // then set `Content-Encoding: gzip`
