@@ -277,18 +277,33 @@ struct ServerTests {
 
     // SPEC M7: --report-timezone changes which logs are late.
     @Test func reportTimeZoneDecidesLateness() throws {
-        // Two fixed-offset zones, UTC+14 and UTC-12: find a timestamp that is late in one and not in the other.
+        // Two fixed-offset zones far apart: find a timestamp that is late in one and not in the other.
         let day: Int64 = 86_400_000, hour: Int64 = 3_600_000
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        func late(_ t: Int64, offsetHours: Int64) -> Bool {
+        // Late or not, or nil when `now` is within a minute of the cutoff: the server decides a little later, so
+        // such a stamp could go either way.
+        func late(_ t: Int64, offsetHours: Int64) -> Bool? {
             let o = offsetHours * hour
             let localDayStart = ISOTimestamp.floorDivMod(t + o, day).0 * day
-            return now + 60_000 > localDayStart + day + 4 * hour - o  // a minute of margin for the test's run
-                && now - 60_000 > localDayStart + day + 4 * hour - o
+            let cutoff = localDayStart + day + 4 * hour - o
+            if now - 60_000 > cutoff { return true }
+            if now + 60_000 < cutoff { return false }
+            return nil
         }
-        let stamp = try #require((20...60).map { now - Int64($0) * hour }.first {
-            late($0, offsetHours: 14) != late($0, offsetHours: -12)
-        })
+        // Cutoffs fall on whole hours: around 14:00 and 16:00 UTC no stamp tells UTC+14 from UTC-12 by more than
+        // the margin, so a second pair (cutoffs at 18:00 and 12:00 UTC) covers those minutes. (With one pair and
+        // whole hours 20–60 h back, this test failed whenever it ran between 16:00 and 06:00 UTC.)
+        var chosen: (stamp: Int64, east: Int64, west: Int64)?
+        search: for (east, west) in [(Int64(14), Int64(-12)), (10, -8)] {
+            for step in Int64(12)...(60 * 12) {
+                let stamp = now - step * hour / 12
+                if let e = late(stamp, offsetHours: east), let w = late(stamp, offsetHours: west), e != w {
+                    chosen = (stamp, east, west)
+                    break search
+                }
+            }
+        }
+        let (stamp, east, west) = try #require(chosen)
         func lateLogs(in zone: String) throws -> Int {
             let tz = try #require(TimeZone(identifier: zone))
             return try withServer(.init(reportTimeZone: tz, threads: 2)) { (server: MockServer) throws in
@@ -296,8 +311,9 @@ struct ServerTests {
                 return server.stats().lateLogs
             }
         }
-        #expect(try lateLogs(in: "Etc/GMT-14") == (late(stamp, offsetHours: 14) ? 1 : 0))
-        #expect(try lateLogs(in: "Etc/GMT+12") == (late(stamp, offsetHours: -12) ? 1 : 0))
+        // Etc/GMT-N is UTC+N (POSIX signs).
+        #expect(try lateLogs(in: "Etc/GMT-\(east)") == (late(stamp, offsetHours: east) == true ? 1 : 0))
+        #expect(try lateLogs(in: "Etc/GMT+\(-west)") == (late(stamp, offsetHours: west) == true ? 1 : 0))
     }
 
     // SPEC X1: max_in_flight is the most requests handled at once.
