@@ -1,0 +1,110 @@
+import CLibUV
+import CSQLite
+import Logging
+
+/// Runs the store's WAL checkpoints on libuv's thread pool, so that the loop — the engine's own or the host's —
+/// never blocks on one.
+///
+/// In WAL mode with `synchronous = NORMAL` a commit writes to the WAL and does not sync. The checkpoint that
+/// copies the WAL back into the database syncs twice (WAL, then database) and writes every page. SQLite runs it
+/// inside the commit that crosses the threshold, on the committing thread. On a slow disk that stalls the loop
+/// for milliseconds at a time: delivery, timers and group commits all wait.
+///
+/// The store's connection reports each commit's WAL size (`LogStore.setWALCommitHook`). Past
+/// `thresholdFrames`, one PASSIVE checkpoint runs at a time, on a connection of its own that is opened by the
+/// first job. PASSIVE never waits for the writer: it copies the frames no reader needs, and the loop's next
+/// write restarts the WAL from its start once everything is copied.
+///
+/// ```swift
+/// let checkpointer = WALCheckpointer(path: store.path, thresholdFrames: store.walAutocheckpointPages, loop: loop, logger: logger)
+/// store.setWALCommitHook { frames in checkpointer.committed(walFrames: frames) }
+/// ```
+final class WALCheckpointer {
+    private let path: String
+    private let thresholdFrames: Int
+    private let loop: EventLoop
+    private let logger: Logger
+    /// Used only by the job on the pool while `running`, otherwise only by the loop thread.
+    private var connection: Database?
+    private var running = false
+    private var closing = false
+    /// Written by the job, read by the loop thread in the after-work callback (libuv orders the two).
+    private var jobError: OutboxError?
+    /// Checkpoints completed (tests and inspection).
+    private(set) var completed = 0
+
+    init(path: String, thresholdFrames: Int, loop: EventLoop, logger: Logger) {
+        self.path = path
+        self.thresholdFrames = max(1, thresholdFrames)
+        self.loop = loop
+        self.logger = logger
+    }
+
+    /// After each commit of the store's connection, on the loop thread: starts a checkpoint when the WAL holds
+    /// `thresholdFrames` or more and none is running.
+    func committed(walFrames: Int) {
+        guard walFrames >= thresholdFrames, !running, !closing else { return }
+        let request = UnsafeMutablePointer<uv_work_t>.allocate(capacity: 1)
+        // The job holds the checkpointer until its after-work callback, which may run after `close`.
+        let retained = Unmanaged.passRetained(self)
+        request.pointee.data = retained.toOpaque()
+        let rc = uv_queue_work(loop.raw, request, { request in
+            guard let data = request?.pointee.data else { return }
+            Unmanaged<WALCheckpointer>.fromOpaque(data).takeUnretainedValue().runJob()
+        }, { request, _ in
+            guard let request else { return }
+            if let data = request.pointee.data {
+                Unmanaged<WALCheckpointer>.fromOpaque(data).takeRetainedValue().jobEnded()
+            }
+            request.deallocate()
+        })
+        if rc == 0 {
+            running = true
+        } else {
+            retained.release()
+            request.deallocate()
+            logger.warning("cannot queue a WAL checkpoint", metadata: ["outbox.uv": "\(String(cString: uv_strerror(rc)))"])
+        }
+    }
+
+    /// On the loop thread at shutdown: no new checkpoint starts; the connection closes now, or when the running
+    /// job ends.
+    func close() {
+        closing = true
+        if !running { closeConnection() }
+    }
+
+    /// On a pool thread.
+    private func runJob() {
+        do throws(OutboxError) {
+            if connection == nil {
+                let database = try Database(path: path, flags: [.readWrite, .noMutex])
+                // The checkpoint copies pages straight from the WAL: this connection needs almost no cache.
+                try database.exec("PRAGMA cache_size = 8")
+                try database.exec("PRAGMA synchronous = NORMAL")
+                connection = database
+            }
+            _ = try connection?.checkpoint(.passive)
+            jobError = nil
+        } catch {
+            jobError = error
+        }
+    }
+
+    /// On the loop thread, after the job.
+    private func jobEnded() {
+        running = false
+        if let jobError {
+            logger.warning("WAL checkpoint failed; the next commit past the threshold tries again",
+                           metadata: ["outbox.error": "\(jobError)"])
+        } else {
+            completed += 1
+        }
+        if closing { closeConnection() }
+    }
+
+    private func closeConnection() {
+        connection?.close()
+        connection = nil
+    }
+}
