@@ -78,7 +78,7 @@ final class EngineCore {
             }
         }
         let checkpointer = WALCheckpointer(path: store.path, thresholdFrames: store.walAutocheckpointPages, loop: loop,
-                                           logger: logger)
+                                           logger: logger, checkpointInsideCommit: { [unowned store] in store.checkpointInsideCommit() })
         store.setWALCommitHook { frames in checkpointer.committed(walFrames: frames) }
         self.checkpointer = checkpointer
         startDeviceContext(networkType: watcher?.state.networkType)

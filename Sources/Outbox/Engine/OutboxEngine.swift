@@ -293,6 +293,7 @@ public final class OutboxEngine: @unchecked Sendable {
     var openHandleCount: Int { loop.openHandleCount }
     /// WAL checkpoints the pool has completed (tests; read it after `shutdown()` or on the loop thread).
     var walCheckpointsCompleted: Int { core.checkpointer?.completed ?? 0 }
+    var walCheckpointsInsideCommits: Int { core.checkpointer?.inlineCompleted ?? 0 }
 }
 
 /// A snapshot of the engine (SPEC X4).

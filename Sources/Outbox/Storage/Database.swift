@@ -235,6 +235,16 @@ final class Database {
         return (statement.int(at: 0) != 0, statement.int(at: 1), statement.int(at: 2))
     }
 
+    /// A PASSIVE checkpoint through the C API, as SQLite's own automatic checkpoint runs it: callable from inside
+    /// a WAL hook, during the commit, where preparing a statement is not. Returns the frames copied back, or nil
+    /// when SQLite refused (busy, closed).
+    func checkpointInsideCommit() -> Int? {
+        guard let db = handle else { return nil }
+        var walFrames: Int32 = 0, copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &walFrames, &copied)
+        return rc == SQLITE_OK ? Int(copied) : nil
+    }
+
     enum CheckpointMode: String {
         case passive = "PASSIVE"
         case truncate = "TRUNCATE"

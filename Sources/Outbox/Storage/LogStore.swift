@@ -420,6 +420,10 @@ final class LogStore {
         db.setWALHook(hook, autocheckpointPages: walAutocheckpointPages)
     }
 
+    /// From inside the WAL hook only: a PASSIVE checkpoint on this connection, during the commit (see
+    /// `WALCheckpointer`). Returns the frames copied back, or nil.
+    func checkpointInsideCommit() -> Int? { db.checkpointInsideCommit() }
+
     /// Copies the WAL back into the database and truncates it (housekeeping). Returns false when a reader
     /// (`inspect` in another process) kept it from finishing: not an error, the next checkpoint catches up.
     /// Never waits: the loop thread must not block on another process.

@@ -10,13 +10,18 @@ import Logging
 /// inside the commit that crosses the threshold, on the committing thread. On a slow disk that stalls the loop
 /// for milliseconds at a time: delivery, timers and group commits all wait.
 ///
-/// The store's connection reports each commit's WAL size (`LogStore.setWALCommitHook`). Past
-/// `thresholdFrames`, one PASSIVE checkpoint runs at a time, on a connection of its own that is opened by the
-/// first job. PASSIVE never waits for the writer: it copies the frames no reader needs, and the loop's next
-/// write restarts the WAL from its start once everything is copied.
+/// The store's connection reports each commit's WAL size (`LogStore.setWALCommitHook`). When `thresholdFrames`
+/// more than the last checkpoint copied are in it, one PASSIVE checkpoint runs at a time, on a connection of its
+/// own that is opened by the first job. PASSIVE never waits for the writer: it copies the frames no reader needs.
+///
+/// The WAL restarts from its start only when a write begins with every frame copied. A job cannot guarantee that
+/// while the loop keeps committing: frames written during the job stay behind, and the WAL would grow without
+/// bound. So once it holds twice the threshold, the commit that sees it copies the rest itself, as SQLite's own
+/// checkpoint would have — only the tail the jobs left, and at most half as often as SQLite would.
 ///
 /// ```swift
-/// let checkpointer = WALCheckpointer(path: store.path, thresholdFrames: store.walAutocheckpointPages, loop: loop, logger: logger)
+/// let checkpointer = WALCheckpointer(path: store.path, thresholdFrames: store.walAutocheckpointPages, loop: loop,
+///                                    logger: logger, checkpointInsideCommit: store.checkpointInsideCommit)
 /// store.setWALCommitHook { frames in checkpointer.committed(walFrames: frames) }
 /// ```
 final class WALCheckpointer {
@@ -30,20 +35,41 @@ final class WALCheckpointer {
     private var closing = false
     /// Written by the job, read by the loop thread in the after-work callback (libuv orders the two).
     private var jobError: OutboxError?
-    /// Checkpoints completed (tests and inspection).
+    private var jobBackfilled = 0
+    /// WAL frames already copied into the database by the last checkpoint (0 once the WAL restarts). A
+    /// checkpoint starts when `thresholdFrames` more have been written since: the frames committed while a job
+    /// runs must not make every following commit start another one (each costs two syncs).
+    private var backfilled = 0
+    /// Checkpoints completed on the pool, and during a commit (tests and inspection).
     private(set) var completed = 0
+    private(set) var inlineCompleted = 0
 
-    init(path: String, thresholdFrames: Int, loop: EventLoop, logger: Logger) {
+    /// Copies the rest of the WAL during the commit that calls the hook (`LogStore.checkpointInsideCommit`).
+    private let checkpointInsideCommit: () -> Int?
+
+    init(path: String, thresholdFrames: Int, loop: EventLoop, logger: Logger, checkpointInsideCommit: @escaping () -> Int?) {
         self.path = path
         self.thresholdFrames = max(1, thresholdFrames)
         self.loop = loop
         self.logger = logger
+        self.checkpointInsideCommit = checkpointInsideCommit
     }
 
     /// After each commit of the store's connection, on the loop thread: starts a checkpoint when the WAL holds
     /// `thresholdFrames` or more and none is running.
     func committed(walFrames: Int) {
-        guard walFrames >= thresholdFrames, !running, !closing else { return }
+        if walFrames < backfilled { backfilled = 0 }  // the WAL restarted from its start
+        guard !running, !closing else { return }
+        if walFrames >= 2 * thresholdFrames {
+            // Writes never paused long enough for a job to finish the WAL: copy the tail now, so that the next
+            // write restarts it.
+            if let copied = checkpointInsideCommit() {
+                backfilled = copied
+                inlineCompleted += 1
+            }
+            return
+        }
+        guard walFrames - backfilled >= thresholdFrames else { return }
         let request = UnsafeMutablePointer<uv_work_t>.allocate(capacity: 1)
         // The job holds the checkpointer until its after-work callback, which may run after `close`.
         let retained = Unmanaged.passRetained(self)
@@ -84,7 +110,7 @@ final class WALCheckpointer {
                 try database.exec("PRAGMA synchronous = NORMAL")
                 connection = database
             }
-            _ = try connection?.checkpoint(.passive)
+            jobBackfilled = try connection?.checkpoint(.passive).checkpointed ?? 0
             jobError = nil
         } catch {
             jobError = error
@@ -99,6 +125,7 @@ final class WALCheckpointer {
                            metadata: ["outbox.error": "\(jobError)"])
         } else {
             completed += 1
+            backfilled = jobBackfilled
         }
         if closing { closeConnection() }
     }
