@@ -55,8 +55,10 @@ final class WALCheckpointer {
         self.checkpointInsideCommit = checkpointInsideCommit
     }
 
-    /// After each commit of the store's connection, on the loop thread: starts a checkpoint when the WAL holds
-    /// `thresholdFrames` or more and none is running.
+    /// After each commit of the store's connection, on the loop thread (inside the commit): with no job running,
+    /// starts one when `thresholdFrames` more than the last checkpoint copied are in the WAL, or copies the tail
+    /// itself once the WAL holds twice the threshold. (While another process reads an old snapshot, that copy
+    /// stays partial and is tried at each commit, as SQLite's own checkpoint would be.)
     func committed(walFrames: Int) {
         if walFrames < backfilled { backfilled = 0 }  // the WAL restarted from its start
         guard !running, !closing else { return }
