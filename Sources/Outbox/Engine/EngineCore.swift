@@ -26,8 +26,6 @@ final class EngineCore {
     /// Present when the configuration names an endpoint.
     private(set) var delivery: DeliveryDriver?
     private var watcher: ReachabilityWatcher?
-    /// The store's WAL checkpoints, on libuv's pool instead of inside the loop's commits.
-    private(set) var checkpointer: WALCheckpointer?
     /// SPEC N2: the host's override; nil lets the watcher decide.
     private var reachabilityOverride: Reachability?
     /// Sessions, lifecycle and user (SPEC A1–A3, A5, A8), fed in queue order: see EngineCore+Analytics.swift.
@@ -77,10 +75,6 @@ final class EngineCore {
                 }
             }
         }
-        let checkpointer = WALCheckpointer(path: store.path, thresholdFrames: store.walAutocheckpointPages, loop: loop,
-                                           logger: logger, checkpointInsideCommit: { [unowned store] in store.checkpointInsideCommit() })
-        store.setWALCommitHook { frames in checkpointer.committed(walFrames: frames) }
-        self.checkpointer = checkpointer
         startDeviceContext(networkType: watcher?.state.networkType)
         let async = LoopAsync(loop: loop) { [unowned self] in self.onWake() }
         self.async = async
@@ -302,10 +296,6 @@ final class EngineCore {
         if !retryBuffer.isEmpty {
             logger.error("logs could not be stored before shutdown", metadata: ["outbox.lost": "\(retryBuffer.count)"])
         }
-        // The store's close checkpoints the WAL itself (it is the last connection, or the checkpointer's is once its
-        // running job ends).
-        store.setWALCommitHook(nil)
-        checkpointer?.close()
         store.close()
         intake.detachWake()
         loop.closeAll()

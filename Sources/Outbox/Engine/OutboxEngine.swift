@@ -291,9 +291,6 @@ public final class OutboxEngine: @unchecked Sendable {
     /// `uv_loop_close`'s result in dedicated mode after `shutdown()` (0: no handle leaked). For tests.
     var dedicatedLoopCloseResult: Int32? { loop.closeResult }
     var openHandleCount: Int { loop.openHandleCount }
-    /// WAL checkpoints the pool has completed (tests; read it after `shutdown()` or on the loop thread).
-    var walCheckpointsCompleted: Int { core.checkpointer?.completed ?? 0 }
-    var walCheckpointsInsideCommits: Int { core.checkpointer?.inlineCompleted ?? 0 }
 }
 
 /// A snapshot of the engine (SPEC X4).

@@ -61,37 +61,6 @@ final class Database {
         cache.removeAll()
         handle = nil
         sqlite3_close_v2(db)
-        walHook?.release()
-        walHook = nil
-    }
-
-    // MARK: WAL hook
-
-    private final class WALHook {
-        let run: (Int) -> Void
-        init(_ run: @escaping (Int) -> Void) { self.run = run }
-    }
-    private var walHook: Unmanaged<WALHook>?
-
-    /// Calls `hook` with the WAL's frame count after each commit, on the committing thread. Setting a hook turns
-    /// this connection's automatic checkpoints off (SQLite runs them from the same hook); nil turns them back on
-    /// at `autocheckpointPages`.
-    func setWALHook(_ hook: ((Int) -> Void)?, autocheckpointPages: Int) {
-        guard let db = handle else { return }
-        let previous = walHook
-        if let hook {
-            let box = Unmanaged.passRetained(WALHook(hook))
-            walHook = box
-            sqlite3_wal_hook(db, { context, _, _, frames in
-                guard let context else { return SQLITE_OK }
-                Unmanaged<WALHook>.fromOpaque(context).takeUnretainedValue().run(Int(frames))
-                return SQLITE_OK
-            }, box.toOpaque())
-        } else {
-            walHook = nil
-            sqlite3_wal_autocheckpoint(db, Int32(clamping: autocheckpointPages))
-        }
-        previous?.release()
     }
 
     private func openHandle() throws(OutboxError) -> OpaquePointer {
@@ -233,16 +202,6 @@ final class Database {
         let statement = try prepare("PRAGMA wal_checkpoint(\(mode.rawValue))")
         guard try statement.step() else { return (false, 0, 0) }
         return (statement.int(at: 0) != 0, statement.int(at: 1), statement.int(at: 2))
-    }
-
-    /// A PASSIVE checkpoint through the C API, as SQLite's own automatic checkpoint runs it: callable from inside
-    /// a WAL hook, during the commit, where preparing a statement is not. Returns the frames copied back, or nil
-    /// when SQLite refused (busy, closed).
-    func checkpointInsideCommit() -> Int? {
-        guard let db = handle else { return nil }
-        var walFrames: Int32 = 0, copied: Int32 = 0
-        let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &walFrames, &copied)
-        return rc == SQLITE_OK ? Int(copied) : nil
     }
 
     enum CheckpointMode: String {

@@ -413,17 +413,6 @@ final class LogStore {
 
     // MARK: WAL
 
-    /// Hands this connection's checkpoints to `hook` (the engine's `WALCheckpointer`, which runs them on libuv's
-    /// pool): after each commit it gets the WAL's frame count, and the connection no longer checkpoints by itself,
-    /// so a commit never waits for a checkpoint's page copies and syncs. nil restores automatic checkpoints.
-    func setWALCommitHook(_ hook: ((Int) -> Void)?) {
-        db.setWALHook(hook, autocheckpointPages: walAutocheckpointPages)
-    }
-
-    /// From inside the WAL hook only: a PASSIVE checkpoint on this connection, during the commit (see
-    /// `WALCheckpointer`). Returns the frames copied back, or nil.
-    func checkpointInsideCommit() -> Int? { db.checkpointInsideCommit() }
-
     /// Copies the WAL back into the database and truncates it (housekeeping). Returns false when a reader
     /// (`inspect` in another process) kept it from finishing: not an error, the next checkpoint catches up.
     /// Never waits: the loop thread must not block on another process.
