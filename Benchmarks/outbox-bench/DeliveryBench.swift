@@ -102,8 +102,12 @@ func benchDelivery() throws {
     let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
     let mockThreads = argumentsList.count > 2 ? Int(argumentsList[2]) : nil
     var compression = BodyCompression.fast
-    if argumentsList.count > 3, argumentsList[3].hasPrefix("zlib:"), let level = Int(argumentsList[3].dropFirst(5)) {
-        compression = .zlib(level: level)
+    if argumentsList.count > 3 {
+        guard let parsed = BodyCompression(argument: argumentsList[3]) else {
+            print("delivery: compression is fast or zlib:LEVEL (1–9), got \(argumentsList[3])")
+            return
+        }
+        compression = parsed
     }
     try benchDelivery(total: total, mockThreads: mockThreads, compression: compression,
                       pinned: argumentsList.count > 4 && argumentsList[4] == "pinned")
@@ -139,9 +143,8 @@ func benchDelivery(total: Int, mockThreads requestedThreads: Int?, compression: 
 
 /// Gives each thread of this process the CPU list `cpus(name)` returns (through taskset, which takes thread ids).
 func setAffinity(_ cpus: (String) -> String) {
-    for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
-        let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
-        _ = spawn("/usr/bin/taskset", ["-p", "-c", cpus(comm), task])
+    for (task, name) in tasks() {
+        _ = spawn("/usr/bin/taskset", ["-p", "-c", cpus(name), task])
     }
 }
 
@@ -169,10 +172,14 @@ func benchIdle(seconds: Int) throws {
 
 /// Threads of this process with this name, by kernel id.
 func threads(named name: String) -> [Int] {
-    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-    return tasks.compactMap { task -> Int? in
-        let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
-        return comm == name ? Int(task) : nil
+    tasks().compactMap { $0.name == name ? Int($0.id) : nil }
+}
+
+/// This process's threads: their ids and kernel names (/proc/self/task/*/comm).
+func tasks() -> [(id: String, name: String)] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).map { task in
+        let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
+        return (task, comm.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 

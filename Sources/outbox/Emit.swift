@@ -43,10 +43,7 @@ struct Emit: ParsableCommand {
 
     func parsedCompression() throws -> BodyCompression? {
         guard let compression else { return nil }
-        if compression == "fast" { return .fast }
-        if compression.hasPrefix("zlib:"), let level = Int(compression.dropFirst(5)), (1...9).contains(level) {
-            return .zlib(level: level)
-        }
+        if let parsed = BodyCompression(argument: compression) { return parsed }
         throw ValidationError("--compression takes fast or zlib:LEVEL with LEVEL 1–9, got '\(compression)'")
     }
 

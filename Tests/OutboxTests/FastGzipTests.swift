@@ -6,11 +6,16 @@ import Testing
 /// inflate reads back byte for byte, whatever the input: every small length, incompressible bytes, runs, matches
 /// at the window's edge, and bodies that follow a larger one through the same (never cleared) hash table.
 struct FastGzipTests {
-    private func roundTrip(_ compressor: FastGzip, _ input: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let compressed = try #require(compressor.compress(input), sourceLocation: sourceLocation)
-        #expect(compressed.count <= input.count + input.count / 8 + 64, sourceLocation: sourceLocation)
-        #expect(Array(compressed.prefix(3)) == [0x1F, 0x8B, 0x08], sourceLocation: sourceLocation)
-        #expect(try Gzip.decompress(compressed, limit: input.count + 1) == input, sourceLocation: sourceLocation)
+    /// Compresses, checks the bound and the magic, inflates with zlib; returns whether the bytes came back.
+    @discardableResult
+    private func roundTrip(_ compressor: FastGzip, _ input: [UInt8], _ context: Comment = "",
+                           sourceLocation: SourceLocation = #_sourceLocation) throws -> Bool {
+        let compressed = try #require(compressor.compress(input), context, sourceLocation: sourceLocation)
+        #expect(compressed.count <= input.count + input.count / 8 + 64, context, sourceLocation: sourceLocation)
+        #expect(Array(compressed.prefix(3)) == [0x1F, 0x8B, 0x08], context, sourceLocation: sourceLocation)
+        let inflated = try Gzip.decompress(compressed, limit: input.count + 1)
+        #expect(inflated == input, context, sourceLocation: sourceLocation)
+        return inflated == input
     }
 
     /// An analytics batch as the encoder writes it: repeated keys and device block, varying ids and values.
@@ -109,11 +114,7 @@ struct FastGzipTests {
                     input += (0..<Int(random.next() % 40)).map { _ in UInt8(truncatingIfNeeded: random.next() % alphabet) }
                 }
             }
-            let compressed = try #require(compressor.compress(input), "iteration \(iteration)")
-            #expect(compressed.count <= input.count + input.count / 8 + 64, "iteration \(iteration)")
-            let inflated = try Gzip.decompress(compressed, limit: input.count + 1)
-            #expect(inflated == input, "seed \(seed), iteration \(iteration): \(input.count) bytes")
-            if inflated != input { return }
+            guard try roundTrip(compressor, input, "seed \(seed), iteration \(iteration): \(input.count) bytes") else { return }
         }
     }
 
@@ -133,6 +134,13 @@ struct FastGzipTests {
             #expect(try Gzip.decompress(try #require(compressor.compress(body))) == body)
         }
         #expect(BodyCompressor(.zlib(level: 10)) == nil)
+        // The command line's spelling (`outbox emit --compression`, `outbox-bench delivery`).
+        #expect(BodyCompression(argument: "fast") == .fast)
+        #expect(BodyCompression(argument: "zlib:1") == .zlib(level: 1))
+        #expect(BodyCompression(argument: "zlib:9") == .zlib(level: 9))
+        for refused in ["zlib:0", "zlib:10", "zlib:", "zlib", "lz4", "Fast", ""] {
+            #expect(BodyCompression(argument: refused) == nil, "\(refused)")
+        }
         var configuration = Configuration(storePath: "/tmp/x.outbox")
         configuration.bodyCompression = .zlib(level: 0)
         #expect(throws: OutboxError.self) { try configuration.validate() }

@@ -12,6 +12,17 @@ public enum BodyCompression: Sendable, Equatable {
     case fast
     /// zlib, level 1 (fastest) to 9 (smallest).
     case zlib(level: Int)
+
+    /// `fast` or `zlib:LEVEL` with LEVEL 1–9 (the command line's and the benchmark's spelling); nil otherwise.
+    public init?(argument: String) {
+        if argument == "fast" {
+            self = .fast
+        } else if argument.hasPrefix("zlib:"), let level = Int(argument.dropFirst(5)), (1...9).contains(level) {
+            self = .zlib(level: level)
+        } else {
+            return nil
+        }
+    }
 }
 
 /// The fast compressor's state (a 128 KB hash table and the code tables), kept for many bodies. Not thread-safe:
