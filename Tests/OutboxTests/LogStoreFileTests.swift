@@ -11,12 +11,7 @@ struct LogStoreFileTests {
         let dir = TempDirectory()
         defer { dir.remove() }
         let path = dir.file("store.sqlite")
-        do {
-            let db = try Database(path: path)
-            defer { db.close() }
-            try db.exec("PRAGMA journal_mode = WAL")
-            _ = try Migrator(Array(LogSchema.migrator.migrations.prefix(1))).migrate(db)
-            #expect(try db.userVersion == 1)
+        try withStore(at: path, version: 1) { db throws(OutboxError) in
             try db.execute("""
                 INSERT INTO logs (seq, priority, batch, wall_ms, mono_ns, boot, context, id, payload)
                 VALUES (1, 0, 7, ?, 0, 0, 0, x'00112233445566778899aabbccddeeff', '{"name":"v1"}')
@@ -26,7 +21,7 @@ struct LogStoreFileTests {
 
         let store = try Fixture.open(path)
         defer { store.close() }
-        #expect(try store.db.userVersion == 2)
+        #expect(try store.db.userVersion == LogStore.schemaVersion)
         let counts = try store.counts()
         #expect(counts.inFlight == 0 && counts.pendingNormal == 1)
         let batch = try #require(try store.claim(limit: 10, nowMs: Fixture.baseWallMs))
@@ -34,6 +29,48 @@ struct LogStoreFileTests {
         #expect(try store.counts().inFlight == 1)
         #expect(try store.complete(batchID: batch.batchID) == 1)
         #expect(try store.counts().inFlight == 0 && store.counts().pendingNormal == 0)
+    }
+
+    // SPEC S1 (migrates forward), C9: a version-2 store kept one lease row per log in `in_flight`. Migrated, each
+    // becomes a stretch of one seq, still in flight for `inspect`; opened by the engine, the rows are pending again.
+    @Test func aVersionTwoStoreWithLeasesMigratesToStretches() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        try withStore(at: path, version: 2) { db throws(OutboxError) in
+            for (seq, priority) in [(1, 0), (2, 1), (3, 0)] {
+                try db.execute("""
+                    INSERT INTO logs (seq, priority, wall_ms, mono_ns, boot, context, id, payload)
+                    VALUES (?, ?, ?, 0, 0, 0, x'00112233445566778899aabbccddeeff', '{"name":"v2"}')
+                    """, [.integer(Int64(seq)), .integer(Int64(priority)), .integer(Fixture.baseWallMs)])
+            }
+            try db.exec("INSERT INTO in_flight (seq, batch) VALUES (1, 7), (2, 7)")
+            #expect(try LogStore.inspect(path: path).counts.inFlight == 2)
+            _ = try Migrator(Array(LogSchema.migrator.migrations.prefix(3))).migrate(db)
+            let select = try db.prepare("SELECT batch, priority, first, last FROM leases ORDER BY first")
+            var rows: [[Int64]] = []
+            while try select.step() { rows.append((0..<4).map { select.int64(at: Int32($0)) }) }
+            #expect(rows == [[7, 0, 1, 1], [7, 1, 2, 2]])
+        }
+        let counts = try LogStore.inspect(path: path).counts
+        #expect(counts.inFlight == 2 && counts.pendingNormal == 1)
+
+        let store = try Fixture.open(path)
+        defer { store.close() }
+        #expect(try store.counts().inFlight == 0)
+        #expect(try store.claim(limit: 10, nowMs: .max)?.logs.map(\.seq) == [2, 1, 3])
+    }
+
+    /// Creates a store at `path` as the engine's schema `version` left it (WAL mode, migrated that far), and runs
+    /// `body` on it.
+    private func withStore(at path: String, version: Int,
+                           _ body: (Database) throws(OutboxError) -> Void) throws(OutboxError) {
+        let db = try Database(path: path)
+        defer { db.close() }
+        try db.exec("PRAGMA journal_mode = WAL")
+        _ = try Migrator(Array(LogSchema.migrator.migrations.prefix(version))).migrate(db)
+        #expect(try db.userVersion == version)
+        try body(db)
     }
 
     // SPEC S1: the database and every file beside it are created 0600.
@@ -122,7 +159,7 @@ struct LogStoreFileTests {
         let tables = try store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
         var names: [String] = []
         while try tables.step() { names.append(tables.string(at: 0)) }
-        #expect(names == ["contexts", "dead_letters", "event_names", "in_flight", "logs", "meta"])
+        #expect(names == ["contexts", "dead_letters", "event_names", "leases", "logs", "meta"])
         _ = try store.append([Fixture.log(1)])
         store.close()
 

@@ -50,6 +50,46 @@ struct LogStoreQueueTests {
         #expect(try store.counts().inFlight == 10)
     }
 
+    // SPEC C9, R1, R3: a claim that steps over logs it cannot take (a bisected batch's, another batch's, one not due
+    // yet) leases only the logs it took, in several stretches: completing it deletes exactly them, and the logs it
+    // stepped over keep their own leases and due times.
+    @Test func claimSteppingOverLogsItCannotTakeLeasesOnlyItsOwn() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<16).map { Fixture.log($0) })
+        let a = try #require(try store.claim(limit: 5, nowMs: .max))
+        let b = try #require(try store.claim(limit: 5, nowMs: .max))
+        #expect(b.logs.map(Fixture.ordinal) == [5, 6, 7, 8, 9])
+        // A part of batch a comes back (bisection): 0 and 1 at once, 2 in five seconds.
+        #expect(try store.release(seqs: Array(a.logs[0..<2].map(\.seq)), nextAttemptMs: 0) == 2)
+        #expect(try store.release(seqs: [a.logs[2].seq], nextAttemptMs: 5000) == 1)
+
+        let c = try #require(try store.claim(limit: 6, nowMs: 1000))
+        #expect(c.logs.map(Fixture.ordinal) == [0, 1, 10, 11, 12, 13])
+        #expect(store.leases.stretches(of: c.batchID).map { [$0.first, $0.last] }
+                == [[a.logs[0].seq, a.logs[1].seq], [c.logs[2].seq, c.logs[5].seq]])
+        #expect(try leaseRows(store) == store.leases.stretches(.normal).map { [$0.batch, $0.first, $0.last] })
+        #expect(try store.counts().inFlight == 2 + 5 + 6)
+
+        #expect(try store.complete(batchID: c.batchID) == 6)
+        #expect(try store.allLogs().map(Fixture.ordinal) == [2, 3, 4, 5, 6, 7, 8, 9, 14, 15])
+        #expect(try store.release(batchID: b.batchID, nextAttemptMs: 0) == 5)
+        #expect(try store.complete(batchID: a.batchID) == 2)
+        #expect(try store.claim(limit: 20, nowMs: 1000)?.logs.map(Fixture.ordinal) == [5, 6, 7, 8, 9, 14, 15])
+        #expect(try store.claim(limit: 20, nowMs: 6000)?.logs.map(Fixture.ordinal) == [2])
+        #expect(try leaseRows(store) == store.leases.stretches(.normal).map { [$0.batch, $0.first, $0.last] })
+    }
+
+    /// The `leases` table's rows as [batch, first, last], in `first` order.
+    private func leaseRows(_ store: LogStore) throws -> [[Int64]] {
+        let select = try store.db.prepare("SELECT batch, first, last FROM leases ORDER BY first")
+        var rows: [[Int64]] = []
+        while try select.step() { rows.append([select.int64(at: 0), select.int64(at: 1), select.int64(at: 2)]) }
+        return rows
+    }
+
     // SPEC C4: seq is assigned at store time, in input order across appends; never by wall clock.
     @Test func seqFollowsStoreOrderNotWallClock() throws {
         let dir = TempDirectory()

@@ -8,9 +8,10 @@
 /// holds critical rows only (C4: claimed first). Pending normal rows are found in rowid (= `seq`) order, which is
 /// the order C4 asks for.
 ///
-/// Leases (C9) live in their own small table, `in_flight(seq, batch)`, since version 2. Marking a batch used to
-/// UPDATE each claimed row, and SQLite rewrites a whole record on UPDATE: with ~500-byte rows that made the claim
-/// the most expensive step of delivery (BENCHMARKS.md). `logs.batch` is unused since then.
+/// Leases (C9) are stretches of seqs, `leases(batch, priority, first, last)`, since version 3 (see `LeaseStretch`):
+/// one row per batch and priority, where version 2's `in_flight(seq, batch)` took one row per log, and version 1
+/// UPDATEd each claimed log (SQLite rewrites a whole record on UPDATE). Each step was measured as the most
+/// expensive part of delivery in its time (BENCHMARKS.md). `logs.batch` is unused since version 2.
 enum LogSchema {
     static let migrator = Migrator([
         Migration(version: 1, name: "initial schema") { (db: Database) throws(OutboxError) in
@@ -54,12 +55,25 @@ enum LogSchema {
                 DROP INDEX logs_in_flight;
                 """)
         },
+        Migration(version: 3, name: "leases as stretches of seqs") { (db: Database) throws(OutboxError) in
+            // Each version-2 lease becomes a stretch of one seq: the same leases, read the new way.
+            try db.exec("""
+                CREATE TABLE leases (
+                    batch INTEGER NOT NULL,
+                    priority INTEGER NOT NULL,
+                    first INTEGER NOT NULL,
+                    last INTEGER NOT NULL,
+                    PRIMARY KEY (batch, priority, first)
+                ) WITHOUT ROWID;
+                INSERT INTO leases (batch, priority, first, last)
+                    SELECT in_flight.batch, logs.priority, in_flight.seq, in_flight.seq
+                    FROM in_flight JOIN logs ON logs.seq = in_flight.seq;
+                DROP TABLE in_flight;
+                """)
+        },
     ])
 
     static var version: Int { migrator.latestVersion }
-
-    /// Leases whose rows were deleted some other way (evicted, expired, dead-lettered) are dropped with this.
-    static let forgetDeletedLeases = "DELETE FROM in_flight WHERE seq NOT IN (SELECT seq FROM logs)"
 
     static let insertLog = """
         INSERT INTO logs (seq, priority, wall_ms, mono_ns, boot, context, id, payload)
@@ -69,33 +83,51 @@ enum LogSchema {
     /// Columns read into a `StoredLog`, in `LogStore.readLog` order.
     static let logColumns = "seq, priority, wall_ms, mono_ns, boot, context, id, payload"
 
+    /// Whether the log `logs.seq` (of `priority`) lies in one of that priority's lease stretches.
+    private static func leased(_ priority: Priority) -> String {
+        """
+        EXISTS (SELECT 1 FROM leases WHERE leases.priority = \(priority.rawValue)
+                AND logs.seq BETWEEN leases.first AND leases.last)
+        """
+    }
+
     // The priority is a literal, not a parameter: only then can the planner prove that `logs_critical`
     // applies (a partial index is used when the WHERE clause implies the index's own).
-    static func claimable(_ priority: Priority) -> String {
+
+    /// The claim's scan: every log of a priority from a seq on, in seq order. Which of them are claimable (not
+    /// leased, due) the claim decides row by row, since it must know where it stepped over one (`LeaseStretch`).
+    /// `next_attempt_ms` follows the `logColumns`.
+    static func claimScan(_ priority: Priority) -> String {
         """
-        SELECT \(logColumns) FROM logs
-        WHERE priority = \(priority.rawValue) AND seq >= ?3 AND next_attempt_ms <= ?1
-          AND seq NOT IN (SELECT seq FROM in_flight)
-        ORDER BY seq LIMIT ?2
+        SELECT \(logColumns), next_attempt_ms FROM logs
+        WHERE priority = \(priority.rawValue) AND seq >= ?1
+        ORDER BY seq
         """
     }
 
     static func evictablePending(_ priority: Priority) -> String {
         """
         SELECT seq, length(payload) FROM logs
-        WHERE priority = \(priority.rawValue) AND seq NOT IN (SELECT seq FROM in_flight) ORDER BY seq
+        WHERE priority = \(priority.rawValue) AND NOT \(leased(priority)) ORDER BY seq
         """
     }
 
-    // The in-flight rows are few (at most a few batches): read through the lease table.
+    // The in-flight rows are few (at most a few batches): read through the leases.
     static func evictableInFlight(_ priority: Priority) -> String {
         """
-        SELECT logs.seq, length(logs.payload) FROM in_flight JOIN logs ON logs.seq = in_flight.seq
-        WHERE logs.priority = \(priority.rawValue) ORDER BY logs.seq
+        SELECT logs.seq, length(logs.payload) FROM leases
+        JOIN logs ON logs.seq BETWEEN leases.first AND leases.last AND logs.priority = leases.priority
+        WHERE leases.priority = \(priority.rawValue) ORDER BY logs.seq
         """
     }
 
     static func deletePendingThrough(_ priority: Priority) -> String {
-        "DELETE FROM logs WHERE priority = \(priority.rawValue) AND seq <= ? AND seq NOT IN (SELECT seq FROM in_flight)"
+        "DELETE FROM logs WHERE priority = \(priority.rawValue) AND seq <= ? AND NOT \(leased(priority))"
     }
+
+    /// In-flight logs, and how many of them are critical.
+    static let countInFlight = """
+        SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM leases
+        JOIN logs ON logs.seq BETWEEN leases.first AND leases.last AND logs.priority = leases.priority
+        """
 }

@@ -286,7 +286,6 @@ extension LogStore {
                 event.count += db.changes
                 event.inFlight += db.changes
             }
-            try db.execute(LogSchema.forgetDeletedLeases)
         }
         event.bytes = rows.reduce(0) { $0 + $1.bytes }
         return event

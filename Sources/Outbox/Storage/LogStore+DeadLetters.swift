@@ -90,7 +90,6 @@ extension LogStore {
                 try insert.bind(payload, at: 8)
                 try insert.run()
             }
-            if moved > 0 { try db.execute(LogSchema.forgetDeletedLeases) }
             dropped += try trimDeadLetters()
             return (moved, dropped)
         }

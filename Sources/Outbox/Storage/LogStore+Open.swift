@@ -120,9 +120,10 @@ extension LogStore {
             // C9, S6: whatever was in flight when the last process stopped is sent again; and the retry
             // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
             // in the old process's clock anyway.
-            try db.execute("DELETE FROM in_flight")
+            try db.execute("DELETE FROM leases")
             try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
         }
+        leases.removeAll()
         claimFloor = [0, 0]
         baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
         try loadCounters()

@@ -56,6 +56,8 @@ final class LogStore {
     /// nothing can be old enough (it runs before every claim).
     var minWallMs: Int64?
     var lastBatchID: Int64 = 0
+    /// The batches in flight (C9), as recorded in the `leases` table.
+    var leases = Leases()
     /// Per priority (by raw value), a seq below which no row of that priority is pending: the claim starts its
     /// scan there instead of walking past the rows in flight at the head of the table (two or three batches for
     /// every batch claimed). Raised by a claim that took every pending row below it, lowered by a release.
@@ -158,36 +160,47 @@ final class LogStore {
         guard limit > 0 else { return nil }
         return try guarded { () throws(OutboxError) -> ClaimedBatch? in
             _ = try expireOnce(nowMs: clock.wallMs())
-            // Marking a row makes it a few bytes longer: at the cap that can need a page.
-            let batch = try withRoom(bytes: 16 * min(limit, 1000)) { () throws(OutboxError) -> ClaimedBatch? in
+            // A lease is a row of its own: at the cap that can need a page.
+            let claimed = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> (ClaimedBatch, [LeaseStretch])? in
                 var logs: [StoredLog] = []
                 logs.reserveCapacity(min(limit, 512))
+                var stretches: [LeaseStretch] = []
+                let batchID = lastBatchID + 1
                 for candidate in [Priority.critical, .normal] where priority == nil || priority == candidate {
                     guard logs.count < limit else { break }
-                    let select = try db.cachedStatement(LogSchema.claimable(candidate))
-                    defer { select.reset() }
-                    try select.bind(nowMs, at: 1)
-                    try select.bind(limit - logs.count, at: 2)
-                    try select.bind(claimFloor[candidate.rawValue], at: 3)
-                    while try select.step() {
-                        logs.append(Self.readLog(select))
+                    let scan = try db.cachedStatement(LogSchema.claimScan(candidate))
+                    defer { scan.reset() }
+                    try scan.bind(claimFloor[candidate.rawValue], at: 1)
+                    var leased = LeaseCursor(leases.stretches(candidate))
+                    var open: LeaseStretch?
+                    while logs.count < limit, try scan.step() {
+                        let seq = scan.int64(at: 0)
+                        // A log that cannot be taken ends the stretch: the next one taken starts another.
+                        if leased.covers(seq) || scan.int64(at: 8) > nowMs {
+                            if let stretch = open { stretches.append(stretch) }
+                            open = nil
+                            continue
+                        }
+                        logs.append(Self.readLog(scan))
+                        if open == nil {
+                            open = LeaseStretch(batch: batchID, priority: candidate, first: seq, last: seq)
+                        } else {
+                            open?.last = seq
+                        }
                     }
+                    if let stretch = open { stretches.append(stretch) }
                 }
                 guard !logs.isEmpty else { return nil }
-                let batchID = lastBatchID + 1
-                let mark = try db.cachedStatement("INSERT INTO in_flight (seq, batch) VALUES (?, ?)")
-                for log in logs {
-                    try mark.bind(log.seq, at: 1)
-                    try mark.bind(batchID, at: 2)
-                    try mark.run()
-                }
+                try record(stretches)
                 try writeMeta(Self.lastBatchKey, String(batchID))
-                lastBatchID = batchID
-                return ClaimedBatch(batchID: batchID, logs: logs)
+                return (ClaimedBatch(batchID: batchID, logs: logs), stretches)
             }
+            guard let (batch, stretches) = claimed else { return nil }
+            lastBatchID = batch.batchID
+            leases.add(stretches)
             // With every pending row claimable (nowMs = Int64.max, as delivery claims), the claim took the lowest
             // pending rows of each priority: none is left below the last one taken.
-            if let batch, nowMs == Int64.max {
+            if nowMs == Int64.max {
                 for candidate in Priority.allCases {
                     if let last = batch.logs.last(where: { $0.priority == candidate }) {
                         claimFloor[candidate.rawValue] = max(claimFloor[candidate.rawValue], last.seq + 1)
@@ -203,12 +216,13 @@ final class LogStore {
     @discardableResult
     func complete(batchID: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
+            let stretches = leases.stretches(of: batchID)
             let deleted = try db.transaction { () throws(OutboxError) -> Int in
-                try db.execute("DELETE FROM logs WHERE seq IN (SELECT seq FROM in_flight WHERE batch = ?)", [.integer(batchID)])
-                let deleted = db.changes
-                try db.execute("DELETE FROM in_flight WHERE batch = ?", [.integer(batchID)])
+                let deleted = try run("DELETE FROM logs WHERE priority = ? AND seq BETWEEN ? AND ?", over: stretches)
+                try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
                 return deleted
             }
+            leases.remove(batch: batchID)
             logCount -= deleted
             return deleted
         }
@@ -219,20 +233,21 @@ final class LogStore {
     func complete(seqs: [Int64]) throws(OutboxError) -> Int {
         guard !seqs.isEmpty else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
-            try db.transaction { () throws(OutboxError) -> Int in
+            let cut = leases.cutting(seqs)
+            let deleted = try db.transaction { () throws(OutboxError) -> Int in
                 let delete = try db.cachedStatement("DELETE FROM logs WHERE seq = ?")
-                let unlease = try db.cachedStatement("DELETE FROM in_flight WHERE seq = ?")
                 var deleted = 0
                 for seq in seqs {
                     try delete.bind(seq, at: 1)
                     try delete.run()
                     deleted += db.changes
-                    try unlease.bind(seq, at: 1)
-                    try unlease.run()
                 }
-                logCount -= deleted
+                try rewriteLeases(cut)
                 return deleted
             }
+            cut.forEach { leases.replace(batch: $0.batch, with: $0.stretches) }
+            logCount -= deleted
+            return deleted
         }
     }
 
@@ -240,14 +255,18 @@ final class LogStore {
     @discardableResult
     func release(batchID: Int64, nextAttemptMs: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
-            try withRoom(bytes: 4 * pageSize) { () throws(OutboxError) -> Int in
-                try db.execute("UPDATE logs SET next_attempt_ms = ? WHERE seq IN (SELECT seq FROM in_flight WHERE batch = ?)",
-                               [.integer(nextAttemptMs), .integer(batchID)])
-                let released = db.changes
-                try db.execute("DELETE FROM in_flight WHERE batch = ?", [.integer(batchID)])
-                claimFloor = [0, 0]  // rows below the floor are pending again
+            let stretches = leases.stretches(of: batchID)
+            let released = try withRoom(bytes: 4 * pageSize) { () throws(OutboxError) -> Int in
+                let released = try run("UPDATE logs SET next_attempt_ms = ?1 WHERE priority = ?2 AND seq BETWEEN ?3 AND ?4",
+                                       over: stretches, from: 2) { (update: Statement) throws(OutboxError) in
+                    try update.bind(nextAttemptMs, at: 1)
+                }
+                try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
                 return released
             }
+            leases.remove(batch: batchID)
+            claimFloor = [0, 0]  // rows below the floor are pending again
+            return released
         }
     }
 
@@ -256,22 +275,64 @@ final class LogStore {
     func release(seqs: [Int64], nextAttemptMs: Int64) throws(OutboxError) -> Int {
         guard !seqs.isEmpty else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
-            try withRoom(bytes: 16 * seqs.count) { () throws(OutboxError) -> Int in
+            let cut = leases.cutting(seqs)
+            let released = try withRoom(bytes: 16 * seqs.count + 64 * cut.count) { () throws(OutboxError) -> Int in
                 let update = try db.cachedStatement("UPDATE logs SET next_attempt_ms = ? WHERE seq = ?")
-                let unlease = try db.cachedStatement("DELETE FROM in_flight WHERE seq = ?")
                 var released = 0
                 for seq in seqs {
                     try update.bind(nextAttemptMs, at: 1)
                     try update.bind(seq, at: 2)
                     try update.run()
                     released += db.changes
-                    try unlease.bind(seq, at: 1)
-                    try unlease.run()
                 }
-                claimFloor = [0, 0]  // rows below the floor are pending again
+                try rewriteLeases(cut)
                 return released
             }
+            cut.forEach { leases.replace(batch: $0.batch, with: $0.stretches) }
+            claimFloor = [0, 0]  // rows below the floor are pending again
+            return released
         }
+    }
+
+    /// Writes the stretches `Leases.cutting` left to each batch in place of its old ones. Part of the caller's
+    /// transaction; the caller updates `leases` once it has committed.
+    func rewriteLeases(_ cut: [(batch: Int64, stretches: [LeaseStretch])]) throws(OutboxError) {
+        guard !cut.isEmpty else { return }
+        let drop = try db.cachedStatement("DELETE FROM leases WHERE batch = ?")
+        for (batch, stretches) in cut {
+            try drop.bind(batch, at: 1)
+            try drop.run()
+            try record(stretches)
+        }
+    }
+
+    /// Inserts lease stretches into the `leases` table (part of the caller's transaction).
+    private func record(_ stretches: [LeaseStretch]) throws(OutboxError) {
+        let mark = try db.cachedStatement("INSERT INTO leases (batch, priority, first, last) VALUES (?, ?, ?, ?)")
+        for stretch in stretches {
+            try mark.bind(stretch.batch, at: 1)
+            try mark.bind(stretch.priority.rawValue, at: 2)
+            try mark.bind(stretch.first, at: 3)
+            try mark.bind(stretch.last, at: 4)
+            try mark.run()
+        }
+    }
+
+    /// Runs `sql` once per stretch, with the stretch's priority, first and last seq bound to parameters `from`,
+    /// `from + 1` and `from + 2` (and the rest by `bind`); returns the number of rows it changed.
+    private func run(_ sql: String, over stretches: [LeaseStretch], from index: Int32 = 1,
+                     bind: (Statement) throws(OutboxError) -> Void = { _ in }) throws(OutboxError) -> Int {
+        let statement = try db.cachedStatement(sql)
+        var changed = 0
+        for stretch in stretches {
+            try bind(statement)
+            try statement.bind(stretch.priority.rawValue, at: index)
+            try statement.bind(stretch.first, at: index + 1)
+            try statement.bind(stretch.last, at: index + 2)
+            try statement.run()
+            changed += db.changes
+        }
+        return changed
     }
 
     // MARK: Expiry (S4)
@@ -291,7 +352,6 @@ final class LogStore {
         let expired = try db.transaction { () throws(OutboxError) -> Int in
             try db.execute("DELETE FROM logs WHERE wall_ms < ?", [.integer(cutoff)])
             let deleted = db.changes
-            if deleted > 0 { try db.execute(LogSchema.forgetDeletedLeases) }
             minWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
             return deleted
         }
@@ -316,8 +376,10 @@ final class LogStore {
             var counts = StoreCounts()
             let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
             let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
-            // Version 1 (a store an older engine wrote, read by `inspect` without migrating) kept leases in `logs`.
-            let inFlight = try db.cachedStatement(try db.userVersion >= 2
+            // Older versions (a store an older engine wrote, read by `inspect` without migrating) kept leases in
+            // `in_flight` (2) or `logs` (1).
+            let version = try db.userVersion
+            let inFlight = try db.cachedStatement(version >= 3 ? LogSchema.countInFlight : version == 2
                 ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
                 : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL")
             defer { inFlight.reset() }
@@ -392,10 +454,11 @@ final class LogStore {
             let deleted = try db.transaction { () throws(OutboxError) -> Int in
                 try db.execute("DELETE FROM logs")
                 let deleted = db.changes
-                try db.execute("DELETE FROM in_flight")
+                try db.execute("DELETE FROM leases")
                 try db.execute("DELETE FROM dead_letters")
                 return deleted
             }
+            leases.removeAll()
             logCount = 0
             minWallMs = nil
             // The deletion is what the user asked for and it is committed; the rebuild only scrubs free pages, so
