@@ -88,7 +88,7 @@ let package = Package(
         .executableTarget(name: "outbox-crash-child", dependencies: ["Outbox"], path: "Tests/CrashChild"),
 
         .target(name: "OutboxTestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CZlib"], path: "Tests/OutboxTests"),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CFastGzip"], path: "Tests/OutboxTests"),
         .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "CZlib"], path: "Tests/OutboxMockTests"),
         .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "CZlib"], path: "Tests/EndToEndTests"),
     ]

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 enum {
     hash_bits = 15,
@@ -179,8 +182,51 @@ size_t outbox_fast_gzip_compress(outbox_fast_gzip *state, const uint8_t *input, 
         count = count > 8 ? count - 8 : 0;
     }
     // Trailer: CRC-32 and the length modulo 2^32, little-endian.
-    uint32_t crc = (uint32_t)crc32_z(0, input, length);
+    uint32_t crc = outbox_crc32(0, input, length);
     for (int i = 0; i < 4; i++) *out++ = (uint8_t)(crc >> (8 * i));
     for (int i = 0; i < 4; i++) *out++ = (uint8_t)((uint32_t)length >> (8 * i));
     return (size_t)(out - output);
+}
+
+// CRC-32 (gzip's, as zlib's crc32_z computes it). zlib 1.2.13 spends ~3.9 instructions per byte on it, 10 % of the
+// loop's work per delivered log; carry-less multiplication folds 16 bytes in a few instructions.
+
+/// The CRC register after `data`, starting from `state`, without gzip's inversions before and after.
+static uint32_t crc32_register(uint32_t state, const uint8_t *data, size_t length) {
+    return ~(uint32_t)crc32_z(~state, data, length);
+}
+
+#if defined(__x86_64__)
+/// Folds the input 16 bytes at a time (Intel, "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ"):
+/// the 128-bit accumulator A followed by the rest of the input has the same CRC as the input read so far followed by
+/// the rest, because the next block is added to A·x^128 mod P, which two carry-less products give from A's halves
+/// (constants x^(128+32) and x^(128-32) mod P, bit-reflected and shifted left by one, as in Linux's crc32-pclmul;
+/// checked by computing them). The last accumulator is then 16 bytes of input like any other: zlib finishes from
+/// there.
+__attribute__((target("pclmul,sse2")))
+static uint32_t crc32_register_folded(uint32_t state, const uint8_t *data, size_t length) {
+    __m128i accumulator = _mm_xor_si128(_mm_loadu_si128((const __m128i *)data), _mm_cvtsi32_si128((int)state));
+    data += 16;
+    length -= 16;
+    const __m128i constants = _mm_set_epi64x(0x00000000ccaa009eLL, 0x00000001751997d0LL);
+    while (length >= 16) {
+        __m128i low = _mm_clmulepi64_si128(accumulator, constants, 0x00);
+        __m128i high = _mm_clmulepi64_si128(accumulator, constants, 0x11);
+        accumulator = _mm_xor_si128(_mm_xor_si128(low, high), _mm_loadu_si128((const __m128i *)data));
+        data += 16;
+        length -= 16;
+    }
+    uint8_t folded[16];
+    _mm_storeu_si128((__m128i *)folded, accumulator);
+    return crc32_register(crc32_register(0, folded, 16), data, length);
+}
+#endif
+
+uint32_t outbox_crc32(uint32_t crc, const uint8_t *data, size_t length) {
+#if defined(__x86_64__)
+    if (length >= 64 && __builtin_cpu_supports("pclmul")) {
+        return ~crc32_register_folded(~crc, data, length);
+    }
+#endif
+    return (uint32_t)crc32_z(crc, data, length);
 }

@@ -22,4 +22,8 @@ size_t outbox_fast_gzip_bound(size_t length);
 /// bytes; returns the number written, or 0 when `length` is too large.
 size_t outbox_fast_gzip_compress(outbox_fast_gzip *state, const uint8_t *input, size_t length, uint8_t *output);
 
+/// gzip's CRC-32 of `data[0..<length]` continued from `crc` (0 to start), as zlib's `crc32_z` computes it; with
+/// carry-less multiplication where the CPU has it (x86-64 with PCLMULQDQ), about ten times fewer instructions.
+uint32_t outbox_crc32(uint32_t crc, const uint8_t *data, size_t length);
+
 #endif
