@@ -114,6 +114,23 @@ struct LogStoreFileTests {
         second.close()
     }
 
+    // SPEC S1: a lock released within the patience is taken (a spawned child may share it until its exec); one held
+    // longer is refused, at once without patience.
+    @Test func aLockReleasedWithinThePatienceIsTaken() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.lock")
+        let holder = try FileLock(path: path)
+        #expect(throws: FileLock.Failure.self) { try FileLock(path: path, patienceMs: 0) }
+        // The holder lets go 30 ms later, from another thread (the scenario's delay, not a wait for something).
+        nonisolated(unsafe) let held = holder
+        let released = Thread { usleep(30_000); held.unlock() }
+        released.start()
+        let taker = try FileLock(path: path, patienceMs: 5_000)
+        #expect(taker.isHeld && !holder.isHeld)
+        #expect(throws: FileLock.Failure.self) { try FileLock(path: path, patienceMs: 20) }
+    }
+
     // SPEC S1: the lock holds against another process, both ways.
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/flock")))
     func lockHoldsAcrossProcesses() throws {
