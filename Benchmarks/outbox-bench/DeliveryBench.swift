@@ -77,6 +77,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     let hostBefore = hostBusyCPU()
     let earlierThreads = threads(named: "outbox-loop")
     let engine = try OutboxEngine(configuration: configuration)
+    let opened = monoNs()
     let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
     let loopBefore = threadCPU(loopTask)
     let delivered = waitDelivered(engine, timeout: .seconds(600))
@@ -89,7 +90,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     engine.shutdown()
     let stats = server.stats()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed))}"#)
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed))}"#)
     return rate
 }
 

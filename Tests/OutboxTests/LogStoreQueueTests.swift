@@ -72,6 +72,13 @@ struct LogStoreQueueTests {
                 == [[a.logs[0].seq, a.logs[1].seq], [c.logs[2].seq, c.logs[5].seq]])
         #expect(try leaseRows(store) == store.leases.stretches(.normal).map { [$0.batch, $0.first, $0.last] })
         #expect(try store.counts().inFlight == 2 + 5 + 6)
+        _ = try store.append([Fixture.log(16, priority: .critical), Fixture.log(17, priority: .critical)])
+        _ = try #require(try store.claim(limit: 1, nowMs: 1000, priority: .critical))
+        let counts = try store.counts()
+        #expect(try store.waitingCounts() == (counts.pendingNormal, counts.pendingCritical))
+        #expect(try store.waitingCounts() == (3, 1))
+        #expect(store.logCount == (try store.allLogs().count))
+        _ = try store.complete(seqs: try store.allLogs().filter { $0.priority == .critical }.map(\.seq))
 
         #expect(try store.complete(batchID: c.batchID) == 6)
         #expect(try store.allLogs().map(Fixture.ordinal) == [2, 3, 4, 5, 6, 7, 8, 9, 14, 15])
@@ -80,6 +87,7 @@ struct LogStoreQueueTests {
         #expect(try store.claim(limit: 20, nowMs: 1000)?.logs.map(Fixture.ordinal) == [5, 6, 7, 8, 9, 14, 15])
         #expect(try store.claim(limit: 20, nowMs: 6000)?.logs.map(Fixture.ordinal) == [2])
         #expect(try leaseRows(store) == store.leases.stretches(.normal).map { [$0.batch, $0.first, $0.last] })
+        #expect(store.logCount == (try store.allLogs().count))
     }
 
     /// The `leases` table's rows as [batch, first, last], in `first` order.

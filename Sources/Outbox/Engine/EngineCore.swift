@@ -57,10 +57,10 @@ final class EngineCore {
             options.caFile = configuration.caFile
             options.userAgent = "outbox/\(OutboxVersion.string)"
             let transport = try Transport(loop: loop, options: options, logger: logger)
-            let counts = try store.counts()
+            let waiting = try store.waitingCounts()
             let delivery = DeliveryDriver(store: store, transport: transport, configuration: configuration, loop: loop,
                                           installID: installID, device: device,
-                                          waitingNormal: counts.pendingNormal, waitingCritical: counts.pendingCritical)
+                                          waitingNormal: waiting.normal, waitingCritical: waiting.critical)
             self.delivery = delivery
             // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
             if configuration.watchesNetwork && !Self.isLoopback(configuration.endpoint ?? "") {

@@ -371,6 +371,21 @@ final class LogStore {
         try guarded { () throws(OutboxError) -> StoreCounts in try Self.readCounts(db) }
     }
 
+    /// Logs waiting to be claimed, by priority, from the row count kept in memory, the critical logs' index and
+    /// the leases: unlike `counts()`, no scan of the table (`count(*)` and `min(wall_ms)` read every page: ~0.5 s per
+    /// million stored logs, at every engine start).
+    func waitingCounts() throws(OutboxError) -> (normal: Int, critical: Int) {
+        try guarded { () throws(OutboxError) -> (normal: Int, critical: Int) in
+            let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
+            let inFlight = try db.cachedStatement(LogSchema.countInFlight)
+            defer { inFlight.reset() }
+            guard try inFlight.step() else { return (logCount - critical, critical) }
+            let inFlightCritical = inFlight.int(at: 1)
+            let inFlightNormal = inFlight.int(at: 0) - inFlightCritical
+            return (logCount - critical - inFlightNormal, critical - inFlightCritical)
+        }
+    }
+
     static func readCounts(_ db: Database) throws(OutboxError) -> StoreCounts {
         try db.transaction(.deferred) { () throws(OutboxError) -> StoreCounts in
             var counts = StoreCounts()
