@@ -176,6 +176,14 @@ final class TestHTTPServer: @unchecked Sendable {
                 head += "Content-Type: application/octet-stream\r\n"
                 head += "Content-Length: \(body.count)\r\n"
                 head += "X-Request-Connection: \(connection)\r\n"
+                if path == "/tricky" {
+                    // Whitespace around a value, an obsolete folded line, then more fields than the client keeps
+                    // followed by one it must keep.
+                    head += "X-Padded: \t  spaced value \t\r\n"
+                    head += "X-Folded: first\r\n \t second\r\n"
+                    for index in 0..<150 { head += "X-Filler-\(index): \(index)\r\n" }
+                    head += "Retry-After: 7\r\n"
+                }
                 if status == 429 || status == 503 {
                     head += "Retry-After: 120\r\n"
                     head += "x-ms-retry-after-ms: 1500\r\n"

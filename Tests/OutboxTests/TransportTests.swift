@@ -58,6 +58,25 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
+    // SPEC R4: response headers as RFC 9112 allows them: whitespace around values trimmed, a folded line joined to
+    // its field, and past the cap on fields only the ones the engine reads (Retry-After here) still kept.
+    @Test func responseHeadersAreParsedAsTheProtocolAllows() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let response = try #require(await harness.send(post(server, "/tricky")).response)
+
+        #expect(response.status == 200)
+        #expect(response.headers["x-padded"] == "spaced value")
+        #expect(response.headers["X-Folded"] == "first second")
+        #expect(response.headers["X-Filler-0"] == "0")
+        #expect(response.headers["X-Filler-140"] == nil)
+        #expect(response.headers["Retry-After"] == "7")
+        #expect(response.headers.count == 101)
+        #expect(await harness.shutdown() == 0)
+    }
+
     // SPEC W1: a gzip body round-trips through zlib and through the system's gzip tool.
     @Test func gzipRoundTrip() throws {
         let json = Array(String(repeating: #"{"type":"event","name":"tap","properties":{"k":"v"}},"#, count: 200).utf8)

@@ -520,16 +520,9 @@ final class LogStore {
     /// rather than trapping.
     static func readID(_ row: Statement, column: Int32) -> UUIDBytes {
         row.withBlob(at: column) { bytes -> UUIDBytes in
-            var high: UInt64 = 0
-            var low: UInt64 = 0
-            for (offset, byte) in bytes.prefix(16).enumerated() {
-                if offset < 8 {
-                    high |= UInt64(byte) << (56 - 8 * UInt64(offset))
-                } else {
-                    low |= UInt64(byte) << (56 - 8 * UInt64(offset - 8))
-                }
-            }
-            return UUIDBytes(high: high, low: low)
+            var words: (UInt64, UInt64) = (0, 0)
+            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes.prefix(16))) }
+            return UUIDBytes(high: UInt64(bigEndian: words.0), low: UInt64(bigEndian: words.1))
         }
     }
 }

@@ -170,42 +170,45 @@ final class CurlTransfer {
 
     /// CURLOPT_HEADERFUNCTION: called once per header line, status lines included. A new status line starts a
     /// new header block (a `100 Continue` or a proxy's `200 Connection established` come before the real one).
+    // Parsed as bytes, not Characters: `String.firstIndex(of:)` and friends walk grapheme clusters, and this runs
+    // for every header line of every response (it was ~30 000 instructions per request).
     private func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         guard let data else { return count }
         var line = UnsafeRawBufferPointer(start: data, count: count)[...]
         // Trim bytes, not Characters: Swift reads "\r\n" as one Character.
         while let last = line.last, last == 0x0D || last == 0x0A { line = line.dropLast() }
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
+        if line.starts(with: Self.statusLinePrefix) {
             responseHeaders.removeAll()
             responseBody.removeAll()
             responseBytes = 0
             return count
         }
-        guard !text.isEmpty else { return count }
-        if text.first == " " || text.first == "\t" {
-            responseHeaders.extendLast(with: text.trimmingWhitespace())
+        guard let first = line.first else { return count }
+        if Self.isSpaceOrTab(first) {
+            responseHeaders.extendLast(with: String(decoding: Self.trimmed(line), as: UTF8.self))
             return count
         }
-        guard let colon = text.firstIndex(of: ":") else { return count }
-        let name = String(text[..<colon]).trimmingWhitespace()
-        let value = String(text[text.index(after: colon)...]).trimmingWhitespace()
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return count }
+        let name = String(decoding: Self.trimmed(line[..<colon]), as: UTF8.self)
+        let value = String(decoding: Self.trimmed(line[(colon + 1)...]), as: UTF8.self)
         if responseHeaders.count < Self.maxHeaderFields || Self.essentialHeaders.contains(name.lowercased()) {
             responseHeaders.append(name: name, value: value)
         }
         return count
     }
 
+    private static let statusLinePrefix = Array("HTTP/".utf8)
+
+    private static func isSpaceOrTab(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+
+    private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
+        var bytes = bytes
+        while let first = bytes.first, isSpaceOrTab(first) { bytes = bytes.dropFirst() }
+        while let last = bytes.last, isSpaceOrTab(last) { bytes = bytes.dropLast() }
+        return bytes
+    }
+
     static func describe(_ code: CURLcode) -> String {
         curl_easy_strerror(code).map { String(cString: $0) } ?? "curl error \(code.rawValue)"
-    }
-}
-
-private extension String {
-    func trimmingWhitespace() -> String {
-        var slice = Substring(self)
-        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
-        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
-        return String(slice)
     }
 }
