@@ -165,7 +165,9 @@ final class Database {
         if isInTransaction {
             throw SQLite.misuseError("nested transaction on \(path)")
         }
-        try exec(kind.rawValue)
+        // BEGIN and COMMIT come from the statement cache: `exec` compiles its SQL at every call, and delivery
+        // runs two transactions per request.
+        try cachedStatement(kind.rawValue).run()
         let value: T
         do {
             value = try body()
@@ -174,7 +176,7 @@ final class Database {
             throw error
         }
         do {
-            try exec("COMMIT")
+            try cachedStatement("COMMIT").run()
         } catch {
             rollbackQuietly()
             throw error
