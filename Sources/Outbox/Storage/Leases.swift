@@ -12,8 +12,6 @@ struct LeaseStretch: Equatable, Sendable {
     var priority: Priority
     var first: Int64
     var last: Int64
-
-    func contains(_ seq: Int64) -> Bool { first <= seq && seq <= last }
 }
 
 /// The engine's leases, kept in memory beside the `leases` table that records them (the store updates both,
