@@ -120,9 +120,9 @@ struct FastGzipTests {
         }
     }
 
-    // The trailer's CRC-32 (folded with carry-less multiplication where the CPU has it) equals zlib's: every length
-    // up to 3000 (short inputs, which zlib computes alone, and every remainder after the 16-byte blocks), at
-    // unaligned starts, from a fresh and from a running CRC, and over 1 MiB.
+    // SPEC W1: the trailer's CRC-32 (folded with carry-less multiplication where the CPU has it) equals zlib's:
+    // every length up to 3000 (short inputs, which zlib computes alone, and every remainder after the 16-byte
+    // blocks), at unaligned starts, from a fresh and from a running CRC, and over 1 MiB.
     @Test func crc32MatchesZlibs() {
         var random = SplitMix64(seed: 0xC3C3)
         let bytes = (0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: random.next()) }

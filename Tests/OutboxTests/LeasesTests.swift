@@ -20,7 +20,7 @@ struct LeasesTests {
         #expect(leases.stretches(.normal).map(\.first) == [10, 14, 20])
     }
 
-    // Cutting every seq of a stretch removes it; cutting seqs no stretch holds changes nothing.
+    // SPEC C9: cutting every seq of a stretch removes it; cutting seqs no stretch holds changes nothing.
     @Test func cuttingAWholeStretchRemovesItAndCuttingNothingHeldIsANoOp() {
         var leases = Leases()
         leases.add([stretch(4, .normal, 7, 8), stretch(5, .normal, 9, 9)])
@@ -33,7 +33,7 @@ struct LeasesTests {
         #expect(leases.isEmpty)
     }
 
-    // The claim's check, row by row in ascending seq: inside a stretch, between stretches, past the last.
+    // SPEC C9: the claim's check, row by row in ascending seq: inside a stretch, between stretches, past the last.
     @Test func cursorAnswersForAscendingSeqs() {
         var cursor = LeaseCursor([stretch(1, .normal, 3, 4), stretch(2, .normal, 8, 8)])
         let leased = (1...10).filter { cursor.covers(Int64($0)) }
