@@ -148,9 +148,12 @@ final class DeliveryDriver {
         if isIdle { done() } else { idleWaiters.append(done) }
     }
 
-    /// The scheduler's belief first, then the store's own row count (kept in memory: no scan of the table).
+    /// Cheap checks first: the store is asked (a count over the table) only when the scheduler already believes
+    /// nothing waits — otherwise a drain of a large backlog would count the table after every batch. By then the
+    /// table is empty or nearly, and the count is the table's own, not a figure kept beside it.
     var isIdle: Bool {
-        flights.isEmpty && scheduler.waitingNormal + scheduler.waitingCritical == 0 && store.logCount == 0
+        guard flights.isEmpty, scheduler.waitingNormal + scheduler.waitingCritical == 0 else { return false }
+        return (try? store.counts()).map { $0.pendingNormal + $0.pendingCritical + $0.inFlight == 0 } ?? false
     }
 
     private func notifyIdleIfNeeded() {
