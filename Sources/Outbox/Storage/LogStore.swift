@@ -296,7 +296,7 @@ final class LogStore {
 
     /// Writes the stretches `Leases.cutting` left to each batch in place of its old ones. Part of the caller's
     /// transaction; the caller updates `leases` once it has committed.
-    func rewriteLeases(_ cut: [(batch: Int64, stretches: [LeaseStretch])]) throws(OutboxError) {
+    private func rewriteLeases(_ cut: [(batch: Int64, stretches: [LeaseStretch])]) throws(OutboxError) {
         guard !cut.isEmpty else { return }
         let drop = try db.cachedStatement("DELETE FROM leases WHERE batch = ?")
         for (batch, stretches) in cut {
@@ -376,38 +376,41 @@ final class LogStore {
     /// million stored logs, at every engine start).
     func waitingCounts() throws(OutboxError) -> (normal: Int, critical: Int) {
         try guarded { () throws(OutboxError) -> (normal: Int, critical: Int) in
-            let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
-            let inFlight = try db.cachedStatement(LogSchema.countInFlight)
-            defer { inFlight.reset() }
-            guard try inFlight.step() else { return (logCount - critical, critical) }
-            let inFlightCritical = inFlight.int(at: 1)
-            let inFlightNormal = inFlight.int(at: 0) - inFlightCritical
-            return (logCount - critical - inFlightNormal, critical - inFlightCritical)
+            let split = try Self.splitByState(db, total: logCount, inFlightSQL: LogSchema.countInFlight)
+            return (split.pendingNormal, split.pendingCritical)
         }
+    }
+
+    /// Splits `total` stored logs into pending normal, pending critical and in flight: the critical logs are counted
+    /// through their index, the in-flight ones by `inFlightSQL` (count, critical count).
+    private static func splitByState(_ db: Database, total: Int, inFlightSQL: String)
+        throws(OutboxError) -> (pendingNormal: Int, pendingCritical: Int, inFlight: Int) {
+        let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
+        let inFlight = try db.cachedStatement(inFlightSQL)
+        defer { inFlight.reset() }
+        var inFlightTotal = 0
+        var inFlightCritical = 0
+        if try inFlight.step() {
+            inFlightTotal = inFlight.int(at: 0)
+            inFlightCritical = inFlight.int(at: 1)
+        }
+        return (total - critical - (inFlightTotal - inFlightCritical), critical - inFlightCritical, inFlightTotal)
     }
 
     static func readCounts(_ db: Database) throws(OutboxError) -> StoreCounts {
         try db.transaction(.deferred) { () throws(OutboxError) -> StoreCounts in
             var counts = StoreCounts()
             let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
-            let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
             // Older versions (a store an older engine wrote, read by `inspect` without migrating) kept leases in
             // `in_flight` (2) or `logs` (1).
             let version = try db.userVersion
-            let inFlight = try db.cachedStatement(version >= 3 ? LogSchema.countInFlight : version == 2
+            let inFlightSQL = version >= 3 ? LogSchema.countInFlight : version == 2
                 ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
-                : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL")
-            defer { inFlight.reset() }
-            var inFlightTotal = 0
-            var inFlightCritical = 0
-            if try inFlight.step() {
-                inFlightTotal = inFlight.int(at: 0)
-                inFlightCritical = inFlight.int(at: 1)
-            }
-            inFlight.reset()
-            counts.inFlight = inFlightTotal
-            counts.pendingCritical = critical - inFlightCritical
-            counts.pendingNormal = total - critical - (inFlightTotal - inFlightCritical)
+                : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
+            let split = try splitByState(db, total: total, inFlightSQL: inFlightSQL)
+            counts.inFlight = split.inFlight
+            counts.pendingCritical = split.pendingCritical
+            counts.pendingNormal = split.pendingNormal
             counts.bytes = try usedBytes(db)
             counts.oldestWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
             counts.deadLetters = Int(try db.int64("SELECT count(*) FROM dead_letters") ?? 0)
