@@ -16,7 +16,10 @@
 #endif
 
 enum {
-    hash_bits = 15,
+    // 4096 slots (16 KB). A body is compressed between SQLite's and the kernel's work, which evict the table: with
+    // 32768 slots (128 KB) most lookups missed the cache, and the load of `head[slot]` took over half of the
+    // compressor's time in a profile of delivery. At batch 50 (~20 KB bodies) the output grows ~1 % (BENCHMARKS.md).
+    hash_bits = 12,
     window = 32768,
     min_match = 4,
     max_match = 258,
