@@ -166,6 +166,37 @@ struct LogStoreQueueTests {
         #expect(again.batchID > batch.batchID, "batch ids stay monotonic across restarts")
     }
 
+    // SPEC C9: batch ids are reserved in meta a block at a time: one meta write per block of claims, and a restart
+    // numbers above the reservation, so an id is never given twice.
+    @Test func batchIDsAreReservedABlockAtATime() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<4).map { Fixture.log($0) })
+        func stored(_ store: LogStore) throws -> Int64? { try store.meta(LogStore.lastBatchKey).flatMap { Int64($0) } }
+
+        let first = try #require(try store.claim(limit: 1, nowMs: 0))
+        let reservation = first.batchID + LogStore.batchIDBlock - 1
+        #expect(try stored(store) == reservation)
+        let second = try #require(try store.claim(limit: 1, nowMs: 0))
+        #expect(second.batchID == first.batchID + 1)
+        #expect(try stored(store) == reservation, "a claim inside the block writes no meta")
+
+        // The claim past the reservation stores the next block.
+        store.lastBatchID = reservation
+        let third = try #require(try store.claim(limit: 1, nowMs: 0))
+        #expect(third.batchID == reservation + 1)
+        #expect(try stored(store) == reservation + LogStore.batchIDBlock)
+        store.close()
+
+        let reopened = try Fixture.open(path)
+        defer { reopened.close() }
+        let again = try #require(try reopened.claim(limit: 1, nowMs: 0))
+        #expect(again.batchID == reservation + LogStore.batchIDBlock + 1)
+        #expect(try stored(reopened) == again.batchID + LogStore.batchIDBlock - 1)
+    }
+
     // SPEC C9: success deletes exactly the batch's rows.
     @Test func completeDeletesOnlyThatBatch() throws {
         let dir = TempDirectory()

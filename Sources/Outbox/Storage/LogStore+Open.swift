@@ -139,7 +139,9 @@ extension LogStore {
             nextSeq = (scan.optionalInt64(at: 1) ?? 0) + 1
             minWallMs = scan.optionalInt64(at: 2)
         }
+        // The stored value is a reservation (`batchIDBlock`): numbering goes on above it.
         lastBatchID = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.lastBatchKey)]) ?? "") ?? 0
+        reservedBatchID = lastBatchID
     }
 
     /// When the cap was lowered since the file was written, evicts down to it and rebuilds the file so that it

@@ -56,6 +56,11 @@ final class LogStore {
     /// nothing can be old enough (it runs before every claim).
     var minWallMs: Int64?
     var lastBatchID: Int64 = 0
+    /// The highest batch id stored in meta (`lastBatchKey`). Ids are reserved a block at a time, so that a claim
+    /// writes the meta row (one more b-tree update and WAL page) once per `batchIDBlock` claims, not every time.
+    /// A restart continues above the reservation: ids never repeat, and some are skipped.
+    var reservedBatchID: Int64 = 0
+    static let batchIDBlock: Int64 = 4096
     /// The batches in flight (C9), as recorded in the `leases` table.
     var leases = Leases()
     /// Per priority (by raw value), a seq below which no row of that priority is pending: the claim starts its
@@ -161,7 +166,7 @@ final class LogStore {
         return try guarded { () throws(OutboxError) -> ClaimedBatch? in
             _ = try expireOnce(nowMs: clock.wallMs())
             // A lease is a row of its own: at the cap that can need a page.
-            let claimed = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> (ClaimedBatch, [LeaseStretch])? in
+            let claimed = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> (ClaimedBatch, [LeaseStretch], reserved: Int64?)? in
                 var logs: [StoredLog] = []
                 logs.reserveCapacity(min(limit, 512))
                 var stretches: [LeaseStretch] = []
@@ -192,11 +197,17 @@ final class LogStore {
                 }
                 guard !logs.isEmpty else { return nil }
                 try record(stretches)
-                try writeMeta(Self.lastBatchKey, String(batchID))
-                return (ClaimedBatch(batchID: batchID, logs: logs), stretches)
+                var reserved: Int64?
+                if batchID > reservedBatchID {
+                    let reservation = batchID + Self.batchIDBlock - 1
+                    try writeMeta(Self.lastBatchKey, String(reservation))
+                    reserved = reservation
+                }
+                return (ClaimedBatch(batchID: batchID, logs: logs), stretches, reserved)
             }
-            guard let (batch, stretches) = claimed else { return nil }
+            guard let (batch, stretches, reserved) = claimed else { return nil }
             lastBatchID = batch.batchID
+            if let reserved { reservedBatchID = reserved }
             leases.add(stretches)
             // With every pending row claimable (nowMs = Int64.max, as delivery claims), the claim took the lowest
             // pending rows of each priority: none is left below the last one taken.
