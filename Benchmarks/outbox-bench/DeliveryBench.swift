@@ -75,6 +75,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     let start = monoNs()
     let processBefore = processCPU()
     let hostBefore = hostBusyCPU()
+    let stealBefore = hostStealCPU()
     let earlierThreads = threads(named: "outbox-loop")
     let engine = try OutboxEngine(configuration: configuration)
     let opened = monoNs()
@@ -87,10 +88,12 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     // CPU that other processes used meanwhile (other tenants of this machine, a build): a run that shared its
     // cores says so instead of passing for a slow engine.
     let otherCPU = max(0, hostBusyCPU() - hostBefore - processCPUSeconds)
+    // Time the hypervisor gave this machine's CPUs to someone else: a slow run on a virtual machine says why.
+    let steal = hostStealCPU() - stealBefore
     engine.shutdown()
     let stats = server.stats()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed))}"#)
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
     return rate
 }
 
@@ -128,18 +131,33 @@ func benchDelivery(total: Int, mockThreads requestedThreads: Int?, compression: 
     }
     defer { if pinned { setAffinity { _ in "0-\(cores - 1)" } } }
     print(#"{"bench":"delivery set-up","events":\#(total),"mock_threads":\#(mockThreads),"cores":\#(cores),"pinned":\#(pinned)}"#)
+    // The mock's capacity moves with the host (112 000 – 155 000 logs/s from run to run on a quiet one, 75 000 on a
+    // busy minute): it is measured before, between and after the two deliveries, and each delivery is compared with
+    // the mean of the two measurements around it, not with one taken minutes away.
+    // A fresh server's first seconds are slower (allocations, page faults): a short run warms it first.
+    _ = mockCapacity(server, requests: 2000, label: "mock warm-up")
+    let before = mockCapacity(server)
     let small = try benchEndToEnd(total: total, batchSize: 50, server: server, compression: compression)
     server.reset()
+    let between = mockCapacity(server)
     let large = try benchEndToEnd(total: total, batchSize: 500, server: server, compression: compression)
     server.reset()
-    // The mock's own capacity in the same run, against the same server, with realistic gzip batches of 50.
-    let capacityRun = spawn(productPath("outbox-mock-bench"), ["--url", server.baseURL, "--requests", "8000", "--batch", "50"])
-    let capacity = (lastJSON(capacityRun.output)["logs_per_s"] as? Int).map(Double.init) ?? 0
-    server.reset()
-    print(#"{"bench":"mock capacity","logs_per_s":\#(Int(capacity))}"#)
-    if capacity > 0 {
-        print(#"{"bench":"end to end vs mock","ratio_batch_50":\#(String(format: "%.3f", small / capacity)),"ratio_batch_500":\#(String(format: "%.3f", large / capacity))}"#)
+    let after = mockCapacity(server)
+    if before > 0 && between > 0 && after > 0 {
+        let ratio50 = small / ((before + between) / 2)
+        let ratio500 = large / ((between + after) / 2)
+        print(#"{"bench":"end to end vs mock","ratio_batch_50":\#(String(format: "%.3f", ratio50)),"ratio_batch_500":\#(String(format: "%.3f", ratio500)),"capacity_before":\#(Int(before)),"capacity_between":\#(Int(between)),"capacity_after":\#(Int(after))}"#)
     }
+}
+
+/// The mock's own capacity against the same server, with realistic gzip batches of 50 (`outbox-mock-bench --url`);
+/// 0 when the load client could not run.
+func mockCapacity(_ server: MockServer, requests: Int = 8000, label: String = "mock capacity") -> Double {
+    let run = spawn(productPath("outbox-mock-bench"), ["--url", server.baseURL, "--requests", "\(requests)", "--batch", "50"])
+    let capacity = (lastJSON(run.output)["logs_per_s"] as? Int).map(Double.init) ?? 0
+    server.reset()
+    print(#"{"bench":"\#(label)","logs_per_s":\#(Int(capacity))}"#)
+    return capacity
 }
 
 /// Gives each thread of this process the CPU list `cpus(name)` returns (through taskset, which takes thread ids).
@@ -213,6 +231,15 @@ func hostBusyCPU() -> Double {
     let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
     guard fields.count >= 7 else { return 0 }
     return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// CPU seconds stolen from this (virtual) machine since boot: /proc/stat's eighth field, summed over CPUs.
+func hostStealCPU() -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+          let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ") else { return 0 }
+    let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+    guard fields.count >= 8 else { return 0 }
+    return fields[7] / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// utime + stime of one thread in seconds, from /proc (clock ticks).
