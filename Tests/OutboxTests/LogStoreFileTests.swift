@@ -61,42 +61,6 @@ struct LogStoreFileTests {
         #expect(try store.claim(limit: 10, nowMs: .max)?.logs.map(\.seq) == [2, 1, 3])
     }
 
-    // SPEC S1 (migrates forward), C9, S6: version 4 indexes the logs that have a retry time, and opening resets
-    // them through that index (not a scan of the table): a log a dead process had put off is claimable at once.
-    @Test func retryTimesAreResetThroughTheirIndex() throws {
-        let dir = TempDirectory()
-        defer { dir.remove() }
-        let path = dir.file("store.sqlite")
-        try withStore(at: path, version: 3) { db throws(OutboxError) in
-            for seq in 1...3 {
-                try db.execute("""
-                    INSERT INTO logs (seq, priority, next_attempt_ms, wall_ms, mono_ns, boot, context, id, payload)
-                    VALUES (?, 0, ?, ?, 0, 0, 0, x'00112233445566778899aabbccddeeff', '{"name":"v3"}')
-                    """, [.integer(Int64(seq)), .integer(seq == 2 ? Int64.max : 0), .integer(Fixture.baseWallMs)])
-            }
-        }
-        let store = try Fixture.open(path)
-        #expect(try store.db.userVersion == LogSchema.version)
-        let plan = try store.db.prepare("EXPLAIN QUERY PLAN UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
-        #expect(try plan.step())
-        let detail = plan.string(at: 3)
-        plan.reset()
-        #expect(detail.contains("USING INDEX logs_retrying"), "plan: \(detail)")
-        let batch = try #require(try store.claim(limit: 10, nowMs: 0))
-        #expect(batch.logs.map(\.seq) == [1, 2, 3])
-
-        // Retry times set in this session are in the index, and the next open clears them.
-        try store.release(batchID: batch.batchID, nextAttemptMs: 1_000)
-        let retrying = "SELECT count(*) FROM logs INDEXED BY logs_retrying WHERE next_attempt_ms <> 0"
-        #expect(try store.db.int64(retrying) == 3)
-        #expect(try store.claim(limit: 10, nowMs: 999) == nil)
-        store.close()
-        let reopened = try Fixture.open(path)
-        defer { reopened.close() }
-        #expect(try reopened.db.int64(retrying) == 0)
-        #expect(try reopened.claim(limit: 10, nowMs: 0)?.logs.map(\.seq) == [1, 2, 3])
-    }
-
     /// Creates a store at `path` as the engine's schema `version` left it (WAL mode, migrated that far), and runs
     /// `body` on it.
     private func withStore(at path: String, version: Int,

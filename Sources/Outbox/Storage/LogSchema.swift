@@ -71,12 +71,6 @@ enum LogSchema {
                 DROP TABLE in_flight;
                 """)
         },
-        Migration(version: 4, name: "an index of the logs with a retry time") { (db: Database) throws(OutboxError) in
-            // Opening resets every retry time (C9, S6). Through this index that touches only the logs that have
-            // one; without it, it was a scan of the whole table (~0.3 s per million stored logs). Logs without a
-            // retry time, nearly all of them, are not in the index and cost it nothing.
-            try db.exec("CREATE INDEX logs_retrying ON logs(seq) WHERE next_attempt_ms <> 0")
-        },
     ])
 
     static var version: Int { migrator.latestVersion }
