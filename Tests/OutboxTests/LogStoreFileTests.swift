@@ -61,6 +61,44 @@ struct LogStoreFileTests {
         #expect(try store.claim(limit: 10, nowMs: .max)?.logs.map(\.seq) == [2, 1, 3])
     }
 
+    // SPEC C9, S6, R3: retry times belong to the process that set them. A release that sets one flags the store in
+    // meta, in the same transaction; the next open clears them all and the flag. An unflagged store is not scanned
+    // for them at open, and a store from version 3 (which had no flag) is flagged by its migration.
+    @Test func retryTimesAreClearedAtOpenWhenFlagged() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        try withStore(at: path, version: 3) { db throws(OutboxError) in
+            for seq in 1...3 {
+                try db.execute("""
+                    INSERT INTO logs (seq, priority, next_attempt_ms, wall_ms, mono_ns, boot, context, id, payload)
+                    VALUES (?, 0, ?, ?, 0, 0, 0, x'00112233445566778899aabbccddeeff', '{"name":"v3"}')
+                    """, [.integer(Int64(seq)), .integer(seq == 2 ? Int64.max : 0), .integer(Fixture.baseWallMs)])
+            }
+        }
+        let store = try Fixture.open(path)
+        #expect(try store.db.userVersion == LogSchema.version)
+        #expect(try store.meta(LogStore.retryTimesKey) == nil, "the open that cleared them removes the flag")
+        let batch = try #require(try store.claim(limit: 10, nowMs: 0))
+        #expect(batch.logs.map(\.seq) == [1, 2, 3])
+
+        try store.release(batchID: batch.batchID, nextAttemptMs: 1_000)
+        #expect(try store.meta(LogStore.retryTimesKey) == "1")
+        #expect(try store.claim(limit: 10, nowMs: 999) == nil)
+        store.close()
+
+        let reopened = try Fixture.open(path)
+        #expect(try reopened.meta(LogStore.retryTimesKey) == nil)
+        #expect(try reopened.claim(limit: 10, nowMs: 0)?.logs.map(\.seq) == [1, 2, 3])
+        // Unflagged, the open leaves next_attempt_ms alone: a value written behind the store's back survives it.
+        try reopened.db.execute("UPDATE logs SET next_attempt_ms = 5 WHERE seq = 3")
+        reopened.close()
+        let third = try Fixture.open(path)
+        defer { third.close() }
+        #expect(try third.db.int64("SELECT next_attempt_ms FROM logs WHERE seq = 3") == 5)
+        #expect(try third.claim(limit: 10, nowMs: 0)?.logs.map(\.seq) == [1, 2])
+    }
+
     /// Creates a store at `path` as the engine's schema `version` left it (WAL mode, migrated that far), and runs
     /// `body` on it.
     private func withStore(at path: String, version: Int,

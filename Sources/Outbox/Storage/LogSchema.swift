@@ -71,6 +71,13 @@ enum LogSchema {
                 DROP TABLE in_flight;
                 """)
         },
+        Migration(version: 4, name: "retry times flagged in meta") { (db: Database) throws(OutboxError) in
+            // From this version on, the open clears retry times (C9) only when `LogStore.retryTimesKey` says a
+            // release set some. An older store may hold them without the flag: flagged here, its first open
+            // clears them.
+            try db.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                           [.text(LogStore.retryTimesKey)])
+        },
     ])
 
     static var version: Int { migrator.latestVersion }

@@ -2,6 +2,9 @@
 /// contexts (A10).
 extension LogStore {
     static let lastBatchKey = "store.last_batch"
+    /// Present while some log may hold a retry time (R3) set by this or an earlier process: the next open clears
+    /// them all (C9) and the key. Without it the open skips that scan of the whole table (0.3 s per million logs).
+    static let retryTimesKey = "store.retry_times"
 
     func meta(_ key: String) throws(OutboxError) -> String? {
         try guarded { () throws(OutboxError) -> String? in

@@ -116,13 +116,18 @@ extension LogStore {
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")
 
+        let flagged = try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.retryTimesKey)]) != nil
         try db.transaction { () throws(OutboxError) in
             // C9, S6: whatever was in flight when the last process stopped is sent again; and the retry
             // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
-            // in the old process's clock anyway.
+            // in the old process's clock anyway. Only a store flagged by a release that set one holds any.
             try db.execute("DELETE FROM leases")
-            try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
+            if flagged {
+                try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
+                try writeMeta(Self.retryTimesKey, nil)
+            }
         }
+        retryTimesFlagged = false
         leases.removeAll()
         claimFloor = [0, 0]
         baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize

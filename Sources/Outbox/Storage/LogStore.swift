@@ -61,6 +61,8 @@ final class LogStore {
     /// A restart continues above the reservation: ids never repeat, and some are skipped.
     var reservedBatchID: Int64 = 0
     static let batchIDBlock: Int64 = 4096
+    /// Whether `retryTimesKey` is stored: written with the first retry time of a session, cleared at open.
+    var retryTimesFlagged = false
     /// The batches in flight (C9), as recorded in the `leases` table.
     var leases = Leases()
     /// Per priority (by raw value), a seq below which no row of that priority is pending: the claim starts its
@@ -273,8 +275,10 @@ final class LogStore {
                     try update.bind(nextAttemptMs, at: 1)
                 }
                 try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
+                try flagRetryTimes(nextAttemptMs)
                 return released
             }
+            if nextAttemptMs != 0 { retryTimesFlagged = true }
             leases.remove(batch: batchID)
             claimFloor = [0, 0]  // rows below the floor are pending again
             return released
@@ -287,7 +291,7 @@ final class LogStore {
         guard !seqs.isEmpty else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
             let cut = leases.cutting(seqs)
-            let released = try withRoom(bytes: 16 * seqs.count + 64 * cut.count) { () throws(OutboxError) -> Int in
+            let released = try withRoom(bytes: 16 * seqs.count + 64 * cut.count + 64) { () throws(OutboxError) -> Int in
                 let update = try db.cachedStatement("UPDATE logs SET next_attempt_ms = ? WHERE seq = ?")
                 var released = 0
                 for seq in seqs {
@@ -297,12 +301,20 @@ final class LogStore {
                     released += db.changes
                 }
                 try rewriteLeases(cut)
+                try flagRetryTimes(nextAttemptMs)
                 return released
             }
+            if nextAttemptMs != 0 { retryTimesFlagged = true }
             cut.forEach { leases.replace(batch: $0.batch, with: $0.stretches) }
             claimFloor = [0, 0]  // rows below the floor are pending again
             return released
         }
+    }
+
+    /// Stores `retryTimesKey` with the session's first retry time, in the caller's transaction (which sets
+    /// `retryTimesFlagged` once it has committed).
+    private func flagRetryTimes(_ nextAttemptMs: Int64) throws(OutboxError) {
+        if nextAttemptMs != 0 && !retryTimesFlagged { try writeMeta(Self.retryTimesKey, "1") }
     }
 
     /// Writes the stretches `Leases.cutting` left to each batch in place of its old ones. Part of the caller's
