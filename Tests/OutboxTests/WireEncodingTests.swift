@@ -28,6 +28,23 @@ struct WireEncodingTests {
         #expect(deviceObject["sdkName"] as? String == "outbox.linux")
     }
 
+    // SPEC A10: each log carries the context it was captured under, also when versions alternate within a batch;
+    // a version the encoder does not know falls back to the current one (id 0).
+    @Test func eachLogCarriesItsOwnContextVersion() throws {
+        let encoder = BatchEncoder(contexts: [0: Array(#"{"v":"now"}"#.utf8), 1: Array(#"{"v":"one"}"#.utf8),
+                                              2: Array(#"{"v":"two"}"#.utf8)])
+        let versions: [Int64] = [1, 1, 2, 1, 7, 2]
+        let logs = versions.enumerated().map { index, context in
+            var stored = log(seq: Int64(index + 1), payload: #"{"type":"event","id":"x","name":"a"}"#)
+            stored.context = context
+            return stored
+        }
+        let body = encoder.encode(logs, sentAtMs: 1_795_332_830_000, timestamp: \.wallMs)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+        let sent = try #require(object["logs"] as? [[String: Any]])
+        #expect(sent.map { ($0["device"] as? [String: Any])?["v"] as? String } == ["one", "one", "two", "one", "now", "two"])
+    }
+
     // SPEC A9: within one boot the corrected time is server-now minus the monotonic age, so a wall-clock jump
     // after capture changes nothing.
     @Test func timestampsAreCorrectedByTheServerClock() {

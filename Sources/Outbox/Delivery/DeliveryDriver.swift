@@ -125,8 +125,13 @@ final class DeliveryDriver {
 
     /// A log is sent with the context it was captured under: versions not in memory are read from the store.
     private func loadContexts(of logs: [StoredLog]) {
-        for id in Set(logs.map(\.context)) where encoder.contexts[id] == nil {
-            if let json = try? store.context(id: id) { encoder.contexts[id] = json }
+        // A batch's logs nearly always share one context: a lookup per change of id, not a set per batch.
+        var previous: Int64?
+        for log in logs where log.context != previous {
+            previous = log.context
+            if encoder.contexts[log.context] == nil, let json = try? store.context(id: log.context) {
+                encoder.contexts[log.context] = json
+            }
         }
     }
 

@@ -5,8 +5,16 @@ struct BatchEncoder {
     var contexts: [Int64: [UInt8]]
 
     func encode(_ logs: [StoredLog], sentAtMs: Int64, timestamp: (StoredLog) -> Int64) -> [UInt8] {
+        // The logs of a batch nearly always share one context: it is looked up when the id changes, not per log.
+        var last: (id: Int64, json: [UInt8]?)?
+        func device(_ id: Int64) -> [UInt8]? {
+            if let last, last.id == id { return last.json }
+            let json = contexts[id] ?? contexts[0]
+            last = (id, json)
+            return json
+        }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(logs.reduce(64) { $0 + $1.payload.count + 64 + (contexts[$1.context]?.count ?? 0) })
+        bytes.reserveCapacity(logs.reduce(64) { $0 + $1.payload.count + 64 + (device($1.context)?.count ?? 0) })
         bytes.append(contentsOf: #"{"sentAt":"#.utf8)
         Timestamp.write(ms: sentAtMs, into: &bytes)
         bytes.append(contentsOf: #","logs":["#.utf8)
@@ -14,7 +22,7 @@ struct BatchEncoder {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             bytes.append(contentsOf: #"{"timestamp":"#.utf8)
             Timestamp.write(ms: timestamp(log), into: &bytes)
-            if let device = contexts[log.context] ?? contexts[0] {
+            if let device = device(log.context) {
                 bytes.append(contentsOf: #","device":"#.utf8)
                 bytes.append(contentsOf: device)
             }
