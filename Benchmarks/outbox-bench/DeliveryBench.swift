@@ -224,22 +224,26 @@ func processCPU() -> Double {
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
-/// CPU seconds all processes of the machine have used since boot (/proc/stat: user, nice, system, irq, softirq).
-func hostBusyCPU() -> Double {
+/// The machine's CPU time since boot in seconds, by /proc/stat's columns (user, nice, system, idle, iowait, irq,
+/// softirq, steal…), summed over CPUs; empty when unreadable.
+func hostCPUSeconds() -> [Double] {
     guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-          let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ") else { return 0 }
-    let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-    guard fields.count >= 7 else { return 0 }
-    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / Double(sysconf(Int32(_SC_CLK_TCK)))
+          let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ") else { return [] }
+    let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+    return line.split(separator: " ").dropFirst().compactMap { Double($0).map { $0 / tick } }
 }
 
-/// CPU seconds stolen from this (virtual) machine since boot: /proc/stat's eighth field, summed over CPUs.
+/// CPU seconds all processes of the machine have used since boot (user, nice, system, irq, softirq).
+func hostBusyCPU() -> Double {
+    let fields = hostCPUSeconds()
+    guard fields.count >= 7 else { return 0 }
+    return fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
+}
+
+/// CPU seconds stolen from this (virtual) machine since boot: the steal column.
 func hostStealCPU() -> Double {
-    guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-          let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ") else { return 0 }
-    let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-    guard fields.count >= 8 else { return 0 }
-    return fields[7] / Double(sysconf(Int32(_SC_CLK_TCK)))
+    let fields = hostCPUSeconds()
+    return fields.count >= 8 ? fields[7] : 0
 }
 
 /// utime + stime of one thread in seconds, from /proc (clock ticks).
