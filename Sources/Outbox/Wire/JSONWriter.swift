@@ -34,8 +34,13 @@ struct JSONWriter: ~Copyable {
 
     deinit { if owned { base.deallocate() } }
 
-    /// A copy of the bytes written.
-    var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    /// A copy of the bytes written (one memory copy: `Array(UnsafeBufferPointer)` copies element by element).
+    var bytes: [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            if let target = buffer.baseAddress { target.initialize(from: base, count: count) }
+            initialized = count
+        }
+    }
 
     /// The bytes written, valid until the next write.
     func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
