@@ -6,35 +6,40 @@ struct BatchEncoder {
 
     func encode(_ logs: [StoredLog], sentAtMs: Int64, timestamp: (StoredLog) -> Int64) -> [UInt8] {
         // The logs of a batch nearly always share one context: it is looked up when the id changes, not per log.
-        var last: (id: Int64, json: [UInt8]?)?
+        var lastID: Int64?
+        var lastDevice: [UInt8]?
         func device(_ id: Int64) -> [UInt8]? {
-            if let last, last.id == id { return last.json }
-            let json = contexts[id] ?? contexts[0]
-            last = (id, json)
-            return json
+            if id != lastID {
+                lastID = id
+                lastDevice = contexts[id] ?? contexts[0]
+            }
+            return lastDevice
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(logs.reduce(64) { $0 + $1.payload.count + 64 + (device($1.context)?.count ?? 0) })
-        bytes.append(contentsOf: #"{"sentAt":"#.utf8)
-        Timestamp.write(ms: sentAtMs, into: &bytes)
-        bytes.append(contentsOf: #","logs":["#.utf8)
+        // Written through a pointer into one buffer of the right size (`JSONWriter`): an `Array` append costs
+        // ~150 instructions of checks per call, and a log took six.
+        var size = 64
+        for log in logs { size += log.payload.count + 64 + (device(log.context)?.count ?? 0) }
+        var writer = JSONWriter(capacity: size)
+        writer.raw(#"{"sentAt":"#)
+        writer.timestamp(ms: sentAtMs)
+        writer.raw(#","logs":["#)
         for (index, log) in logs.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            bytes.append(contentsOf: #"{"timestamp":"#.utf8)
-            Timestamp.write(ms: timestamp(log), into: &bytes)
+            if index > 0 { writer.raw(UInt8(ascii: ",")) }
+            writer.raw(#"{"timestamp":"#)
+            writer.timestamp(ms: timestamp(log))
             if let device = device(log.context) {
-                bytes.append(contentsOf: #","device":"#.utf8)
-                bytes.append(contentsOf: device)
+                writer.raw(#","device":"#)
+                writer.raw(device)
             }
             // The payload is a JSON object: drop its opening brace and keep the rest.
             if log.payload.count > 2 {
-                bytes.append(UInt8(ascii: ","))
-                bytes.append(contentsOf: log.payload.dropFirst())
+                writer.raw(UInt8(ascii: ","))
+                log.payload.withUnsafeBytes { writer.raw(UnsafeRawBufferPointer(rebasing: $0.dropFirst())) }
             } else {
-                bytes.append(UInt8(ascii: "}"))
+                writer.raw(UInt8(ascii: "}"))
             }
         }
-        bytes.append(contentsOf: "]}".utf8)
-        return bytes
+        writer.raw("]}")
+        return writer.bytes
     }
 }
