@@ -248,13 +248,16 @@ enum Timestamp {
         let seconds = msOfDay / 1000
         var position = start
         position.put(UInt8(ascii: "\""))
-        digits(year, 4, &position); position.put(UInt8(ascii: "-"))
-        digits(month, 2, &position); position.put(UInt8(ascii: "-"))
-        digits(day, 2, &position); position.put(UInt8(ascii: "T"))
-        digits(seconds / 3600, 2, &position); position.put(UInt8(ascii: ":"))
-        digits(seconds / 60 % 60, 2, &position); position.put(UInt8(ascii: ":"))
-        digits(seconds % 60, 2, &position); position.put(UInt8(ascii: "."))
-        digits(msOfDay % 1000, 3, &position); position.put(UInt8(ascii: "Z"))
+        let yearDigits = year % 10_000
+        twoDigits(yearDigits / 100, &position); twoDigits(yearDigits % 100, &position); position.put(UInt8(ascii: "-"))
+        twoDigits(month, &position); position.put(UInt8(ascii: "-"))
+        twoDigits(day, &position); position.put(UInt8(ascii: "T"))
+        twoDigits(seconds / 3600, &position); position.put(UInt8(ascii: ":"))
+        twoDigits(seconds / 60 % 60, &position); position.put(UInt8(ascii: ":"))
+        twoDigits(seconds % 60, &position); position.put(UInt8(ascii: "."))
+        let ms = msOfDay % 1000
+        position.put(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: ms / 100)); twoDigits(ms % 100, &position)
+        position.put(UInt8(ascii: "Z"))
         position.put(UInt8(ascii: "\""))
     }
 
@@ -264,15 +267,12 @@ enum Timestamp {
         return String(decoding: bytes.dropFirst().dropLast(), as: UTF8.self)
     }
 
-    private static func digits(_ value: Int64, _ width: Int, _ position: inout UnsafeMutablePointer<UInt8>) {
-        var divisor: Int64 = 1
-        for _ in 1..<width { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            position.put(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: (rest / divisor) % 10))
-            rest %= divisor
-            divisor /= 10
-        }
+    /// Writes `value` (0…99) as two digits. Every divisor is a constant, which the compiler turns into a
+    /// multiplication: the loop this replaced divided by a variable power of ten, 17 hardware divisions per timestamp.
+    @inline(__always) private static func twoDigits(_ value: Int64, _ position: inout UnsafeMutablePointer<UInt8>) {
+        let value = UInt8(truncatingIfNeeded: value)
+        position.put(UInt8(ascii: "0") &+ value / 10)
+        position.put(UInt8(ascii: "0") &+ value % 10)
     }
 
     /// Howard Hinnant's days-from-civil inverse: proleptic Gregorian date of a day count since 1970-01-01.
