@@ -233,14 +233,6 @@ enum Timestamp {
     /// Bytes of `"yyyy-MM-ddTHH:mm:ss.SSSZ"`, quotes included.
     static let quotedLength = 26
 
-    static func write(ms: Int64, into bytes: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: quotedLength) { buffer in
-            guard let start = buffer.baseAddress else { return }
-            write(ms: ms, to: start)
-            bytes.append(contentsOf: UnsafeBufferPointer(start: start, count: quotedLength))
-        }
-    }
-
     /// Writes `quotedLength` bytes at `start`.
     static func write(ms: Int64, to start: UnsafeMutablePointer<UInt8>) {
         let (days, msOfDay) = ms.floorDividedAndModulo(86_400_000)
@@ -261,10 +253,13 @@ enum Timestamp {
         position.put(UInt8(ascii: "\""))
     }
 
+    /// The timestamp without its quotes.
     static func string(ms: Int64) -> String {
-        var bytes: [UInt8] = []
-        write(ms: ms, into: &bytes)
-        return String(decoding: bytes.dropFirst().dropLast(), as: UTF8.self)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: quotedLength) { buffer in
+            guard let start = buffer.baseAddress else { return "" }
+            write(ms: ms, to: start)
+            return String(decoding: UnsafeBufferPointer(start: start + 1, count: quotedLength - 2), as: UTF8.self)
+        }
     }
 
     /// Writes `value` (0…99) as two digits. Every divisor is a constant, which the compiler turns into a
