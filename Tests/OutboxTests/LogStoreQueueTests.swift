@@ -197,6 +197,28 @@ struct LogStoreQueueTests {
         #expect(try stored(reopened) == again.batchID + LogStore.batchIDBlock - 1)
     }
 
+    // The claim, complete and release statements are compiled once. A `priority = ?` matched against the partial
+    // index `logs_critical` made SQLite compile the complete's DELETE again at every batch (LogSchema).
+    @Test func deliveryStatementsAreNotCompiledAgain() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<40).map { Fixture.log($0, priority: $0 % 3 == 0 ? .critical : .normal) })
+        // Statements cached while the open created the schema were compiled again once after it: not counted.
+        let before = store.db.repreparedStatements
+        for round in 0..<8 {
+            let batch = try #require(try store.claim(limit: 5, nowMs: 0))
+            if round % 2 == 0 {
+                #expect(try store.complete(batchID: batch.batchID) == 5)
+            } else {
+                #expect(try store.release(batchID: batch.batchID, nextAttemptMs: 0) == 5)
+            }
+        }
+        #expect(store.db.cachedStatementCount > 8)
+        #expect(store.db.repreparedStatements == before)
+    }
+
     // SPEC C9: success deletes exactly the batch's rows.
     @Test func completeDeletesOnlyThatBatch() throws {
         let dir = TempDirectory()

@@ -105,6 +105,11 @@ final class Database {
     /// How many statements the cache holds (for tests).
     var cachedStatementCount: Int { cache.count }
 
+    /// The cached statements that SQLite has compiled again since they were prepared, with how often (for tests).
+    var repreparedStatements: [String: Int] {
+        cache.compactMapValues { $0.reprepareCount > 0 ? $0.reprepareCount : nil }
+    }
+
     // MARK: Executing
 
     /// Runs one or more SQL statements without parameters (schema, pragmas).

@@ -104,12 +104,26 @@ enum LogSchema {
     /// The claim's scan: every log of a priority from a seq on, in seq order. Which of them are claimable (not
     /// leased, due) the claim decides row by row, since it must know where it stepped over one (`LeaseStretch`).
     /// `next_attempt_ms` follows the `logColumns`.
-    static func claimScan(_ priority: Priority) -> String {
+    /// Indexed by `Priority.rawValue`: built once, since the claim looks its statement up by this text for every batch.
+    static let claimScan = Priority.allCases.sorted().map { priority in
         """
         SELECT \(logColumns), next_attempt_ms FROM logs
         WHERE priority = \(priority.rawValue) AND seq >= ?1
         ORDER BY seq
         """
+    }
+
+    /// The logs of one lease stretch of a priority, `?1` through `?2`: deleted when delivered, given a retry time
+    /// (`?3`) when released. Indexed by `Priority.rawValue`. The priority is a literal here too, for another
+    /// reason: with `priority = ?`, SQLite's planner matches the partial index `logs_critical` against the value
+    /// bound at the time, so each new binding of that parameter expired the statement and SQLite compiled it again
+    /// at its next step (`SQLITE_STMTSTATUS_REPREPARE`) — once per delivered batch, ~42 000 instructions.
+    static let deleteStretch = Priority.allCases.sorted().map {
+        "DELETE FROM logs WHERE priority = \($0.rawValue) AND seq BETWEEN ?1 AND ?2"
+    }
+
+    static let releaseStretch = Priority.allCases.sorted().map {
+        "UPDATE logs SET next_attempt_ms = ?3 WHERE priority = \($0.rawValue) AND seq BETWEEN ?1 AND ?2"
     }
 
     static func evictablePending(_ priority: Priority) -> String {

@@ -175,7 +175,7 @@ final class LogStore {
                 let batchID = lastBatchID + 1
                 for candidate in [Priority.critical, .normal] where priority == nil || priority == candidate {
                     guard logs.count < limit else { break }
-                    let scan = try db.cachedStatement(LogSchema.claimScan(candidate))
+                    let scan = try db.cachedStatement(LogSchema.claimScan[candidate.rawValue])
                     defer { scan.reset() }
                     try scan.bind(claimFloor[candidate.rawValue], at: 1)
                     var leased = LeaseCursor(leases.stretches(candidate))
@@ -231,7 +231,7 @@ final class LogStore {
         try guarded { () throws(OutboxError) -> Int in
             let stretches = leases.stretches(of: batchID)
             let deleted = try db.transaction { () throws(OutboxError) -> Int in
-                let deleted = try run("DELETE FROM logs WHERE priority = ? AND seq BETWEEN ? AND ?", over: stretches)
+                let deleted = try run(LogSchema.deleteStretch, over: stretches)
                 try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
                 return deleted
             }
@@ -270,9 +270,8 @@ final class LogStore {
         try guarded { () throws(OutboxError) -> Int in
             let stretches = leases.stretches(of: batchID)
             let released = try withRoom(bytes: 4 * pageSize) { () throws(OutboxError) -> Int in
-                let released = try run("UPDATE logs SET next_attempt_ms = ?1 WHERE priority = ?2 AND seq BETWEEN ?3 AND ?4",
-                                       over: stretches, from: 2) { (update: Statement) throws(OutboxError) in
-                    try update.bind(nextAttemptMs, at: 1)
+                let released = try run(LogSchema.releaseStretch, over: stretches) { (update: Statement) throws(OutboxError) in
+                    try update.bind(nextAttemptMs, at: 3)
                 }
                 try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
                 try flagRetryTimes(nextAttemptMs)
@@ -343,15 +342,16 @@ final class LogStore {
 
     /// Runs `sql` once per stretch, with the stretch's priority, first and last seq bound to parameters `from`,
     /// `from + 1` and `from + 2` (and the rest by `bind`); returns the number of rows it changed.
-    private func run(_ sql: String, over stretches: [LeaseStretch], from index: Int32 = 1,
+    /// Runs, for each stretch, the statement `sql[priority]` with the stretch's first and last seqs as `?1` and
+    /// `?2` (and whatever `bind` adds). Returns the rows changed.
+    private func run(_ sql: [String], over stretches: [LeaseStretch],
                      bind: (Statement) throws(OutboxError) -> Void = { _ in }) throws(OutboxError) -> Int {
-        let statement = try db.cachedStatement(sql)
         var changed = 0
         for stretch in stretches {
+            let statement = try db.cachedStatement(sql[stretch.priority.rawValue])
             try bind(statement)
-            try statement.bind(stretch.priority.rawValue, at: index)
-            try statement.bind(stretch.first, at: index + 1)
-            try statement.bind(stretch.last, at: index + 2)
+            try statement.bind(stretch.first, at: 1)
+            try statement.bind(stretch.last, at: 2)
             try statement.run()
             changed += db.changes
         }

@@ -27,6 +27,10 @@ final class Statement {
         sqlite3_finalize(handle)
     }
 
+    /// How many times SQLite has compiled this statement again since it was prepared (its schema changed, or a
+    /// parameter the query plan depends on was bound anew). For tests: the hot paths must not do it.
+    var reprepareCount: Int { Int(sqlite3_stmt_status(handle, SQLITE_STMTSTATUS_REPREPARE, 0)) }
+
     // MARK: Binding
 
     @inline(__always)
