@@ -427,6 +427,35 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
+    // What the transport refuses before curl sees it, as a table (the check is written on bytes).
+    @Test func requestValidationTable() {
+        let accepted = ["http://127.0.0.1/", "HTTPS://in.example.com/logs?api-version=1.0.0", "HtTp://x", "https://"]
+        for url in accepted {
+            #expect(HTTPRequest(url: url).validationProblem == nil, "\(url)")
+        }
+        let refused: [(String, String)] = [
+            ("ftp://x", "URL must start with http:// or https://"),
+            ("http:/x", "URL must start with http:// or https://"),
+            ("httpx://x", "URL must start with http:// or https://"),
+            ("https:x", "URL must start with http:// or https://"),
+            ("http", "URL must start with http:// or https://"),
+            ("http\u{1A}//x", "URL must start with http:// or https://"),
+            ("http://a b", "URL contains a space or a control character"),
+            ("http://a\u{7F}", "URL contains a space or a control character"),
+        ]
+        for (url, problem) in refused {
+            #expect(HTTPRequest(url: url).validationProblem == problem, "\(url)")
+        }
+        let good = [("Content-Type", "application/json"), ("X-Ms-Retry-After-Ms", "1"), ("a!#$%&'*+-.^_`|~9", "v")]
+        #expect(HTTPRequest(url: "http://x", headers: good).validationProblem == nil)
+        #expect(HTTPRequest(url: "http://x", headers: [("Bad Name", "v")]).validationProblem
+                == "header name 'Bad Name' is not an HTTP token")
+        #expect(HTTPRequest(url: "http://x", headers: [("A:B", "v")]).validationProblem == "header name 'A:B' is not an HTTP token")
+        #expect(HTTPRequest(url: "http://x", headers: [("", "v")]).validationProblem == "header name '' is not an HTTP token")
+        #expect(HTTPRequest(url: "http://x", headers: [("Install-ID", "a\nb")]).validationProblem
+                == "header 'Install-ID' has a CR, LF or NUL in its value")
+    }
+
     // A misbehaving server cannot make the engine hold a large body: it is cut at maxResponseBodyBytes.
     @Test func responseBodyIsCapped() async throws {
         let server = try TestHTTPServer()

@@ -29,32 +29,57 @@ struct HTTPRequest: Sendable {
 
     /// Why curl must not be given this request, or nil. A CR or LF in a header would let a value inject
     /// headers of its own; curl passes header lines through as they are.
+    // Runs for every request, so it reads each string's UTF-8 buffer through a pointer: iterating `String.utf8`
+    // cost ~30 instructions a byte (~6 800 per request), `lowercased()` a copy.
     var validationProblem: String? {
-        let lower = url.lowercased()
-        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+        guard Self.hasHTTPScheme(url) else {
             return "URL must start with http:// or https://"
         }
-        guard !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+        guard !Self.contains(url, where: { $0 <= 0x20 || $0 == 0x7F }) else {
             return "URL contains a space or a control character"
         }
         for (name, value) in headers {
-            guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte) else {
+            guard !name.isEmpty, !Self.contains(name, where: { !Self.isTokenByte($0) }) else {
                 return "header name '\(name)' is not an HTTP token"
             }
-            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+            guard !Self.contains(value, where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 return "header '\(name)' has a CR, LF or NUL in its value"
             }
         }
         return nil
     }
 
+    private static func contains(_ string: String, where predicate: (UInt8) -> Bool) -> Bool {
+        var string = string
+        return string.withUTF8 { $0.contains(where: predicate) }
+    }
+
+    /// Whether `url` starts with `http://` or `https://`, in any letter case.
+    private static func hasHTTPScheme(_ url: String) -> Bool {
+        var bytes = url.utf8.makeIterator()
+        func next(is expected: UInt8) -> Bool {
+            guard let byte = bytes.next() else { return false }
+            // ASCII letters compare without case; ':' and '/' have the 0x20 bit set already.
+            return byte | 0x20 == expected
+        }
+        guard next(is: UInt8(ascii: "h")), next(is: UInt8(ascii: "t")), next(is: UInt8(ascii: "t")),
+              next(is: UInt8(ascii: "p")), let fifth = bytes.next() else { return false }
+        if fifth | 0x20 == UInt8(ascii: "s") {
+            return next(is: UInt8(ascii: ":")) && next(is: UInt8(ascii: "/")) && next(is: UInt8(ascii: "/"))
+        }
+        return fifth == UInt8(ascii: ":") && next(is: UInt8(ascii: "/")) && next(is: UInt8(ascii: "/"))
+    }
+
     /// RFC 9110 `tchar`.
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
             return true
         default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            return false
         }
     }
 }
