@@ -43,6 +43,37 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
+    // Easy handles are reused after a success, and a reused handle sends each request's own URL, headers and
+    // body — not the previous request's. A failed transfer's handle is freed, not reused.
+    @Test func easyHandlesAreReusedWithEachRequestsOwnURLHeadersAndBody() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        for round in 0..<4 {
+            let headers = round < 2 ? [("Content-Type", "application/json"), ("App-Secret", "s-\(round / 2)")]
+                                    : [("Content-Type", "application/json"), ("App-Secret", "s-1"), ("X-Round", "\(round)")]
+            let body = Array("{\"round\":\(round)}".utf8)
+            let response = try #require(await harness.send(post(server, "/echo?round=\(round)", body: body, headers: headers)).response)
+            #expect(response.status == 200)
+            #expect(response.body == body)
+        }
+        #expect(await harness.sync { $0.handlesCreated } == 1)
+        #expect(await harness.sync { $0.idleHandleCount } == 1)
+        let requests = server.requests
+        #expect(requests.map(\.target) == (0..<4).map { "/echo?round=\($0)" })
+        #expect(requests.map { $0.header("App-Secret") } == ["s-0", "s-0", "s-1", "s-1"])
+        #expect(requests.map { $0.header("X-Round") } == [nil, nil, "2", "3"])
+        #expect(requests.map { String(decoding: $0.body, as: UTF8.self) } == (0..<4).map { "{\"round\":\($0)}" })
+
+        // A refused connection fails the transfer: its handle (the pooled one) is not kept.
+        #expect(await harness.send(HTTPRequest(url: "http://127.0.0.1:1/", body: [1])).failure != nil)
+        #expect(await harness.sync { $0.idleHandleCount } == 0)
+        #expect(await harness.send(post(server, "/ok")).response?.status == 200)
+        #expect(await harness.sync { $0.handlesCreated } == 2)
+        #expect(await harness.shutdown() == 0)
+    }
+
     // SPEC R1, R4: a 503 is an answer, not a transport failure, and it carries Retry-After and x-ms-retry-after-ms.
     @Test func errorStatusIsAResponseWithItsRetryAfterHeaders() async throws {
         let server = try TestHTTPServer()

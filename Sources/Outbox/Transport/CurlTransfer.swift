@@ -1,9 +1,128 @@
 import CCurlShim
 
-/// One request's curl easy handle and everything curl reads or writes while it runs: the request body and
-/// the error buffer (curl keeps pointers to both), and the answer being collected. Owned by `Transport`,
-/// loop thread only. curl's write and header callbacks reach it through an unretained pointer: the transport
-/// holds the transfer until the easy handle has left the multi handle.
+/// A curl easy handle with the options every request of one transport shares, kept between requests.
+/// Creating, configuring and freeing a handle for every request cost ~20 000 instructions (curl's own advice is to
+/// reuse them); a reused handle keeps its options, and a request sets only what is its own (body, callbacks' data,
+/// and the URL or header list when they differ from the last request's). Loop thread only.
+final class EasyHandle {
+    /// `CURL *`.
+    let easy: UnsafeMutableRawPointer
+    /// `CURLOPT_ERRORBUFFER`: curl keeps the pointer, so it lives as long as the handle.
+    let errorBuffer: UnsafeMutablePointer<CChar>
+    private(set) var url: String?
+    private(set) var headers: [(String, String)] = []
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+
+    /// A new handle with the transport's options set, or why there is none.
+    static func make(options: TransportOptions, share: UnsafeMutableRawPointer?) -> Result<EasyHandle, TransportFailure> {
+        guard let easy = curl_easy_init() else {
+            return .failure(.other(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed"))
+        }
+        let handle = EasyHandle(easy: easy)
+        let rc = handle.configure(options: options, share: share)
+        guard rc == CURLE_OK else { return .failure(TransportFailure(curlCode: rc, message: CurlTransfer.describe(rc))) }
+        return .success(handle)
+    }
+
+    private init(easy: UnsafeMutableRawPointer) {
+        self.easy = easy
+        errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    private func configure(options: TransportOptions, share: UnsafeMutableRawPointer?) -> CURLcode {
+        let easy = self.easy
+        var rc = CURLE_OK
+        func set(_ option: CURLoption, _ value: Int) { if rc == CURLE_OK { rc = outbox_easy_setopt_long(easy, option, value) } }
+        func set(_ option: CURLoption, pointer: UnsafeRawPointer?) { if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, option, pointer) } }
+        // curl copies string options (since 7.17), so a scoped C string is enough for them.
+        func set(_ option: CURLoption, string: String) {
+            if rc == CURLE_OK { rc = string.withCString { outbox_easy_setopt_ptr(easy, option, $0) } }
+        }
+
+        set(CURLOPT_ERRORBUFFER, pointer: errorBuffer)
+        // Only ever http(s): a redirect or a crafted URL cannot make curl speak another protocol.
+        set(CURLOPT_PROTOCOLS_STR, string: "http,https")
+        set(CURLOPT_HTTP09_ALLOWED, 0)
+        // No signals: curl must not install SIGALRM handlers or raise SIGPIPE in the host process.
+        set(CURLOPT_NOSIGNAL, 1)
+        set(CURLOPT_TCP_NODELAY, 1)
+        set(CURLOPT_TCP_KEEPALIVE, 1)
+        set(CURLOPT_TIMEOUT_MS, options.requestTimeout.roundedUpMilliseconds)
+        set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.roundedUpMilliseconds)
+        set(CURLOPT_SSL_VERIFYPEER, 1)
+        set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile = options.caFile { set(CURLOPT_CAINFO, string: caFile) }
+        if let proxy = options.proxy { set(CURLOPT_PROXY, string: proxy) }
+        set(CURLOPT_USERAGENT, string: options.userAgent)
+        if let share { set(CURLOPT_SHARE, pointer: share) }
+        set(CURLOPT_POST, 1)
+        if rc == CURLE_OK {
+            rc = outbox_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+                guard let context else { return 0 }
+                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().received(body: data, count: size * count)
+            }
+        }
+        if rc == CURLE_OK {
+            rc = outbox_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+                guard let context else { return 0 }
+                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().received(header: data, count: size * count)
+            }
+        }
+        return rc
+    }
+
+    /// Points the handle at `request` and at `transfer` (the callbacks' data). `body` must live until the transfer
+    /// has left curl (`CURLOPT_POSTFIELDS` does not copy).
+    func load(_ request: HTTPRequest, body: UnsafeMutableRawBufferPointer, transfer: UnsafeMutableRawPointer) -> CURLcode {
+        errorBuffer[0] = 0
+        var rc = CURLE_OK
+        if url != request.url {
+            url = nil
+            rc = request.url.withCString { outbox_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+            guard rc == CURLE_OK else { return rc }
+            url = request.url
+        }
+        if headerList == nil || !headers.elementsEqual(request.headers, by: { $0 == $1 }) {
+            var list: UnsafeMutablePointer<curl_slist>?
+            // curl adds `Expect: 100-continue` to large POSTs and waits a round trip (or 1 s) for a 100 answer.
+            for line in request.headers.map({ "\($0.0): \($0.1)" }) + ["Expect:"] {
+                guard let appended = curl_slist_append(list, line) else {
+                    curl_slist_free_all(list)
+                    return CURLE_OUT_OF_MEMORY
+                }
+                list = appended
+            }
+            rc = outbox_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)
+            guard rc == CURLE_OK else {
+                curl_slist_free_all(list)
+                return rc
+            }
+            if let headerList { curl_slist_free_all(headerList) }
+            headerList = list
+            headers = request.headers
+        }
+        switch request.method {
+        case .post:
+            rc = outbox_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+            if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, body.baseAddress) }
+        }
+        if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, transfer) }
+        if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, transfer) }
+        return rc
+    }
+}
+
+/// One request on an easy handle, and everything curl reads or writes while it runs: the request body (curl
+/// keeps a pointer to it) and the answer being collected. Owned by `Transport`, loop thread only. curl's write
+/// and header callbacks reach it through an unretained pointer: the transport holds the transfer until the easy
+/// handle has left the multi handle.
 final class CurlTransfer {
     let id: TransferID
     let request: HTTPRequest
@@ -11,11 +130,10 @@ final class CurlTransfer {
     let enqueuedAt: ContinuousClock.Instant
     private(set) var startedAt: ContinuousClock.Instant?
 
-    private(set) var easy: UnsafeMutableRawPointer?
-    private var headerList: UnsafeMutablePointer<curl_slist>?
-    /// The request body: `CURLOPT_POSTFIELDS` does not copy, so it must live until the easy handle is gone.
+    private(set) var handle: EasyHandle?
+    var easy: UnsafeMutableRawPointer? { handle?.easy }
+    /// The request body: `CURLOPT_POSTFIELDS` does not copy, so it must live until the handle has left curl.
     private var body: UnsafeMutableRawBufferPointer?
-    private var errorBuffer: UnsafeMutablePointer<CChar>?
 
     private let bodyCap: Int
     private var responseHeaders = HTTPHeaders()
@@ -36,17 +154,20 @@ final class CurlTransfer {
 
     deinit { release() }
 
-    /// Creates and configures the easy handle. Returns why it could not, or nil when it is ready to be added.
-    func prepare(options: TransportOptions, share: UnsafeMutableRawPointer?) -> TransportFailure? {
-        guard let easy = curl_easy_init() else {
-            return .other(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_easy_init failed")
+    /// Loads the request into `handle` (a reused one, or a new one when nil). Returns why it could not, or nil when
+    /// the easy handle is ready to be added.
+    func prepare(options: TransportOptions, share: UnsafeMutableRawPointer?, reusing reused: EasyHandle? = nil) -> TransportFailure? {
+        let handle: EasyHandle
+        if let reused {
+            handle = reused
+        } else {
+            switch EasyHandle.make(options: options, share: share) {
+            case .success(let made): handle = made
+            case .failure(let failure): return failure
+            }
         }
-        self.easy = easy
+        self.handle = handle
         startedAt = .now
-
-        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-        self.errorBuffer = errorBuffer
 
         // Never 0 bytes: a null POSTFIELDS would make curl read the body from stdin-like callbacks.
         let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
@@ -55,65 +176,7 @@ final class CurlTransfer {
         }
         self.body = body
 
-        var list: UnsafeMutablePointer<curl_slist>?
-        // curl adds `Expect: 100-continue` to large POSTs and waits a round trip (or 1 s) for a 100 answer.
-        for line in request.headers.map({ "\($0.0): \($0.1)" }) + ["Expect:"] {
-            guard let appended = curl_slist_append(list, line) else {
-                curl_slist_free_all(list)
-                return .other(code: Int32(bitPattern: CURLE_OUT_OF_MEMORY.rawValue), message: "curl_slist_append failed")
-            }
-            list = appended
-        }
-        headerList = list
-
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        var rc = CURLE_OK
-        func set(_ option: CURLoption, _ value: Int) { if rc == CURLE_OK { rc = outbox_easy_setopt_long(easy, option, value) } }
-        func set(_ option: CURLoption, pointer: UnsafeRawPointer?) { if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, option, pointer) } }
-        // curl copies string options (since 7.17), so a scoped C string is enough for them.
-        func set(_ option: CURLoption, string: String) {
-            if rc == CURLE_OK { rc = string.withCString { outbox_easy_setopt_ptr(easy, option, $0) } }
-        }
-
-        set(CURLOPT_ERRORBUFFER, pointer: errorBuffer)
-        set(CURLOPT_URL, string: request.url)
-        // Only ever http(s): a redirect or a crafted URL cannot make curl speak another protocol.
-        set(CURLOPT_PROTOCOLS_STR, string: "http,https")
-        set(CURLOPT_HTTP09_ALLOWED, 0)
-        // No signals: curl must not install SIGALRM handlers or raise SIGPIPE in the host process.
-        set(CURLOPT_NOSIGNAL, 1)
-        set(CURLOPT_TCP_NODELAY, 1)
-        set(CURLOPT_TCP_KEEPALIVE, 1)
-        set(CURLOPT_TIMEOUT_MS, options.requestTimeout.roundedUpMilliseconds)
-        set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeout.roundedUpMilliseconds)
-        set(CURLOPT_SSL_VERIFYPEER, 1)
-        set(CURLOPT_SSL_VERIFYHOST, 2)
-        if let caFile = options.caFile { set(CURLOPT_CAINFO, string: caFile) }
-        if let proxy = options.proxy { set(CURLOPT_PROXY, string: proxy) }
-        set(CURLOPT_USERAGENT, string: options.userAgent)
-        if let share { set(CURLOPT_SHARE, pointer: share) }
-        set(CURLOPT_HTTPHEADER, pointer: list)
-        switch request.method {
-        case .post:
-            set(CURLOPT_POST, 1)
-            if rc == CURLE_OK { rc = outbox_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)) }
-            set(CURLOPT_POSTFIELDS, pointer: body.baseAddress)
-        }
-        if rc == CURLE_OK {
-            rc = outbox_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION) { data, size, count, context in
-                guard let context else { return 0 }
-                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().received(body: data, count: size * count)
-            }
-        }
-        set(CURLOPT_WRITEDATA, pointer: context)
-        if rc == CURLE_OK {
-            rc = outbox_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION) { data, size, count, context in
-                guard let context else { return 0 }
-                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().received(header: data, count: size * count)
-            }
-        }
-        set(CURLOPT_HEADERDATA, pointer: context)
-
+        let rc = handle.load(request, body: body, transfer: Unmanaged.passUnretained(self).toOpaque())
         guard rc == CURLE_OK else { return TransportFailure(curlCode: rc, message: Self.describe(rc)) }
         return nil
     }
@@ -121,7 +184,7 @@ final class CurlTransfer {
     /// The transfer's outcome once curl finished it with `code`. Call before `release`.
     func result(code: CURLcode) -> TransferResult {
         guard code == CURLE_OK, let easy else {
-            let detail = errorBuffer.map { String(cString: $0) } ?? ""
+            let detail = handle.map { String(cString: $0.errorBuffer) } ?? ""
             return .failure(TransportFailure(curlCode: code, message: detail.isEmpty ? Self.describe(code) : detail))
         }
         var status = 0
@@ -137,16 +200,18 @@ final class CurlTransfer {
                                       bodyBytesReceived: responseBytes, timing: timing, reusedConnection: connects == 0))
     }
 
-    /// Frees the easy handle and what curl pointed at. The handle must no longer be in a multi handle.
+    /// Frees the body and lets go of the easy handle. The handle must no longer be in a multi handle.
     func release() {
-        if let easy { curl_easy_cleanup(easy) }
-        easy = nil
-        if let headerList { curl_slist_free_all(headerList) }
-        headerList = nil
+        handle = nil
         body?.deallocate()
         body = nil
-        errorBuffer?.deallocate()
-        errorBuffer = nil
+    }
+
+    /// Like `release`, but hands the easy handle back for the next request.
+    func releaseKeepingHandle() -> EasyHandle? {
+        let kept = handle
+        release()
+        return kept
     }
 
     private func microseconds(_ info: CURLINFO) -> Duration {
@@ -157,7 +222,7 @@ final class CurlTransfer {
 
     /// CURLOPT_WRITEFUNCTION: keeps the body up to the cap and swallows the rest (answering less than `count`
     /// would abort the transfer with a write error, and the status is what matters).
-    private func received(body data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
+    fileprivate func received(body data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         responseBytes += count
         let room = bodyCap - responseBody.count
         if room > 0, let data {
@@ -172,7 +237,7 @@ final class CurlTransfer {
     /// new header block (a `100 Continue` or a proxy's `200 Connection established` come before the real one).
     // Parsed as bytes, not Characters: `String.firstIndex(of:)` and friends walk grapheme clusters, and this runs
     // for every header line of every response (it was ~30 000 instructions per request).
-    private func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
+    fileprivate func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         guard let data else { return count }
         var line = UnsafeRawBufferPointer(start: data, count: count)[...]
         // Trim bytes, not Characters: Swift reads "\r\n" as one Character.

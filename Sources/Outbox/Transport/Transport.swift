@@ -47,6 +47,8 @@ final class Transport {
     private var active: [TransferID: CurlTransfer] = [:]
     private var activeByEasy: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     private var deferred: [(CurlTransfer, TransferResult)] = []
+    /// Easy handles of transfers that succeeded, for the next ones (at most one per slot).
+    private var idleHandles: [EasyHandle] = []
     private var nextID: UInt64 = 1
     private var isClosed = false
 
@@ -58,6 +60,9 @@ final class Transport {
     private(set) var maxActiveObserved = 0
     /// Sockets curl currently asked us to watch.
     var watchedSocketCount: Int { polls.count }
+    /// Easy handles kept for reuse, and how many were ever created (for tests).
+    var idleHandleCount: Int { idleHandles.count }
+    private(set) var handlesCreated = 0
 
     /// Creates the multi handle and the loop handles. Call on the loop thread (or before the loop runs).
     init(loop: EventLoop, options: TransportOptions,
@@ -108,6 +113,7 @@ final class Transport {
             transfer.release()
         }
         curl_multi_cleanup(multi)
+        idleHandles.removeAll()
         if let share { curl_share_cleanup(share) }
         if loop.isOnLoopThread {
             for poll in polls.values { poll.close() }
@@ -182,6 +188,7 @@ final class Transport {
             curl_multi_cleanup(multi)
             self.multi = nil
         }
+        idleHandles.removeAll()
         if let share { curl_share_cleanup(share) }
         share = nil
         // Whatever curl did not remove itself.
@@ -200,7 +207,9 @@ final class Transport {
     private func startQueued() {
         while !isClosed, let multi, active.count < options.maxActiveTransfers, !queue.isEmpty {
             let transfer = queue.removeFirst()
-            if let failure = transfer.prepare(options: options, share: share) {
+            let reused = idleHandles.popLast()
+            if reused == nil { handlesCreated += 1 }
+            if let failure = transfer.prepare(options: options, share: share, reusing: reused) {
                 transfer.release()
                 completeLater(transfer, .failure(failure))
                 continue
@@ -221,15 +230,22 @@ final class Transport {
         }
     }
 
-    /// Takes a transfer out of curl and frees its easy handle. Never call from inside a curl callback.
-    private func detach(_ transfer: CurlTransfer) {
+    /// Takes a transfer out of curl. Its easy handle is kept for the next transfer when `reuse` says so (a
+    /// transfer that succeeded), and freed otherwise: a handle is only reused in the state curl leaves after a
+    /// complete exchange. Never call from inside a curl callback.
+    private func detach(_ transfer: CurlTransfer, reuse: Bool = false) {
         active.removeValue(forKey: transfer.id)
         if let easy = transfer.easy {
             activeByEasy.removeValue(forKey: easy)
             // May call the socket callback (a half-used connection is closed, not cached).
             if let multi { curl_multi_remove_handle(multi, easy) }
         }
-        transfer.release()
+        if reuse, !isClosed, multi != nil, idleHandles.count < options.maxActiveTransfers,
+           let handle = transfer.releaseKeepingHandle() {
+            idleHandles.append(handle)
+        } else {
+            transfer.release()
+        }
     }
 
     /// Completes `transfer` on the next loop turn: callers of `send` and `cancel` never see their completion
@@ -331,7 +347,7 @@ final class Transport {
                 continue
             }
             let result = transfer.result(code: code)
-            detach(transfer)
+            detach(transfer, reuse: code == CURLE_OK)
             if case .response(let response) = result {
                 logger.debug("transfer answered", metadata: ["outbox.transfer": "\(transfer.id)", "outbox.status": "\(response.status)"])
             } else if case .failure(let failure) = result {
