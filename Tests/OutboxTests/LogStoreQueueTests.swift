@@ -197,7 +197,7 @@ struct LogStoreQueueTests {
         #expect(try stored(reopened) == again.batchID + LogStore.batchIDBlock - 1)
     }
 
-    // The claim, complete and release statements are compiled once. A `priority = ?` matched against the partial
+    // The append, claim, complete and release statements are compiled once. A `priority = ?` matched against the partial
     // index `logs_critical` made SQLite compile the complete's DELETE again at every batch (LogSchema).
     @Test func deliveryStatementsAreNotCompiledAgain() throws {
         let dir = TempDirectory()
@@ -208,6 +208,7 @@ struct LogStoreQueueTests {
         // Statements cached while the open created the schema were compiled again once after it: not counted.
         let before = store.db.repreparedStatements
         for round in 0..<8 {
+            _ = try store.append([Fixture.log(100 + round, priority: round % 3 == 0 ? .critical : .normal)])
             let batch = try #require(try store.claim(limit: 5, nowMs: 0))
             if round % 2 == 0 {
                 #expect(try store.complete(batchID: batch.batchID) == 5)

@@ -148,9 +148,11 @@ final class Database {
         return statement.optionalString(at: 0)
     }
 
-    /// Reads an integer pragma (`page_count`, `freelist_count`, `user_version`, …).
+    /// Reads an integer pragma (`page_count`, `freelist_count`, `user_version`, …). Through the pragma's table-valued
+    /// function: SQLite compiles `PRAGMA page_count` and `PRAGMA page_size` again at every run (they can also set
+    /// a value), and each append reads `page_count`.
     func pragma(_ name: String) throws(OutboxError) -> Int64 {
-        try int64("PRAGMA \(name)") ?? 0
+        try int64("SELECT * FROM pragma_\(name)()") ?? 0
     }
 
     /// Rows changed by the most recent INSERT, UPDATE or DELETE.
