@@ -220,6 +220,40 @@ struct LogStoreQueueTests {
         #expect(store.db.repreparedStatements == before)
     }
 
+    // SPEC C9: a delivered batch is deleted in the transaction that claims the next one (delivery's one commit per
+    // request); with nothing left to claim it is deleted all the same.
+    @Test func claimDeletesTheDeliveredBatchInItsOwnTransaction() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<6).map { Fixture.log($0, priority: $0 == 4 ? .critical : .normal) })
+        let a = try #require(try store.claim(limit: 3, nowMs: 0))
+        #expect(a.logs.map(Fixture.ordinal) == [4, 0, 1])
+
+        let commits = store.db.committedTransactions
+        let next = try store.claim(limit: 2, nowMs: 0, completing: a.batchID)
+        #expect(store.db.committedTransactions == commits + 1)
+        #expect(next.completed == 3)
+        #expect(next.batch?.logs.map(Fixture.ordinal) == [2, 3])
+        #expect(try store.allLogs().map(Fixture.ordinal) == [2, 3, 5])
+        #expect(try store.counts().inFlight == 2)
+        #expect(store.logCount == 3)
+
+        let b = try #require(next.batch)
+        let last = try store.claim(limit: 5, nowMs: 0, completing: b.batchID)
+        #expect(last.completed == 2)
+        #expect(last.batch?.logs.map(Fixture.ordinal) == [5])
+        let c = try #require(last.batch)
+        let none = try store.claim(limit: 5, nowMs: 0, completing: c.batchID)
+        #expect(none.batch == nil)
+        #expect(none.completed == 1)
+        #expect(try store.allLogs().isEmpty)
+        #expect(try store.counts().inFlight == 0)
+        #expect(store.logCount == 0)
+        #expect(try store.claim(limit: 0, nowMs: 0, completing: c.batchID).completed == 0)
+    }
+
     // SPEC C9: success deletes exactly the batch's rows.
     @Test func completeDeletesOnlyThatBatch() throws {
         let dir = TempDirectory()

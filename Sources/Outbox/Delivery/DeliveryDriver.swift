@@ -32,6 +32,8 @@ final class DeliveryDriver {
     private let compressor: BodyCompressor?
     private let boot: Int64
     private var nextKey: DeliveryScheduler.BatchKey = 1
+    /// A delivered batch whose rows the next claim deletes, in its transaction (set only inside `finished`).
+    private var deliveredBatch: Int64?
 
     /// A batch holding a lease, or a part of one being bisected (SPEC R1 413/400).
     private struct Flight {
@@ -200,7 +202,9 @@ final class DeliveryDriver {
         do {
             // SPEC S4: expired logs are deleted before a batch is loaded.
             counters.expired += try store.expire(nowMs: clock.wallMs())
-            guard let batch = try store.claim(limit: configuration.batchSize, nowMs: Int64.max), !batch.logs.isEmpty else {
+            let claimed = try store.claim(limit: configuration.batchSize, nowMs: Int64.max, completing: deliveredBatch)
+            deliveredBatch = nil
+            guard let batch = claimed.batch, !batch.logs.isEmpty else {
                 scheduler.nothingToClaim()
                 return false
             }
@@ -279,11 +283,18 @@ final class DeliveryDriver {
         do {
             switch outcome {
             case .delivered:
-                // The next batch goes on the wire first: the server works on it while this batch's rows are
-                // deleted. They stay marked in flight until then, so the claim cannot take them again.
+                // The next claim deletes this batch in its own transaction (one commit per request instead of
+                // two); when the pump claims nothing, it is deleted here on its own. Its rows stay leased until
+                // then, so the claim cannot take them again.
                 flights[key] = nil
+                deliveredBatch = flight.batchID
                 pump()
-                if let batchID = flight.batchID { try store.complete(batchID: batchID) } else { try store.complete(seqs: seqs) }
+                if let batchID = deliveredBatch {
+                    deliveredBatch = nil
+                    try store.complete(batchID: batchID)
+                } else if flight.batchID == nil {
+                    try store.complete(seqs: seqs)
+                }
                 counters.delivered += seqs.count
                 flight.dispatchWaiters.forEach { $0(.good) }
             case .split, .refuse:

@@ -165,6 +165,9 @@ final class Database {
 
     // MARK: Transactions
 
+    /// Transactions `transaction` has committed on this connection (for tests).
+    private(set) var committedTransactions = 0
+
     /// Runs `body` in a transaction: commits when it returns, rolls back when it throws and rethrows the
     /// first error (a failing ROLLBACK never hides the error that caused it). Not reentrant.
     func transaction<T>(_ kind: TransactionKind = .immediate,
@@ -188,6 +191,7 @@ final class Database {
             rollbackQuietly()
             throw error
         }
+        committedTransactions += 1
         return value
     }
 

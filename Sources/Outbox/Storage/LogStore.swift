@@ -164,11 +164,26 @@ final class LogStore {
     /// `priority` restricts the claim to one priority. Expired logs (S4) are deleted first.
     /// `nowMs` and `nextAttemptMs` are in the caller's clock; the store only compares them.
     func claim(limit: Int, nowMs: Int64, priority: Priority? = nil) throws(OutboxError) -> ClaimedBatch? {
-        guard limit > 0 else { return nil }
-        return try guarded { () throws(OutboxError) -> ClaimedBatch? in
+        try claim(limit: limit, nowMs: nowMs, priority: priority, completing: nil).batch
+    }
+
+    /// `claim`, and before it, in the same transaction, what `complete(batchID: completing)` does: delivery deletes a
+    /// delivered batch with the claim of the next one, one commit per request instead of two (each commit writes
+    /// the `leases` page and the WAL's bookkeeping again). Returns the claimed batch (nil when nothing was
+    /// claimable; the delivered one is deleted all the same) and how many of `completing`'s rows were deleted.
+    func claim(limit: Int, nowMs: Int64, priority: Priority? = nil,
+               completing: Int64?) throws(OutboxError) -> (batch: ClaimedBatch?, completed: Int) {
+        guard limit > 0 else {
+            guard let completing else { return (nil, 0) }
+            return (nil, try complete(batchID: completing))
+        }
+        return try guarded { () throws(OutboxError) -> (batch: ClaimedBatch?, completed: Int) in
             _ = try expireOnce(nowMs: clock.wallMs())
+            let delivered = completing.map { leases.stretches(of: $0) } ?? []
             // A lease is a row of its own: at the cap that can need a page.
-            let claimed = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> (ClaimedBatch, [LeaseStretch], reserved: Int64?)? in
+            let (claimed, completed) = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> ((ClaimedBatch, [LeaseStretch], reserved: Int64?)?, Int) in
+                var completed = 0
+                if let completing { completed = try deleteDelivered(completing, delivered) }
                 var logs: [StoredLog] = []
                 logs.reserveCapacity(min(limit, 512))
                 var stretches: [LeaseStretch] = []
@@ -197,7 +212,7 @@ final class LogStore {
                     }
                     if let stretch = open { stretches.append(stretch) }
                 }
-                guard !logs.isEmpty else { return nil }
+                guard !logs.isEmpty else { return (nil, completed) }
                 try record(stretches)
                 var reserved: Int64?
                 if batchID > reservedBatchID {
@@ -205,9 +220,13 @@ final class LogStore {
                     try writeMeta(Self.lastBatchKey, String(reservation))
                     reserved = reservation
                 }
-                return (ClaimedBatch(batchID: batchID, logs: logs), stretches, reserved)
+                return ((ClaimedBatch(batchID: batchID, logs: logs), stretches, reserved), completed)
             }
-            guard let (batch, stretches, reserved) = claimed else { return nil }
+            if let completing {
+                leases.remove(batch: completing)
+                logCount -= completed
+            }
+            guard let (batch, stretches, reserved) = claimed else { return (nil, completed) }
             lastBatchID = batch.batchID
             if let reserved { reservedBatchID = reserved }
             leases.add(stretches)
@@ -220,7 +239,7 @@ final class LogStore {
                     }
                 }
             }
-            return batch
+            return (batch, completed)
         }
     }
 
@@ -230,15 +249,19 @@ final class LogStore {
     func complete(batchID: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
             let stretches = leases.stretches(of: batchID)
-            let deleted = try db.transaction { () throws(OutboxError) -> Int in
-                let deleted = try run(LogSchema.deleteStretch, over: stretches)
-                try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
-                return deleted
-            }
+            let deleted = try db.transaction { () throws(OutboxError) -> Int in try deleteDelivered(batchID, stretches) }
             leases.remove(batch: batchID)
             logCount -= deleted
             return deleted
         }
+    }
+
+    /// Deletes a delivered batch's rows and its leases, in the caller's transaction (which updates `leases` and
+    /// `logCount` once it has committed).
+    private func deleteDelivered(_ batchID: Int64, _ stretches: [LeaseStretch]) throws(OutboxError) -> Int {
+        let deleted = try run(LogSchema.deleteStretch, over: stretches)
+        try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
+        return deleted
     }
 
     /// Deletes the given logs (part of a split batch that was delivered).
