@@ -250,6 +250,22 @@ struct LogStoreLimitTests {
         #expect(store.walFileSize <= 1024 * 1024)
     }
 
+    // The WAL's checkpoint size follows the cap: a quarter of it up to 1000 pages, and 1/16 of it up to 4096 pages
+    // (16 MiB) for large caps, where a drain otherwise stalls on a checkpoint's two syncs every 1000 pages.
+    @Test func checkpointSizeFollowsTheCap() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let cases: [(cap: Int, pages: Int)] = [(64 * 1024, 16), (1 << 20, 64), (10 << 20, 640), (64 << 20, 1024),
+                                               (256 << 20, 4096), (1 << 30, 4096)]
+        for (index, (cap, pages)) in cases.enumerated() {
+            let store = try Fixture.open(dir.file("store\(index).sqlite"), limits: StoreLimits(maxStorageSize: cap))
+            defer { store.close() }
+            #expect(store.walAutocheckpointPages == pages, "cap \(cap)")
+            #expect(try store.db.int64("PRAGMA wal_autocheckpoint") == Int64(pages), "cap \(cap)")
+            #expect(try store.db.int64("PRAGMA journal_size_limit") == Int64(max(1 << 20, 2 * pages * 4096)), "cap \(cap)")
+        }
+    }
+
     // SPEC S7: an SQLITE_FULL the soft check did not foresee is handled by evicting more, not by failing.
     @Test func unexpectedSQLiteFullIsRetriedWithEviction() throws {
         let dir = TempDirectory()
