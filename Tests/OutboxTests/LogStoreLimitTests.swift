@@ -250,7 +250,7 @@ struct LogStoreLimitTests {
         #expect(store.walFileSize <= 1024 * 1024)
     }
 
-    // The WAL's checkpoint size follows the cap: a quarter of it up to 1000 pages, and 1/16 of it up to 4096 pages
+    // SPEC S1, S2: the WAL (outside the cap) is bounded by its checkpoint size, which follows the cap: a quarter of it up to 1000 pages, and 1/16 of it up to 4096 pages
     // (16 MiB) for large caps, where a drain otherwise stalls on a checkpoint's two syncs every 1000 pages.
     @Test func checkpointSizeFollowsTheCap() throws {
         let dir = TempDirectory()

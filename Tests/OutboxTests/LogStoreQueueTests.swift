@@ -197,7 +197,7 @@ struct LogStoreQueueTests {
         #expect(try stored(reopened) == again.batchID + LogStore.batchIDBlock - 1)
     }
 
-    // The append, claim, complete and release statements are compiled once. A `priority = ?` matched against the partial
+    // SPEC C9: the append, claim, complete and release statements are compiled once. A `priority = ?` matched against the partial
     // index `logs_critical` made SQLite compile the complete's DELETE again at every batch (LogSchema).
     @Test func deliveryStatementsAreNotCompiledAgain() throws {
         let dir = TempDirectory()

@@ -43,7 +43,7 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
-    // Easy handles are reused after a success, and a reused handle sends each request's own URL, headers and
+    // SPEC W1: easy handles are reused after a success, and a reused handle sends each request's own URL, headers and
     // body — not the previous request's. A failed transfer's handle is freed, not reused.
     @Test func easyHandlesAreReusedWithEachRequestsOwnURLHeadersAndBody() async throws {
         let server = try TestHTTPServer()
@@ -460,7 +460,7 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
-    // What the transport refuses before curl sees it, as a table (the check is written on bytes).
+    // SPEC W1: what the transport refuses before curl sees it, as a table (the check is written on bytes).
     @Test func requestValidationTable() {
         let accepted = ["http://127.0.0.1/", "HTTPS://in.example.com/logs?api-version=1.0.0", "HtTp://x", "https://"]
         for url in accepted {
