@@ -42,10 +42,6 @@ final class Transport {
     private var curlSoon: LoopIdle?
     /// How often curl asked to be called as soon as possible, and got it from `curlSoon` (for tests).
     private(set) var immediateTimeouts = 0
-    /// `curlSoon` runs since the last socket event or timer: should curl keep asking for 0 ms with nothing happening,
-    /// the loop would spin; past `maxImmediateStreak` the next one waits 1 ms on the timer instead.
-    private var immediateStreak = 0
-    private static let maxImmediateStreak = 64
     /// Runs completions that must not run inside `send`/`cancel`.
     private var deferTimer: LoopTimer?
     private var polls: [Int32: LoopPoll] = [:]
@@ -89,7 +85,10 @@ final class Transport {
         self.share = Self.makeShare()
 
         curlTimer = LoopTimer(loop: loop) { [weak self] in self?.curlTimerFired() }
-        curlSoon = LoopIdle(loop: loop) { [weak self] in self?.curlSoonFired() }
+        curlSoon = LoopIdle(loop: loop) { [weak self] in
+            self?.curlSoon?.stop()
+            self?.curlTimerFired()
+        }
         deferTimer = LoopTimer(loop: loop) { [weak self] in self?.runDeferred() }
 
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -321,31 +320,15 @@ final class Transport {
             // started from a timer callback, nor a 1 ms one (as multi-uv.c does), which can hold a new request back
             // until the loop's next millisecond.
             curlTimer.stop()
-            if immediateStreak < Self.maxImmediateStreak {
-                immediateTimeouts += 1
-                curlSoon.start()
-            } else {
-                curlSoon.stop()
-                curlTimer.start(afterMs: 1)
-            }
+            immediateTimeouts += 1
+            curlSoon.start()
         } else {
             curlSoon.stop()
             curlTimer.start(afterMs: UInt64(timeoutMs))
         }
     }
 
-    private func curlSoonFired() {
-        curlSoon?.stop()
-        immediateStreak += 1
-        runCurlTimeout()
-    }
-
     private func curlTimerFired() {
-        immediateStreak = 0
-        runCurlTimeout()
-    }
-
-    private func runCurlTimeout() {
         guard !isClosed, let multi else { return }
         var running: Int32 = 0
         _ = curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running)
@@ -353,7 +336,6 @@ final class Transport {
     }
 
     private func socketReady(_ socket: Int32, status: Int32, events: Int32) {
-        immediateStreak = 0
         guard !isClosed, let multi else { return }
         var flags: Int32 = 0
         if status < 0 {
