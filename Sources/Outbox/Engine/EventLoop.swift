@@ -171,38 +171,6 @@ final class LoopTimer: LoopHandle {
     func unref() { uv_unref(raw) }
 }
 
-/// A `uv_idle_t` running a closure on the loop thread: while started, once per loop iteration, and the loop's poll
-/// for I/O does not block. For work due "as soon as possible, after the I/O at hand" (curl's 0 ms timeouts): a 0 ms
-/// `uv_timer_t` started from a timer callback runs again in the same pass under libuv 1.44, and a 1 ms one makes
-/// every new request wait for the next millisecond.
-final class LoopIdle: LoopHandle {
-    private let action: () -> Void
-
-    init(loop: EventLoop, action: @escaping () -> Void) {
-        self.action = action
-        super.init(type: UV_IDLE)
-        uv_idle_init(loop.raw, idle)
-        retainForLoop(loop)
-    }
-
-    private var idle: UnsafeMutablePointer<uv_idle_t> { UnsafeMutableRawPointer(raw).assumingMemoryBound(to: uv_idle_t.self) }
-
-    /// Runs the action at the next iteration (and at every one after, until `stop`). Starting a started handle
-    /// changes nothing.
-    func start() {
-        guard !isClosed else { return }
-        uv_idle_start(idle) { idle in
-            guard let idle, let data = idle.pointee.data else { return }
-            Unmanaged<LoopIdle>.fromOpaque(data).takeUnretainedValue().action()
-        }
-    }
-
-    func stop() {
-        guard !isClosed else { return }
-        uv_idle_stop(idle)
-    }
-}
-
 /// A `uv_async_t`: the one way other threads wake the loop. `send` is thread-safe until `close`.
 final class LoopAsync: LoopHandle {
     private let action: () -> Void

@@ -37,11 +37,8 @@ final class Transport {
     /// `CURLSH *` sharing TLS sessions between easy handles, so a new connection to the same host resumes
     /// its TLS session instead of a full handshake. (The multi handle already shares connections and DNS.)
     private var share: UnsafeMutableRawPointer?
-    /// The one timer curl asks for (CURLMOPT_TIMERFUNCTION); a 0 ms timeout runs from `curlSoon` instead.
+    /// The one timer curl asks for (CURLMOPT_TIMERFUNCTION).
     private var curlTimer: LoopTimer?
-    private var curlSoon: LoopIdle?
-    /// How often curl asked to be called as soon as possible, and got it from `curlSoon` (for tests).
-    private(set) var immediateTimeouts = 0
     /// Runs completions that must not run inside `send`/`cancel`.
     private var deferTimer: LoopTimer?
     private var polls: [Int32: LoopPoll] = [:]
@@ -85,10 +82,6 @@ final class Transport {
         self.share = Self.makeShare()
 
         curlTimer = LoopTimer(loop: loop) { [weak self] in self?.curlTimerFired() }
-        curlSoon = LoopIdle(loop: loop) { [weak self] in
-            self?.curlSoon?.stop()
-            self?.curlTimerFired()
-        }
         deferTimer = LoopTimer(loop: loop) { [weak self] in self?.runDeferred() }
 
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -125,7 +118,6 @@ final class Transport {
         if loop.isOnLoopThread {
             for poll in polls.values { poll.close() }
             curlTimer?.close()
-            curlSoon?.close()
             deferTimer?.close()
         }
         for (transfer, result) in pending { transfer.completion(result) }
@@ -204,8 +196,6 @@ final class Transport {
         polls.removeAll()
         curlTimer?.close()
         curlTimer = nil
-        curlSoon?.close()
-        curlSoon = nil
         deferTimer?.close()
         deferTimer = nil
         for (transfer, result) in pending { transfer.completion(result) }
@@ -308,23 +298,15 @@ final class Transport {
     }
 
     /// CURLMOPT_TIMERFUNCTION: -1 deletes the timer; otherwise curl wants `curl_multi_socket_action` with
-    /// CURL_SOCKET_TIMEOUT after `timeoutMs` (never from inside this callback). A new timeout replaces the last.
+    /// CURL_SOCKET_TIMEOUT after `timeoutMs` (never from inside this callback).
     private func curlTimerChanged(_ timeoutMs: Int) {
-        guard !isClosed, let curlTimer, let curlSoon else { return }
+        guard !isClosed, let curlTimer else { return }
         if timeoutMs < 0 {
             curlTimer.stop()
-            curlSoon.stop()
-        } else if timeoutMs == 0 {
-            // "As soon as possible" — curl asks it for every new transfer. The next loop iteration, after a poll for
-            // I/O that does not block: not a 0 ms timer, which libuv 1.44 runs again in the same pass when it was
-            // started from a timer callback, nor a 1 ms one (as multi-uv.c does), which can hold a new request back
-            // until the loop's next millisecond.
-            curlTimer.stop()
-            immediateTimeouts += 1
-            curlSoon.start()
         } else {
-            curlSoon.stop()
-            curlTimer.start(afterMs: UInt64(timeoutMs))
+            // 0 means "as soon as possible"; libuv 1.44 runs a 0 ms timer started from a timer callback again in
+            // the same pass, so use 1 ms to let the loop poll for I/O in between (as multi-uv.c does).
+            curlTimer.start(afterMs: UInt64(max(1, timeoutMs)))
         }
     }
 
