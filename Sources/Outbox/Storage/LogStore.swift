@@ -366,8 +366,6 @@ final class LogStore {
         }
     }
 
-    /// Runs `sql` once per stretch, with the stretch's priority, first and last seq bound to parameters `from`,
-    /// `from + 1` and `from + 2` (and the rest by `bind`); returns the number of rows it changed.
     /// Runs, for each stretch, the statement `sql[priority]` with the stretch's first and last seqs as `?1` and
     /// `?2` (and whatever `bind` adds). Returns the rows changed.
     private func run(_ sql: [String], over stretches: [LeaseStretch],

@@ -9,8 +9,9 @@ final class EasyHandle {
     let easy: UnsafeMutableRawPointer
     /// `CURLOPT_ERRORBUFFER`: curl keeps the pointer, so it lives as long as the handle.
     let errorBuffer: UnsafeMutablePointer<CChar>
-    private(set) var url: String?
-    private(set) var headers: [(String, String)] = []
+    /// What the last request set, so that the next one sets it again only when it differs.
+    private var url: String?
+    private var headers: [(String, String)] = []
     private var headerList: UnsafeMutablePointer<curl_slist>?
 
     /// A new handle with the transport's options set, or why there is none.

@@ -208,12 +208,12 @@ final class Transport {
         while !isClosed, let multi, active.count < options.maxActiveTransfers, !queue.isEmpty {
             let transfer = queue.removeFirst()
             let reused = idleHandles.popLast()
-            if reused == nil { handlesCreated += 1 }
             if let failure = transfer.prepare(options: options, share: share, reusing: reused) {
                 transfer.release()
                 completeLater(transfer, .failure(failure))
                 continue
             }
+            if reused == nil { handlesCreated += 1 }
             guard let easy = transfer.easy else { continue }
             let rc = curl_multi_add_handle(multi, easy)
             guard rc == CURLM_OK else {
