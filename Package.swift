@@ -40,9 +40,10 @@ let package = Package(
             name: "outbox",
             dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Sources/outbox",
-            // Release (`make cli` builds it with --static-swift-stdlib): GNU ld, for packed relative
-            // relocations (DT_RELR, glibc 2.36+) that the default gold cannot write, and no dynamic export of the
-            // executable's own symbols. Both cut what every process maps at start (BENCHMARKS.md, memory).
+            // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold
+            // cannot write, and no dynamic export of the executable's own symbols. Both cut what every process
+            // maps at start (BENCHMARKS.md, memory). `make cli` replaces the linker with scripts/cli-ld (lld,
+            // ordered functions, its own libcurl), which keeps both.
             linkerSettings: [.unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                                            "-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]
         ),
