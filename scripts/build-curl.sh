@@ -30,18 +30,28 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [ -f "$keyring" ] || { echo "build-curl: $keyring missing (not Debian?)" >&2; exit 1; }
 command -v dpkg-source >/dev/null || { echo "build-curl: dpkg-source missing (package dpkg-dev)" >&2; exit 1; }
 
+# The mirrors the system's apt uses for Debian (bookworm's images list them in debian.sources), else Debian's own.
+archive=http://deb.debian.org/debian
+security=http://deb.debian.org/debian-security
+if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    uri=$(awk '$1 == "URIs:" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources)
+    [ -n "$uri" ] && archive=$uri
+    uri=$(awk '$1 == "URIs:" && $2 ~ /security/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources)
+    [ -n "$uri" ] && security=$uri
+fi
+
 apt_dir=$out/apt
 rm -rf "$apt_dir" "$out/src"
 mkdir -p "$apt_dir/parts" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$out/src"
 cat > "$apt_dir/parts/outbox-src.sources" <<EOF
 Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: $archive
 Suites: $codename $codename-updates
 Components: main
 Signed-By: $keyring
 
 Types: deb-src
-URIs: http://deb.debian.org/debian-security
+URIs: $security
 Suites: $codename-security
 Components: main
 Signed-By: $keyring
@@ -63,7 +73,7 @@ CFLAGS="-O2 -g0 -ffunction-sections -fdata-sections -fPIC" ./configure -q \
     --disable-shared --enable-static --with-openssl --without-zlib \
     --disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
     --disable-pop3 --disable-imap --disable-smb --disable-smtp --disable-gopher --disable-mqtt --disable-ftp \
-    --disable-file --disable-ntlm-wb --disable-manual --disable-docs \
+    --disable-file --disable-ntlm-wb --disable-manual \
     --without-libidn2 --without-libpsl --without-nghttp2 --without-brotli --without-zstd --without-librtmp \
     --without-libssh2 --without-libssh --without-gssapi \
     --with-ca-bundle=/etc/ssl/certs/ca-certificates.crt --with-ca-path=/etc/ssl/certs >&2
