@@ -18,7 +18,8 @@ import Glibc
 ///
 /// Query parameters for every path: `delay=MS` waits before answering, `status=N` sets the status (429 and
 /// 503 add `Retry-After: 120` and `x-ms-retry-after-ms: 1500`), `drop=1` closes the connection after the
-/// answer without announcing it.
+/// answer without announcing it, `reset-reused=1` resets the connection without answering when the request is not
+/// the first on its connection (a kept-alive connection that the server dropped just as the client reused it).
 final class TestHTTPServer: @unchecked Sendable {
     struct Request: Sendable {
         var method: String
@@ -140,9 +141,18 @@ final class TestHTTPServer: @unchecked Sendable {
     /// Serves requests on one connection until the client closes it or a behaviour ends it.
     private func serve(_ fd: Int32, connection: Int) {
         var buffer: [UInt8] = []
+        var served = 0
         while let request = readRequest(fd, buffer: &buffer, connection: connection) {
             record(request)
+            served += 1
             let (path, query) = Self.split(request.target)
+            if query["reset-reused"] == "1", served > 1 {
+                lock.withLock { inProgress -= 1 }
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                finish(fd)
+                return
+            }
             if let delay = query["delay"].flatMap(Int.init) { usleep(useconds_t(delay * 1000)) }
             lock.withLock { inProgress -= 1 }   // before answering: the client may send its next request at once
             switch path {

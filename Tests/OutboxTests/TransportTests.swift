@@ -247,6 +247,44 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
+    // A kept-alive connection that the server resets when it is reused, before answering, costs the request
+    // nothing: it goes out again at once on a new connection (once), and the caller sees the answer.
+    @Test func requestOnAResetKeptAliveConnectionIsSentAgainOnANewOne() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let first = await harness.send(post(server, "/ok"))
+        let second = await harness.send(post(server, "/ok?reset-reused=1"))
+
+        #expect(first.response?.status == 200)
+        #expect(second.response?.status == 200, "\(second)")
+        #expect(second.response?.reusedConnection == false)
+        #expect(server.requests.map(\.connection) == [1, 1, 2])
+        #expect(await harness.sync { $0.resentOnFreshConnection } == 1)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // Only once, and only for a kept-alive connection: a new connection reset before the answer is a failure
+    // (the server saw the request; SPEC R1's back-off decides when to try again).
+    @Test func resetOnANewConnectionIsNotSentAgain() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/reset"))
+        let kept = await harness.send(post(server, "/ok"))
+        let resetTwice = await harness.send(post(server, "/reset?reset-reused=1"))
+
+        #expect(result.failure == .connectionReset)
+        #expect(kept.response?.status == 200)
+        // Reused connection reset → sent again on a new connection → reset there too → the failure stands.
+        #expect(resetTwice.failure == .connectionReset)
+        #expect(server.requests.map(\.connection) == [1, 2, 2, 3])
+        #expect(await harness.sync { $0.resentOnFreshConnection } == 1)
+        #expect(await harness.shutdown() == 0)
+    }
+
     // SPEC R1: certificate verification is on by default: a self-signed server is a .tls failure (retryable).
     @Test(.enabled(if: TLSTestServer.isAvailable)) func selfSignedCertificateIsRefusedByDefault() async throws {
         let server = try TLSTestServer()

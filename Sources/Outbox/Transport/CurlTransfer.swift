@@ -13,6 +13,8 @@ final class EasyHandle {
     private var url: String?
     private var headers: [(String, String)] = []
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// Whether `CURLOPT_FRESH_CONNECT` is on (only for a request sent again after a kept-alive connection failed).
+    private var freshConnect = false
 
     /// A new handle with the transport's options set, or why there is none.
     static func make(options: TransportOptions, share: UnsafeMutableRawPointer?) -> Result<EasyHandle, TransportFailure> {
@@ -79,11 +81,18 @@ final class EasyHandle {
         return rc
     }
 
-    /// Points the handle at `request` and at `transfer` (the callbacks' data). `body` must live until the transfer
-    /// has left curl (`CURLOPT_POSTFIELDS` does not copy).
-    func load(_ request: HTTPRequest, body: UnsafeMutableRawBufferPointer, transfer: UnsafeMutableRawPointer) -> CURLcode {
+    /// Points the handle at `request` and at `transfer` (the callbacks' data); `freshConnection` makes curl open a
+    /// new connection instead of taking a kept-alive one. `body` must live until the transfer has left curl
+    /// (`CURLOPT_POSTFIELDS` does not copy).
+    func load(_ request: HTTPRequest, body: UnsafeMutableRawBufferPointer, transfer: UnsafeMutableRawPointer,
+              freshConnection: Bool = false) -> CURLcode {
         errorBuffer[0] = 0
         var rc = CURLE_OK
+        if freshConnect != freshConnection {
+            rc = outbox_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, freshConnection ? 1 : 0)
+            guard rc == CURLE_OK else { return rc }
+            freshConnect = freshConnection
+        }
         if url != request.url {
             url = nil
             rc = request.url.withCString { outbox_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
@@ -140,6 +149,10 @@ final class CurlTransfer {
     private var responseHeaders = HTTPHeaders()
     private var responseBody: [UInt8] = []
     private var responseBytes = 0
+    /// Bytes of header lines received, status lines included, over all header blocks.
+    private var headerBytes = 0
+    /// Set once the request is being sent again on a new connection (`Transport`: at most once per request).
+    private(set) var resentOnFreshConnection = false
 
     /// Header fields kept per response; the ones the engine acts on (SPEC R4, A9) are kept even beyond it.
     private static let maxHeaderFields = 100
@@ -177,7 +190,8 @@ final class CurlTransfer {
         }
         self.body = body
 
-        let rc = handle.load(request, body: body, transfer: Unmanaged.passUnretained(self).toOpaque())
+        let rc = handle.load(request, body: body, transfer: Unmanaged.passUnretained(self).toOpaque(),
+                             freshConnection: resentOnFreshConnection)
         guard rc == CURLE_OK else { return TransportFailure(curlCode: rc, message: Self.describe(rc)) }
         return nil
     }
@@ -199,6 +213,30 @@ final class CurlTransfer {
                                     total: microseconds(CURLINFO_TOTAL_TIME_T))
         return .response(HTTPResponse(status: status, headers: responseHeaders, body: responseBody,
                                       bodyBytesReceived: responseBytes, timing: timing, reusedConnection: connects == 0))
+    }
+
+    /// Whether the request failed with `code` on a connection curl had kept alive from an earlier request, before
+    /// a single byte of an answer came: the server closed or reset an idle connection just as it was taken
+    /// (its keep-alive timeout, a restart). Such a request is sent again once, at once, on a new connection —
+    /// what browsers do; curl 7.88 does it itself only when the connection ends cleanly before the answer, not
+    /// when writing the request fails. Call before `release`.
+    func failedOnKeptAliveConnection(code: CURLcode) -> Bool {
+        guard !resentOnFreshConnection, let easy,
+              code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING,
+              headerBytes == 0, responseBytes == 0 else { return false }
+        var connects = 0
+        guard outbox_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK else { return false }
+        return connects == 0
+    }
+
+    /// Readies the request to be sent again on a new connection, after `failedOnKeptAliveConnection`. The easy
+    /// handle must have been released.
+    func prepareResendOnFreshConnection() {
+        resentOnFreshConnection = true
+        responseHeaders.removeAll()
+        responseBody.removeAll()
+        responseBytes = 0
+        headerBytes = 0
     }
 
     /// Frees the body and lets go of the easy handle. The handle must no longer be in a multi handle.
@@ -240,6 +278,7 @@ final class CurlTransfer {
     // for every header line of every response (it was ~30 000 instructions per request).
     fileprivate func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         guard let data else { return count }
+        headerBytes += count
         var line = UnsafeRawBufferPointer(start: data, count: count)[...]
         // Trim bytes, not Characters: Swift reads "\r\n" as one Character.
         while let last = line.last, last == 0x0D || last == 0x0A { line = line.dropLast() }

@@ -63,6 +63,9 @@ final class Transport {
     /// Easy handles kept for reuse, and how many were ever created (for tests).
     var idleHandleCount: Int { idleHandles.count }
     private(set) var handlesCreated = 0
+    /// Requests sent again at once on a new connection because a kept-alive one failed before any answer
+    /// (`CurlTransfer.failedOnKeptAliveConnection`).
+    private(set) var resentOnFreshConnection = 0
 
     /// Creates the multi handle and the loop handles. Call on the loop thread (or before the loop runs).
     init(loop: EventLoop, options: TransportOptions,
@@ -344,6 +347,15 @@ final class Transport {
             let code = message.pointee.data.result
             guard let transfer = activeByEasy[easy] else {
                 curl_multi_remove_handle(multi, easy)
+                continue
+            }
+            if transfer.failedOnKeptAliveConnection(code: code) {
+                detach(transfer)
+                transfer.prepareResendOnFreshConnection()
+                resentOnFreshConnection += 1
+                logger.debug("kept-alive connection failed before the answer; sending again on a new one",
+                             metadata: ["outbox.transfer": "\(transfer.id)", "outbox.curl": "\(code.rawValue)"])
+                queue.insert(transfer, at: 0)
                 continue
             }
             let result = transfer.result(code: code)
