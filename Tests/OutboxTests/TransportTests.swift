@@ -261,7 +261,9 @@ struct TransportTests {
         #expect(second.response?.status == 200, "\(second)")
         #expect(second.response?.reusedConnection == false)
         #expect(server.requests.map(\.connection) == [1, 1, 2])
-        #expect(await harness.sync { $0.resentOnFreshConnection } == 1)
+        // Sent again by us, or by curl itself when it saw the reset as the connection's end before it had
+        // finished sending (it does so then; which one happens depends on timing). Exactly once either way.
+        #expect(await harness.sync { $0.resentOnFreshConnection } <= 1)
         #expect(await harness.shutdown() == 0)
     }
 
@@ -281,7 +283,7 @@ struct TransportTests {
         // Reused connection reset → sent again on a new connection → reset there too → the failure stands.
         #expect(resetTwice.failure == .connectionReset)
         #expect(server.requests.map(\.connection) == [1, 2, 2, 3])
-        #expect(await harness.sync { $0.resentOnFreshConnection } == 1)
+        #expect(await harness.sync { $0.resentOnFreshConnection } <= 1)
         #expect(await harness.shutdown() == 0)
     }
 
