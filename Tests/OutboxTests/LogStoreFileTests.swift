@@ -127,6 +127,27 @@ struct LogStoreFileTests {
         #expect(try store.db.pragma("synchronous") == 1)
     }
 
+    // The page cache stays within LogStore.pageCacheKiB while 5 MB of logs are written, read back and deleted
+    // (SQLite's default would grow to ~2 MB).
+    @Test func pageCacheStaysWithinItsBound() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        for chunk in 0..<12 {
+            _ = try store.append((0..<500).map { Fixture.log(chunk * 500 + $0, payloadBytes: 800) })
+        }
+        var delivered = 0
+        while let batch = try store.claim(limit: 500, nowMs: .max) {
+            delivered += try store.complete(batchID: batch.batchID)
+        }
+        #expect(delivered == 6000)
+        let bound = LogStore.pageCacheKiB * 1024
+        #expect(store.db.pageCacheBytesUsed > bound / 2, "the cache was used")
+        // SQLite counts its per-page headers too: a few percent over the bound.
+        #expect(store.db.pageCacheBytesUsed <= bound + bound / 16, "\(store.db.pageCacheBytesUsed) bytes")
+    }
+
     // SPEC S1: a store file that arrives readable by others is made owner-only at open.
     @Test func existingLooseFileIsMadeOwnerOnly() throws {
         let dir = TempDirectory()

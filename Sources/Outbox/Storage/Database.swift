@@ -110,6 +110,15 @@ final class Database {
         cache.compactMapValues { $0.reprepareCount > 0 ? $0.reprepareCount : nil }
     }
 
+    /// Bytes SQLite's page cache of this connection holds now (`SQLITE_DBSTATUS_CACHE_USED`; for tests).
+    var pageCacheBytesUsed: Int {
+        guard let handle else { return 0 }
+        var current: Int32 = 0
+        var highest: Int32 = 0
+        guard sqlite3_db_status(handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0) == SQLITE_OK else { return 0 }
+        return Int(current)
+    }
+
     // MARK: Executing
 
     /// Runs one or more SQL statements without parameters (schema, pragmas).
