@@ -127,8 +127,8 @@ struct LogStoreFileTests {
         #expect(try store.db.pragma("synchronous") == 1)
     }
 
-    // The page cache stays within LogStore.pageCacheKiB while 5 MB of logs are written, read back and deleted
-    // (SQLite's default would grow to ~2 MB).
+    // At the default cap, the page cache stays within 1 MiB while 5 MB of logs are written, read back and
+    // deleted (SQLite's default would grow to ~2 MB).
     @Test func pageCacheStaysWithinItsBound() throws {
         let dir = TempDirectory()
         defer { dir.remove() }
@@ -142,7 +142,8 @@ struct LogStoreFileTests {
             delivered += try store.complete(batchID: batch.batchID)
         }
         #expect(delivered == 6000)
-        let bound = LogStore.pageCacheKiB * 1024
+        let bound = LogStore.pageCacheKiB(for: StoreLimits().maxStorageSize) * 1024
+        #expect(bound == 1 << 20)
         #expect(store.db.pageCacheBytesUsed > bound / 2, "the cache was used")
         // SQLite counts its per-page headers too: a few percent over the bound.
         #expect(store.db.pageCacheBytesUsed <= bound + bound / 16, "\(store.db.pageCacheBytesUsed) bytes")

@@ -266,6 +266,19 @@ struct LogStoreLimitTests {
         }
     }
 
+    // The page cache follows the cap like the checkpoints do: a 256th of it, 1–4 MiB (negative: KiB).
+    @Test func pageCacheFollowsTheCap() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let cases: [(cap: Int, kib: Int64)] = [(64 * 1024, 1024), (10 << 20, 1024), (256 << 20, 1024),
+                                               (512 << 20, 2048), (1 << 30, 4096), (8 << 30, 4096)]
+        for (index, (cap, kib)) in cases.enumerated() {
+            let store = try Fixture.open(dir.file("store\(index).sqlite"), limits: StoreLimits(maxStorageSize: cap))
+            defer { store.close() }
+            #expect(try store.db.int64("PRAGMA cache_size") == -kib, "cap \(cap)")
+        }
+    }
+
     // SPEC S7: an SQLITE_FULL the soft check did not foresee is handled by evicting more, not by failing.
     @Test func unexpectedSQLiteFullIsRetriedWithEviction() throws {
         let dir = TempDirectory()

@@ -29,12 +29,15 @@ extension LogStore {
         }
     }
 
-    /// SQLite's page cache per store, in KiB: 1 MiB instead of SQLite's default 2 000 KiB. The engine reads each
-    /// row once (claims walk the table in order), so a larger cache only holds pages that will not be read
-    /// again; the intake's group commits that outgrow it spill pages to the WAL early. Measured: committed
-    /// events/s and 100 000-log drains unchanged within noise, `outbox emit`'s peak while draining −0.7 to −1 MB
-    /// (BENCHMARKS.md, memory).
-    static let pageCacheKiB = 1024
+    /// SQLite's page cache per store, in KiB: a 256th of the cap, between 1 MiB and 4 MiB (SQLite's default is
+    /// 2 000 KiB whatever the file). Delivery reads each row once, in order, so what a cache must hold is the
+    /// b-trees' interior pages, whose number follows the store's size: ~1.2 MB of them for a million logs. Below
+    /// a 256 MiB cap 1 MiB holds them all (an intake group commit that outgrows it writes pages to the WAL
+    /// early); a 1 GiB cap gets 4 MiB. It follows the configuration, not the backlog: a process's memory does
+    /// not grow with what it stores (BENCHMARKS.md, memory).
+    static func pageCacheKiB(for maxStorageSize: Int) -> Int {
+        min(4096, max(1024, maxStorageSize / 256 / 1024))
+    }
 
     /// Opens, checks and migrates. Throws a corruption error (`isCorruption`) when the file is unusable.
     static func openDatabase(path: String, limits: StoreLimits) throws(OutboxError) -> Database {
@@ -61,7 +64,7 @@ extension LogStore {
             // user opts out (T6), `deleteAllLogs` rebuilds the file, which scrubs the free pages anyway.
             try db.exec("PRAGMA secure_delete = OFF")
             // Before quick_check, which reads every page of the file through the cache.
-            try db.exec("PRAGMA cache_size = -\(pageCacheKiB)")
+            try db.exec("PRAGMA cache_size = -\(pageCacheKiB(for: limits.maxStorageSize))")
             try quickCheck(db)
             try LogSchema.migrator.migrate(db)
             return db
