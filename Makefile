@@ -7,15 +7,20 @@ DEMO_DIR ?= /tmp/outbox-demo
 
 .PHONY: deps build test demo cli cli-order bench fuzz screenshot clean
 
-# Installs the Debian packages only when some are missing; `apt-get update` runs only then.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
+# runs only then.
+define install-missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
+	  echo "make $(2): installing$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
+
+deps:
+	$(call install-missing,$(DEB_PACKAGES),deps)
 	@command -v $(SWIFT) >/dev/null || { echo "make deps: swift is not on PATH (Swift 6 toolchain required)"; exit 1; }
 
 build: deps
@@ -48,13 +53,7 @@ CLI_FLAGS := -c release --static-swift-stdlib --scratch-path $(CLI_BUILD) --prod
   -Xlinker -L$(CLI_BUILD)/static-libstdc++ -Xswiftc -use-ld=$(CURDIR)/scripts/cli-ld \
   -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections
 cli: deps
-	@missing=""; for p in $(CLI_DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "make cli: installing$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	$(call install-missing,$(CLI_DEB_PACKAGES),cli)
 	@mkdir -p $(CLI_BUILD)/static-libstdc++; archive="$$($(CLANG) -print-file-name=libstdc++.a)"; \
 	if [ -f "$$archive" ]; then ln -sf "$$archive" $(CLI_BUILD)/static-libstdc++/libstdc++.a; \
 	else echo "make cli: no libstdc++.a, libstdc++ stays shared"; fi
