@@ -5,8 +5,8 @@
 #
 # Runs CLI under callgrind three times against MOCK (an outbox-mock on 127.0.0.1, port 0): `emit` tracking and
 # delivering 2 000 events, `emit` only storing 3 000, then `emit --count 0` draining that backlog — and writes
-# every function of CLI that ran, by its symbol name, once, to OUT. Functions the runs share come first, in the order
-# callgrind lists them; lld places the sections that hold them in that order at the start of `.text`.
+# every function of CLI that ran, by its symbol name, once, to OUT. Functions all runs share come first, then the
+# rest, each group sorted by name; lld places the sections that hold them in that order at the start of `.text`.
 set -euo pipefail
 
 cli=${1:?usage: cli-order.sh CLI MOCK OUT}
@@ -68,8 +68,10 @@ for path in files:
             seen_in[name] = set()
             order.append(name)
         seen_in[name].add(path)
-shared = [n for n in order if len(seen_in[n]) == len(files)]
-rest = [n for n in order if len(seen_in[n]) != len(files)]
+# Sorted by name within each group: the whole list fits in a few 64 KB windows, so the order inside matters
+# little, and a stable file shows in a diff only the functions that came or went.
+shared = sorted(n for n in order if len(seen_in[n]) == len(files))
+rest = sorted(n for n in order if len(seen_in[n]) != len(files))
 with open(out, "w") as f:
     f.write("\n".join(shared + rest) + "\n")
 print(f"cli-order: {len(shared)} functions in every run, {len(rest)} in some, written to {out}")
