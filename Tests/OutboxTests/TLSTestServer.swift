@@ -1,13 +1,15 @@
 import Foundation
 
 /// An HTTPS server on 127.0.0.1 with a fresh self-signed certificate (made with the `openssl` tool), run by
-/// Python's `http.server` + `ssl` in a child process: POST answers 200 with the request body. Only for the TLS
-/// tests; they are skipped where `/usr/bin/openssl` or `/usr/bin/python3` is missing.
+/// scripts/https-test-server.py (Python's `http.server` + `ssl`) in a child process: POST answers 200 with the
+/// request body. Only for the TLS tests; they are skipped where `/usr/bin/openssl` or `/usr/bin/python3` is
+/// missing.
 final class TLSTestServer {
     static let openssl = "/usr/bin/openssl"
     static let python = "/usr/bin/python3"
     static var isAvailable: Bool {
         FileManager.default.isExecutableFile(atPath: openssl) && FileManager.default.isExecutableFile(atPath: python)
+            && FileManager.default.fileExists(atPath: script)
     }
 
     let port: UInt16
@@ -18,33 +20,9 @@ final class TLSTestServer {
     private let process: Process
     private let input = Pipe()
 
-    private static let script = """
-    import http.server, os, ssl, sys, threading
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        def log_message(self, *args):
-            pass
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-        def handle_error(self, request, client_address):
-            pass  # a client refusing the certificate is expected
-    server = Server(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(sys.argv[1], sys.argv[2])
-    # The handshake happens in the connection's thread, not in accept(): one stuck client cannot block the rest.
-    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-    # Exit when the test closes our stdin, or dies: no server outlives its test. (SIGTERM may be blocked:
-    # libdispatch's threads block signals and a spawned child inherits the mask.)
-    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
-    """
+    /// scripts/https-test-server.py, shared with scripts/cli-check.sh.
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/https-test-server.py").path
 
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-tls-\(UUID().uuidString)")
@@ -66,7 +44,7 @@ final class TLSTestServer {
 
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.python)
-        process.arguments = ["-c", Self.script, certificate, key]
+        process.arguments = [Self.script, "tls", certificate, key, "--exit-with-stdin"]
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
