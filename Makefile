@@ -68,7 +68,7 @@ cli: deps
 	@echo "make cli: $(CLI_BUILD)/release/outbox"
 
 # Writes scripts/cli-order.txt: the functions `outbox emit` runs (tracking, then delivering to outbox-mock, then
-# draining a stored backlog), in the order callgrind lists them, for scripts/cli-ld. Run it after changes to
+# draining a stored backlog): those all runs share, then the rest, each group sorted by name, for scripts/cli-ld. Run it after changes to
 # what emit executes, then `make cli` again. Needs valgrind (installed when missing).
 cli-order: cli
 	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq valgrind; }

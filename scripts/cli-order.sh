@@ -46,32 +46,27 @@ profile store emit --store "$work/b.sqlite" --count 3000 --payload-bytes 800
 profile drain emit --store "$work/b.sqlite" --count 0 --endpoint "$endpoint" --app-secret order \
     --wait-delivered --timeout 120
 
-# callgrind names each function once per file as "fn=(id) name" and later by "(id)" alone.
 # Names defined once only: a local name that many objects share (outlined copies, `objectdestroy`…) would make lld
 # move every section that defines it, most of them code that never runs.
 nm --defined-only "$cli" | awk '{print $3}' | sort | uniq -u > "$work/symbols"
+# callgrind names each function once per file as "fn=(id) name" and later by "(id)" alone.
 python3 - "$out" "$work/symbols" "$work/deliver.cg" "$work/store.cg" "$work/drain.cg" <<'EOF'
 import re, sys
 out, files = sys.argv[1], sys.argv[3:]
 defined = set(open(sys.argv[2]).read().split())
-seen_in = {}
-order = []
+seen_in = {}   # function name → the runs that executed it
 for path in files:
     for line in open(path, encoding="utf-8", errors="replace"):
         m = re.match(r"^(?:c?fn)=\(\d+\) (.+)$", line.rstrip("\n"))
         if not m:
             continue
         name = m.group(1).split("'")[0]   # callgrind appends 'N to recursive calls' copies
-        if name not in defined:   # libc, SQLite, libuv: shared libraries
-            continue
-        if name not in seen_in:
-            seen_in[name] = set()
-            order.append(name)
-        seen_in[name].add(path)
+        if name in defined:   # not libc, SQLite, libuv: shared libraries
+            seen_in.setdefault(name, set()).add(path)
 # Sorted by name within each group: the whole list fits in a few 64 KB windows, so the order inside matters
 # little, and a stable file shows in a diff only the functions that came or went.
-shared = sorted(n for n in order if len(seen_in[n]) == len(files))
-rest = sorted(n for n in order if len(seen_in[n]) != len(files))
+shared = sorted(n for n, runs in seen_in.items() if len(runs) == len(files))
+rest = sorted(n for n, runs in seen_in.items() if len(runs) != len(files))
 with open(out, "w") as f:
     f.write("\n".join(shared + rest) + "\n")
 print(f"cli-order: {len(shared)} functions in every run, {len(rest)} in some, written to {out}")
