@@ -312,6 +312,75 @@ struct LogStoreFileTests {
         #expect(result.stored == 10)
     }
 
+    // SPEC S7, README "Storage": a clean close lets the next open skip quick_check. The open's first write removes
+    // the mark, so a crash after it is checked again; so is a file whose length changed since the close.
+    @Test func cleanCloseLetsTheNextOpenSkipTheCheck() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let first = try Fixture.open(path)
+        #expect(first.checkedAtOpen, "a new file has no mark")
+        _ = try first.append((0..<500).map { Fixture.log($0, payloadBytes: 200) })
+        first.close()
+        #expect(!FileSystem.exists(path + "-wal"))
+
+        let second = try Fixture.open(path)
+        #expect(!second.checkedAtOpen)
+        #expect(try second.meta(LogStore.closedCleanlyKey) == nil, "the open's first transaction removes the mark")
+        #expect(try second.allLogs().count == 500)
+        // A crash now leaves the file as it is on disk, without the close's mark. The WAL is checkpointed into the
+        // file first, so that the missing mark alone (not a leftover WAL) tells the next open.
+        #expect(try second.checkpoint())
+        let crashed = dir.file("crashed.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: crashed)
+        #expect(!FileSystem.exists(crashed + "-wal"))
+        second.close()
+        let afterCrash = try Fixture.open(crashed)
+        #expect(afterCrash.checkedAtOpen)
+        #expect(afterCrash.recoveredFromCorruption == nil)
+        #expect(try afterCrash.allLogs().count == 500)
+        afterCrash.close()
+
+        // Closed cleanly again, then grown by a page behind the store's back.
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(repeating: 0, count: 4096))
+        try handle.close()
+        let grown = try Fixture.open(path)
+        #expect(grown.checkedAtOpen)
+        #expect(grown.recoveredFromCorruption == nil)
+        #expect(try grown.allLogs().count == 500)
+        grown.close()
+    }
+
+    // SPEC S7: damage inside a cleanly closed file (its length unchanged) is found by the open's own reads (the row
+    // count reads every leaf of the logs' table) and gets the same treatment as when quick_check finds it.
+    @Test func damageBehindACleanCloseIsFoundAtOpen() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
+        store.close()
+        let size = try #require(FileSystem.size(path))
+        #expect(size > 100 * 4096)
+        let half = size / 2 / 4096 * 4096
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: UInt64(half))
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: size - half))
+        try handle.close()
+        #expect(FileSystem.size(path) == size)
+
+        let (logger, records) = RecordingLogHandler.make()
+        let fresh = try Fixture.open(path, logger: logger)
+        defer { fresh.close() }
+        let moved = try #require(fresh.recoveredFromCorruption)
+        #expect(FileSystem.size(moved) == size)
+        #expect(records.all.filter { $0.level == .error }.count == 1)
+        #expect(try fresh.allLogs().isEmpty)
+        #expect(try fresh.append((0..<10).map { Fixture.log($0) }).stored == 10)
+    }
+
     // SPEC S7: two corruptions in the same second keep both pieces of evidence.
     @Test func secondCorruptionInTheSameSecondDoesNotOverwriteTheFirst() throws {
         let dir = TempDirectory()

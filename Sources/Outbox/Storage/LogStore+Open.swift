@@ -14,18 +14,26 @@ extension LogStore {
     struct Opened {
         var db: Database
         var movedAside: String?
+        /// Whether the open ran `quick_check` (false: the file was closed cleanly and is as that close left it).
+        var checked = true
     }
+
+    /// Written by a clean `close()` with the file's page count, removed by the next open's first transaction.
+    /// While it is there and the file is as that close left it, the open skips `quick_check`.
+    static let closedCleanlyKey = "store.closed_cleanly"
 
     /// Opens the database; a corrupt or non-database file is moved aside and a fresh one created (S7).
     static func openOrRecover(path: String, limits: StoreLimits, clock: any OutboxClock,
                               logger: Logger) throws(OutboxError) -> Opened {
         do throws(OutboxError) {
-            return Opened(db: try openDatabase(path: path, limits: limits), movedAside: nil)
+            return try openDatabase(path: path, limits: limits)
         } catch {
             guard error.isCorruption else { throw error }
             let moved = try moveAside(path: path, clock: clock)
             reportCorruption(path: path, movedTo: moved, cause: error, logger: logger)
-            return Opened(db: try openDatabase(path: path, limits: limits), movedAside: moved)
+            var opened = try openDatabase(path: path, limits: limits)
+            opened.movedAside = moved
+            return opened
         }
     }
 
@@ -40,7 +48,9 @@ extension LogStore {
     }
 
     /// Opens, checks and migrates. Throws a corruption error (`isCorruption`) when the file is unusable.
-    static func openDatabase(path: String, limits: StoreLimits) throws(OutboxError) -> Database {
+    static func openDatabase(path: String, limits: StoreLimits) throws(OutboxError) -> Opened {
+        // A WAL left beside the file means the last connection did not close cleanly (or another one is open).
+        let walLeft = (FileSystem.size(path + "-wal") ?? 0) > 0
         try FileSystem.createIfMissing(path, mode: 0o600)
         // A file from elsewhere (a copy, an older tool) may be readable by others: logs are user data (S1).
         for file in [path, path + "-wal", path + "-shm"] {
@@ -65,13 +75,25 @@ extension LogStore {
             try db.exec("PRAGMA secure_delete = OFF")
             // Before quick_check, which reads every page of the file through the cache.
             try db.exec("PRAGMA cache_size = -\(pageCacheKiB(for: limits.maxStorageSize))")
-            try quickCheck(db)
+            let checked = try walLeft ? true : !closedCleanly(db, path: path)
+            if checked { try quickCheck(db) }
             try LogSchema.migrator.migrate(db)
-            return db
+            return Opened(db: db, checked: checked)
         } catch {
             db.close()
             throw error
         }
+    }
+
+    /// Whether the last session closed the file cleanly and nothing changed its length since: the marker
+    /// `closedCleanlyKey` holds the page count of that close, and the file is exactly that many pages. A file
+    /// cut short or grown by something else, or left by a crash, fails this and gets `quick_check`.
+    static func closedCleanly(_ db: Database, path: String) throws(OutboxError) -> Bool {
+        guard try db.int64("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'") == 1,
+              let marker = try db.string("SELECT value FROM meta WHERE key = ?", [.text(closedCleanlyKey)]),
+              let pages = Int64(marker) else { return false }
+        let pageSize = try db.pragma("page_size")
+        return try db.pragma("page_count") == pages && FileSystem.size(path).map(Int64.init) == pages * pageSize
     }
 
     /// `PRAGMA quick_check`: verifies every b-tree page's structure (not index contents), so a truncated or
@@ -83,6 +105,20 @@ extension LogStore {
         let verdict = check.string(at: 0)
         if verdict != "ok" {
             throw .storage(code: SQLITE_CORRUPT, message: "integrity check failed: \(verdict.prefix(200))")
+        }
+    }
+
+    /// Records a clean close (`closedCleanlyKey`, with the page count) just before the connection closes and
+    /// SQLite checkpoints the WAL into the file. Best effort: without the marker the next open checks the file,
+    /// as after a crash.
+    func markClosedCleanly() {
+        guard db.isOpen, !db.isInTransaction else { return }
+        do throws(OutboxError) {
+            try db.transaction { () throws(OutboxError) in
+                try writeMeta(Self.closedCleanlyKey, String(try db.pragma("page_count")))
+            }
+        } catch {
+            logger.debug("could not mark the store closed cleanly; the next open checks it", metadata: ["outbox.error": "\(error)"])
         }
     }
 
@@ -134,6 +170,8 @@ extension LogStore {
             // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
             // in the old process's clock anyway. Only a store flagged by a release that set one holds any.
             try db.execute("DELETE FROM leases")
+            // From the first write on, the file is no longer as the clean close left it.
+            try writeMeta(Self.closedCleanlyKey, nil)
             if flagged {
                 try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
                 try writeMeta(Self.retryTimesKey, nil)
@@ -198,7 +236,9 @@ extension LogStore {
         db.close()
         let moved = try Self.moveAside(path: path, clock: clock)
         Self.reportCorruption(path: path, movedTo: moved, cause: cause, logger: logger)
-        db = try Self.openDatabase(path: path, limits: limits)
+        let opened = try Self.openDatabase(path: path, limits: limits)
+        db = opened.db
+        checkedAtOpen = opened.checked
         recoveredFromCorruption = moved
         try configureOpenedDatabase()
         nextSeq = max(nextSeq, previousSeq)

@@ -25,6 +25,8 @@ final class LogStore {
 
     /// The path the corrupt database was moved to, when this store had to start afresh (SPEC S7).
     var recoveredFromCorruption: String?
+    /// Whether the open ran `PRAGMA quick_check` (it does unless the last session closed the file cleanly).
+    var checkedAtOpen = true
 
     /// Logs evicted by S2/S5 since this store was opened.
     var evictedTotal = 0
@@ -108,10 +110,17 @@ final class LogStore {
         self.lock = lock
         self.db = opened.db
         self.recoveredFromCorruption = opened.movedAside
+        self.checkedAtOpen = opened.checked
         self.pageSize = 4096
         self.maxPages = 0
-        do {
-            try configureOpenedDatabase()
+        do throws(OutboxError) {
+            do throws(OutboxError) {
+                try configureOpenedDatabase()
+            } catch where error.isCorruption && recoveredFromCorruption == nil {
+                // Damage that the start-up's own reads found (the row count reads every leaf): the same
+                // treatment as at any other moment (S7). Likelier when the open skipped quick_check.
+                try recoverFromCorruption(cause: error)
+            }
         } catch {
             db.close()
             lock.unlock()
@@ -125,6 +134,7 @@ final class LogStore {
     /// releases the lock. Idempotent; every later call throws `shutDown`.
     func close() {
         guard db.isOpen || lock != nil else { return }
+        markClosedCleanly()
         db.close()
         lock?.unlock()
         lock = nil
