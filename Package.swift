@@ -25,13 +25,14 @@ let package = Package(
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
         // rtnetlink socket helpers for the reachability watcher (SPEC N1).
         .target(name: "CNetlink", path: "Sources/CNetlink"),
+        .target(name: "CFileSync", path: "Sources/CFileSync"),
         // The request bodies' default gzip compressor (SPEC W1; zlib only for its CRC-32).
         .target(name: "CFastGzip", dependencies: ["CZlib"], path: "Sources/CFastGzip"),
 
         .target(
             name: "Outbox",
             dependencies: [
-                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip",
+                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Outbox"

@@ -261,9 +261,38 @@ struct LogStoreLimitTests {
             let store = try Fixture.open(dir.file("store\(index).sqlite"), limits: StoreLimits(maxStorageSize: cap))
             defer { store.close() }
             #expect(store.walAutocheckpointPages == pages, "cap \(cap)")
-            #expect(try store.db.int64("PRAGMA wal_autocheckpoint") == Int64(pages), "cap \(cap)")
+            let checkpointer = try #require(store.db.walCheckpointer)
+            #expect(checkpointer.checkpointPages == Int32(pages), "cap \(cap)")
+            // 1 MiB of WAL between write-backs, at least four per checkpoint (1 KiB pages below a 512 KiB cap).
+            let pageSize = cap >= 512 * 1024 ? 4096 : 1024
+            #expect(checkpointer.writeBackPages == Int32(max(1, min((1 << 20) / pageSize, pages / 4))), "cap \(cap)")
             #expect(try store.db.int64("PRAGMA journal_size_limit") == Int64(max(1 << 20, 2 * pages * 4096)), "cap \(cap)")
         }
+    }
+
+    // SPEC S1: the store's own WAL hook checkpoints at the threshold, as SQLite's would, and starts the kernel's
+    // write-back of the WAL every `writeBackPages` frames in between, so that the checkpoint's sync has little
+    // left to write (BENCHMARKS.md, Delivery). The write-backs go through the store's own read-only descriptor.
+    @Test func walIsWrittenBackBetweenCheckpoints() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"), limits: StoreLimits(maxStorageSize: 64 << 20))
+        defer { store.close() }
+        let checkpointer = try #require(store.db.walCheckpointer)
+        #expect(checkpointer.checkpointPages == 1024)
+        #expect(checkpointer.writeBackPages == 256)
+        // ~3 000 pages of logs, 50 per transaction (~9 pages each), then delivered (deleted) in batches of 50.
+        for start in stride(from: 0, to: 10_000, by: 50) {
+            _ = try store.append((start..<start + 50).map { Fixture.log($0, payloadBytes: 1000) })
+        }
+        while let batch = try store.claim(limit: 50, nowMs: 0) {
+            try store.complete(batchID: batch.batchID)
+        }
+        #expect(try store.allLogs().isEmpty)
+        #expect(checkpointer.checkpoints >= 2)
+        // Between two checkpoints of 1 024 frames, three write-backs (at 256, 512 and 768 frames).
+        #expect(checkpointer.writeBacks >= 3 * checkpointer.checkpoints)
+        #expect(store.walFileSize <= store.walSizeLimit)
     }
 
     // The page cache follows the cap like the checkpoints do: a 256th of it, 1–4 MiB (negative: KiB).

@@ -60,7 +60,11 @@ final class Database {
         guard let db = handle else { return }
         cache.removeAll()
         handle = nil
+        // A statement held elsewhere keeps the connection alive past close_v2; the hook must not outlive
+        // the checkpointer it points to.
+        if walCheckpointer != nil { sqlite3_wal_hook(db, nil, nil) }
         sqlite3_close_v2(db)
+        walCheckpointer = nil
     }
 
     private func openHandle() throws(OutboxError) -> OpaquePointer {
@@ -224,6 +228,29 @@ final class Database {
         let statement = try prepare("PRAGMA wal_checkpoint(\(mode.rawValue))")
         guard try statement.step() else { return (false, 0, 0) }
         return (statement.int(at: 0) != 0, statement.int(at: 1), statement.int(at: 2))
+    }
+
+    /// The WAL hook in charge of checkpoints (nil: SQLite's own, `PRAGMA wal_autocheckpoint`).
+    private(set) var walCheckpointer: WALCheckpointer?
+
+    /// Hands the connection's checkpoints to `checkpointer` (`sqlite3_wal_hook`, which replaces SQLite's
+    /// automatic checkpoint). The database keeps it for as long as the connection is open.
+    func setWALCheckpointer(_ checkpointer: WALCheckpointer) {
+        guard let db = handle else { return }
+        walCheckpointer = checkpointer
+        sqlite3_wal_hook(db, { context, db, _, frames in
+            guard let context, let db else { return SQLITE_OK }
+            Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(db, frames: frames)
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(checkpointer).toOpaque())
+    }
+
+    /// The WAL file's path, as SQLite names it.
+    var walPath: String {
+        guard let db = handle, let name = sqlite3_db_filename(db, "main"), let wal = sqlite3_filename_wal(name) else {
+            return path + "-wal"
+        }
+        return String(cString: wal)
     }
 
     enum CheckpointMode: String {

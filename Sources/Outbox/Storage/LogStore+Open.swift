@@ -159,7 +159,9 @@ extension LogStore {
         // the current page count, which `enforceCapAtOpen` then fixes.
         try db.exec("PRAGMA max_page_count = \(maxPages)")
         try db.exec("PRAGMA journal_size_limit = \(walSizeLimit)")
-        try db.exec("PRAGMA wal_autocheckpoint = \(walAutocheckpointPages)")
+        db.setWALCheckpointer(WALCheckpointer(
+            walPath: db.walPath, checkpointPages: walAutocheckpointPages,
+            writeBackPages: WALCheckpointer.writeBackPages(checkpointPages: walAutocheckpointPages, pageSize: pageSize)))
         // A store rebuilt by VACUUM (opt-out, cap lowered) needs its temporary copy somewhere; memory keeps
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")
