@@ -77,6 +77,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     let hostBefore = hostBusyCPU()
     let stealBefore = hostStealCPU()
     let earlierThreads = threads(named: "outbox-loop")
+    let mockBefore = mockThreadsCPU()
     let engine = try OutboxEngine(configuration: configuration)
     let opened = monoNs()
     let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
@@ -84,6 +85,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     let delivered = waitDelivered(engine, timeout: .seconds(600))
     let elapsed = Double(monoNs() - start) / 1e9
     let loopCPU = threadCPU(loopTask) - loopBefore
+    let mockCPU = mockThreadsCPU() - mockBefore
     let processCPUSeconds = processCPU() - processBefore
     // CPU that other processes used meanwhile (other tenants of this machine, a build): a run that shared its
     // cores says so instead of passing for a slow engine.
@@ -93,7 +95,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     engine.shutdown()
     let stats = server.stats()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
     return rate
 }
 
@@ -153,11 +155,26 @@ func benchDelivery(total: Int, mockThreads requestedThreads: Int?, compression: 
 /// The mock's own capacity against the same server, with realistic gzip batches of 50 (`outbox-mock-bench --url`);
 /// 0 when the load client could not run.
 func mockCapacity(_ server: MockServer, requests: Int = 8000, label: String = "mock capacity") -> Double {
+    let mockBefore = mockThreadsCPU()
     let run = spawn(productPath("outbox-mock-bench"), ["--url", server.baseURL, "--requests", "\(requests)", "--batch", "50"])
-    let capacity = (lastJSON(run.output)["logs_per_s"] as? Int).map(Double.init) ?? 0
+    let mockCPU = mockThreadsCPU() - mockBefore
+    let output = lastJSON(run.output)
+    let capacity = (output["logs_per_s"] as? Int).map(Double.init) ?? 0
+    let logs = (output["logs"] as? Int) ?? 0
     server.reset()
-    print(#"{"bench":"\#(label)","logs_per_s":\#(Int(capacity))}"#)
+    // The mock's CPU per log of the load client's logs, to set beside `mock_us_per_event` of a delivery: the two
+    // kinds of logs do not cost the server the same (the client's carry six typed properties each).
+    print(#"{"bench":"\#(label)","logs_per_s":\#(Int(capacity)),"mock_us_per_log":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, logs))))}"#)
     return capacity
+}
+
+/// CPU seconds of the in-process mock's event-loop threads (NIO's `NIO-ELT-…`), and how many there are.
+func mockThreadsCPU() -> Double {
+    tasks().filter { $0.name.hasPrefix("NIO-ELT") }.reduce(0) { $0 + threadCPU($1.id) }
+}
+
+func mockThreadCount() -> Int {
+    tasks().filter { $0.name.hasPrefix("NIO-ELT") }.count
 }
 
 /// Gives each thread of this process the CPU list `cpus(name)` returns (through taskset, which takes thread ids).
@@ -176,6 +193,7 @@ func benchIdle(seconds: Int) throws {
     configuration.endpoint = server.baseURL
     configuration.appSecret = "bench"
     let earlierThreads = threads(named: "outbox-loop")
+    let mockBefore = mockThreadsCPU()
     let engine = try OutboxEngine(configuration: configuration)
     let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
     try engine.trackEvent("warm-up")
