@@ -290,17 +290,23 @@ struct LogStoreFileTests {
         #expect(try fresh.claim(limit: 10, nowMs: 0)?.logs.count == 1)
     }
 
+    /// A store of 2 000 logs (over 100 pages) at `path`, closed: returns the file's size.
+    private func cleanlyClosedStore(at path: String) throws -> Int {
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
+        store.close()
+        #expect(!FileSystem.exists(path + "-wal"), "closing the last connection checkpoints and removes the WAL")
+        let size = try #require(FileSystem.size(path))
+        #expect(size > 100 * 4096)
+        return size
+    }
+
     // SPEC S7: a file truncated in the middle of a page is caught at open (not at a random later query).
     @Test func truncatedFileIsMovedAsideAndAFreshStoreWorks() throws {
         let dir = TempDirectory()
         defer { dir.remove() }
         let path = dir.file("store.sqlite")
-        let store = try Fixture.open(path)
-        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
-        store.close()
-        #expect(!FileSystem.exists(path + "-wal"), "closing the last connection checkpoints and removes the WAL")
-        let size = FileSystem.size(path) ?? 0
-        #expect(size > 100 * 4096)
+        let size = try cleanlyClosedStore(at: path)
         #expect(truncate(path, off_t(size / 2 + 1234)) == 0)
 
         let fresh = try Fixture.open(path)
@@ -359,11 +365,7 @@ struct LogStoreFileTests {
         let dir = TempDirectory()
         defer { dir.remove() }
         let path = dir.file("store.sqlite")
-        let store = try Fixture.open(path)
-        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
-        store.close()
-        let size = try #require(FileSystem.size(path))
-        #expect(size > 100 * 4096)
+        let size = try cleanlyClosedStore(at: path)
         let half = size / 2 / 4096 * 4096
         let handle = try #require(FileHandle(forWritingAtPath: path))
         try handle.seek(toOffset: UInt64(half))
