@@ -3,116 +3,128 @@ import Logging
 
 /// Result of one `dispatch(completion:)` (SPEC C7; Google Analytics' GAIDispatchResult).
 public enum DispatchResult: Sendable, Equatable {
-    /// A request delivered logs.
+    /// Every request the dispatch started delivered its logs.
     case good
     /// Nothing was waiting.
     case noData
-    /// The request failed (the logs stay stored and are retried).
+    /// A request failed, or sending is paused, offline or disabled (the logs stay stored and are retried).
     case error
 }
 
-/// Carries out the scheduler's decisions on the loop thread: claims batches from the store, encodes them, sends
-/// them through the transport, and applies each outcome (SPEC C1–C9, R1–R7). Owns no policy of its own.
+/// The thin shell around `DeliveryMachine` (STYLE 9): it feeds the machine events with the time and the queue's
+/// counts, and carries out the actions it returns against a `BatchQueue` and an `HTTPSender`. It holds no delivery
+/// state of its own beyond what carrying out needs: the closures of waiters, the transfer id of each batch on the
+/// wire, and the encoder of request bodies. Loop-owned: every entry asserts the loop's thread.
 final class DeliveryDriver {
-    private let store: LogStore
-    private let transport: Transport
-    private let configuration: Configuration
+    private let queue: any BatchQueue
+    private var sender: any HTTPSender
+    /// Senders replaced by `reconfigure`: their transfers finish under the old settings (SPEC R8); closed with the driver.
+    private var retiredSenders: [any HTTPSender] = []
     private let logger: Logger
     private let clock: any OutboxClock
-    private let url: String
-    private let headers: [(String, String)]
-    private var scheduler: DeliveryScheduler
-    private var random = SystemRandomNumberGenerator()
-    private let wakeTimer: LoopTimer
-    private var wakeAtMs: Int64?
+    private let boot: Int64
+    private let assertOwner: () -> Void
+    private var request: RequestSettings
+    private var machine: DeliveryMachine
+    private let timer: any DeliveryTimer
     private var correction: ClockCorrection
     private var encoder: BatchEncoder
-    /// SPEC W1: bodies of 1400 bytes and more are gzip-compressed (`Configuration.bodyCompression`). Nil if the
-    /// compressor could not start: bodies then go uncompressed.
+    /// SPEC W1: bodies of 1400 bytes and more are gzip-compressed. Nil if the compressor could not start: bodies
+    /// then go uncompressed.
     private let compressor: BodyCompressor?
-    private let boot: Int64
-    private var nextKey: DeliveryScheduler.BatchKey = 1
-    /// A delivered batch whose rows the next claim deletes, in its transaction (set only inside `finished`).
-    private var deliveredBatch: Int64?
+    private var transfers: [DeliveryMachine.BatchKey: (sender: any HTTPSender, id: TransferID)] = [:]
+    private var dispatchWaiters: [WaiterID: (DispatchResult) -> Void] = [:]
+    private var idleWaiters: [WaiterID: () -> Void] = [:]
+    private var nextWaiter: WaiterID = 1
+    private var isClosed = false
+    /// Set while actions are carried out: an event raised meanwhile (a sender completing synchronously) waits its turn.
+    private var isHandling = false
+    private var deferredEvents: [DeliveryMachine.Event] = []
 
-    /// A batch holding a lease, or a part of one being bisected (SPEC R1 413/400).
-    private struct Flight {
-        var logs: [StoredLog]
-        /// The store's lease of a whole claimed batch (nil for the parts of a bisected one): deleting by lease is
-        /// one statement rather than one per log.
-        var batchID: Int64? = nil
-        var transfer: TransferID?
-        var dispatchWaiters: [(DispatchResult) -> Void] = []
-    }
-    private var flights: [DeliveryScheduler.BatchKey: Flight] = [:]
-    private var pendingDispatchWaiters: [(DispatchResult) -> Void] = []
-    /// Dispatch callers whose dispatch started no batch while others were pending: the next completion answers them.
-    private var nextCompletionWaiters: [(DispatchResult) -> Void] = []
-    private var idleWaiters: [() -> Void] = []
-    private(set) var counters = DeliveryCounters()
-    private var isClosing = false
+    /// Where and how requests go (SPEC W1); replaced as a whole by `update` (SPEC R8).
+    struct RequestSettings {
+        var url: String
+        var headers: [(String, String)]
 
-    init(store: LogStore, transport: Transport, configuration: Configuration, loop: EventLoop, installID: UUID,
-         device: DeviceContext, waitingNormal: Int, waitingCritical: Int) {
-        self.store = store
-        self.transport = transport
-        self.configuration = configuration
-        self.logger = configuration.logger
-        self.clock = configuration.clock
-        let base = (configuration.endpoint ?? "").hasSuffix("/") ? String((configuration.endpoint ?? "").dropLast()) : (configuration.endpoint ?? "")
-        self.url = base + "/logs?api-version=1.0.0"
-        self.headers = [("Content-Type", "application/json"), ("App-Secret", configuration.appSecret),
-                        ("Install-ID", installID.uuidString.lowercased())]
-        self.scheduler = DeliveryScheduler(settings: configuration.schedulerSettings, nowMs: Self.nowMs(configuration.clock),
-                                           waitingNormal: waitingNormal, waitingCritical: waitingCritical)
-        self.correction = ClockCorrection(thresholdMs: configuration.clockSkewThreshold.milliseconds)
-        self.encoder = BatchEncoder(contexts: [0: device.json()])
-        self.compressor = BodyCompressor(configuration.bodyCompression)
-        self.boot = BootID.current
-        // SPEC R5: a restart re-enables sending; a cause left by the last run no longer holds.
-        try? store.setMeta(MetaKey.disabledReason, nil)
-        self.wakeTimer = LoopTimer(loop: loop)
-        self.wakeTimer.action = { [unowned self] in
-            self.wakeAtMs = nil
-            self.pump()
+        init(endpoint: String, appSecret: String, installID: UUID) {
+            let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+            url = base + "/logs?api-version=1.0.0"
+            headers = [("Content-Type", "application/json"), ("App-Secret", appSecret),
+                       ("Install-ID", installID.uuidString.lowercased())]
         }
     }
 
-    private static func nowMs(_ clock: any OutboxClock) -> Int64 { clock.monoNs() / 1_000_000 }
-    private var nowMs: Int64 { Self.nowMs(clock) }
+    init(queue: any BatchQueue, sender: any HTTPSender, timer: any DeliveryTimer, settings: DeliveryMachine.Settings,
+         request: RequestSettings, clock: any OutboxClock, logger: Logger, device: DeviceContext,
+         clockSkewThresholdMs: Int64, bodyCompression: BodyCompression, boot: Int64 = BootID.current,
+         random: IDGenerator = IDGenerator(), assertOwner: @escaping () -> Void = {}) {
+        self.queue = queue
+        self.sender = sender
+        self.timer = timer
+        self.request = request
+        self.clock = clock
+        self.logger = logger
+        self.boot = boot
+        self.assertOwner = assertOwner
+        self.correction = ClockCorrection(thresholdMs: clockSkewThresholdMs)
+        self.encoder = BatchEncoder(contexts: [0: device.json()])
+        self.compressor = BodyCompressor(bodyCompression)
+        let waiting = (try? queue.waiting()) ?? Waiting()
+        self.machine = DeliveryMachine(settings: settings, now: DeliveryNow(clock, boot: boot), waiting: waiting, random: random)
+        // SPEC R5: a restart re-enables sending; a cause left by the last run no longer holds.
+        try? queue.setDisabledReason(nil)
+        timer.action = { [unowned self] in self.handle(.timerFired) }
+    }
 
-    var disabledReason: String? { scheduler.disabled?.description }
-    var retries: Int { scheduler.retries }
-    var inFlightBatches: Int { flights.count }
+    var disabledReason: String? { machine.disabledReason }
+    var retries: Int { machine.retries }
+    var counters: DeliveryCounters { machine.counters }
+    var inFlightBatches: Int { machine.inFlightBatches }
 
     // MARK: - Events from the engine
 
-    func stored(normal: Int, critical: Int) {
-        scheduler.stored(normal: normal, critical: critical, nowMs: nowMs)
-        pump()
+    /// The queue changed outside delivery: logs stored, requeued, evicted or expired.
+    func stored() { handle(.stored) }
+    func pause() { handle(.pause) }
+    func resume() { handle(.resume) }
+    func retryNow() { handle(.retryNow) }
+    func optOut() { handle(.optOut) }
+    func optIn() { handle(.optIn) }
+
+    /// SPEC N2, R6, R7: reachability as the watcher or the host sees it.
+    func reachability(online: Bool) { handle(.reachability(online: online)) }
+    /// SPEC R6: the default route moved while online.
+    func networkChanged() { handle(.networkChanged) }
+
+    /// SPEC C7: `completion` is called once, after every request this dispatch started has finished.
+    func dispatch(completion: ((DispatchResult) -> Void)?) {
+        var id: WaiterID?
+        if let completion {
+            id = nextWaiter
+            nextWaiter += 1
+            dispatchWaiters[nextWaiter - 1] = completion
+        }
+        handle(.dispatch(id))
     }
 
-    func removed(normal: Int, critical: Int) { scheduler.removedWaiting(normal: normal, critical: critical) }
+    /// Calls `done` once nothing waits and nothing is in flight (`emit --wait-delivered`, `shutdown(drainFor:)`).
+    func whenIdle(_ done: @escaping () -> Void) {
+        let id = nextWaiter
+        nextWaiter += 1
+        idleWaiters[id] = done
+        handle(.whenIdle(id))
+    }
 
-    func pause() { scheduler.pause() }
-    func resume() { scheduler.resume(); pump() }
-
-    /// SPEC C7. `completion` is called once: with the result of the first request this dispatch starts; if it
-    /// starts none while requests are pending (in flight or waiting for a retry), with the result of the next one
-    /// to complete; `.noData` when nothing waits at all; `.error` when sending is paused, offline or disabled.
-    func dispatch(completion: ((DispatchResult) -> Void)?) {
-        scheduler.dispatch()
-        if let completion { pendingDispatchWaiters.append(completion) }
-        pump()
-        guard !pendingDispatchWaiters.isEmpty else { return }
-        let waiters = pendingDispatchWaiters
-        pendingDispatchWaiters = []
-        if !flights.isEmpty {
-            nextCompletionWaiters.append(contentsOf: waiters)
-        } else {
-            let result: DispatchResult = (scheduler.waitingNormal + scheduler.waitingCritical) == 0 ? .noData : .error
-            waiters.forEach { $0(result) }
+    /// SPEC R8: later requests go to the new endpoint with the new secret (and through `sender`, when the transport's
+    /// own settings changed); batches on the wire finish as they are.
+    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil) {
+        assertOwner()
+        self.request = request
+        if let newSender {
+            retiredSenders.append(sender)
+            sender = newSender
         }
+        handle(.reconfigured)
     }
 
     /// SPEC A10: the device context that logs are captured under from now on, with its version id in the store.
@@ -125,270 +137,136 @@ final class DeliveryDriver {
         encoder.contexts[0] = json
     }
 
+    /// SPEC C8: cancels what is in flight (rows return to pending; the attempt does not count) and closes the
+    /// sender and the timer.
+    func close() {
+        guard !isClosed else { return }
+        handle(.shutdown)
+        isClosed = true
+        sender.close()
+        retiredSenders.forEach { $0.close() }
+        timer.close()
+    }
+
+    // MARK: - Carrying out
+
+    private func handle(_ event: DeliveryMachine.Event) {
+        assertOwner()
+        guard !isClosed else { return }
+        if isHandling { deferredEvents.append(event); return }
+        isHandling = true
+        defer { isHandling = false }
+        var next: DeliveryMachine.Event? = event
+        while let event = next ?? (deferredEvents.isEmpty ? nil : deferredEvents.removeFirst()) {
+            next = nil
+            for action in machine.handle(event, now: DeliveryNow(clock, boot: boot), waiting: waiting()) {
+                _ = perform(action)
+            }
+            // Decided on the counts as the event's own actions left them.
+            for action in machine.decide(now: DeliveryNow(clock, boot: boot), waiting: waiting()) {
+                if let answer = perform(action) { next = answer }
+            }
+        }
+    }
+
+    private func waiting() -> Waiting {
+        do {
+            return try queue.waiting()
+        } catch {
+            logger.error("reading the queue's counts failed", metadata: ["outbox.error": "\(error)"])
+            return Waiting()
+        }
+    }
+
+    /// Carries out one action; returns the event that answers it (a claim's result).
+    private func perform(_ action: DeliveryMachine.Action) -> DeliveryMachine.Event? {
+        do {
+            switch action {
+            case .claim(let limit, let completing):
+                return .claimed(try queue.claimBatch(limit: limit, completing: completing))
+            case .send(let key, let logs):
+                send(key, logs)
+            case .cancel(let key):
+                if let transfer = transfers.removeValue(forKey: key) { transfer.sender.cancel(transfer.id) }
+            case .complete(let batchID, let seqs):
+                if let batchID { _ = try queue.complete(batchID: batchID) } else { _ = try queue.complete(seqs: seqs) }
+            case .release(let batchID, let seqs):
+                if let batchID { _ = try queue.release(batchID: batchID, nextAttemptMs: 0) }
+                else { _ = try queue.release(seqs: seqs, nextAttemptMs: 0) }
+            case .deadLetter(let seqs, let status, let reason):
+                _ = try queue.deadLetter(seqs: seqs, status: status, reason: reason)
+            case .expire(let seqs):
+                _ = try queue.expire(seqs: seqs)
+            case .deleteAll:
+                _ = try queue.deleteAllLogs()
+            case .arm(let atMs):
+                timer.stop()
+                if let atMs { timer.start(afterMs: UInt64(max(0, atMs - clock.monoNs() / 1_000_000)), repeatMs: 0) }
+            case .notify(let ids, let result):
+                for id in ids { dispatchWaiters.removeValue(forKey: id)?(result) }
+            case .notifyIdle(let ids):
+                for id in ids { idleWaiters.removeValue(forKey: id)?() }
+            case .disabledChanged(let reason):
+                try queue.setDisabledReason(reason)
+            case .log(let line):
+                log(line)
+            }
+        } catch {
+            // What failed stays as the store had it: rows held by a batch return to pending at the next open.
+            logger.error("carrying out a delivery action failed", metadata: ["outbox.error": "\(error)"])
+        }
+        return nil
+    }
+
+    private func log(_ line: DeliveryMachine.LogLine) {
+        let metadata = line.metadata.mapValues { Logger.MetadataValue.string($0) }
+        switch line.level {
+        case .debug: logger.debug("\(line.message)", metadata: metadata)
+        case .info: logger.info("\(line.message)", metadata: metadata)
+        case .warning: logger.warning("\(line.message)", metadata: metadata)
+        case .error: logger.error("\(line.message)", metadata: metadata)
+        }
+    }
+
     /// A log is sent with the context it was captured under: versions not in memory are read from the store.
     private func loadContexts(of logs: [StoredLog]) {
-        // A batch's logs nearly always share one context: a lookup per change of id, not a set per batch.
         var previous: Int64?
         for log in logs where log.context != previous {
             previous = log.context
-            if encoder.contexts[log.context] == nil, let json = try? store.context(id: log.context) {
+            if encoder.contexts[log.context] == nil, let json = try? queue.context(id: log.context) {
                 encoder.contexts[log.context] = json
             }
         }
     }
 
-    func networkChanged(online: Bool) {
-        scheduler.networkChanged(online: online, nowMs: nowMs)
-        persistDisabledReason()
-        logger.info("network \(online ? "online" : "offline")")
-        pump()
-    }
-
-    func retryNow() {
-        scheduler.retryNow(nowMs: nowMs)
-        persistDisabledReason()
-        pump()
-    }
-
-    /// Calls `done` once nothing waits and nothing is in flight (for `emit --wait-delivered` and `shutdown(drainFor:)`).
-    func whenIdle(_ done: @escaping () -> Void) {
-        if isIdle { done() } else { idleWaiters.append(done) }
-    }
-
-    /// Cheap checks first: the store is asked (a count over the table) only when the scheduler already believes
-    /// nothing waits — otherwise a drain of a large backlog would count the table after every batch. By then the
-    /// table is empty or nearly, and the count is the table's own, not a figure kept beside it.
-    var isIdle: Bool {
-        guard flights.isEmpty, scheduler.waitingNormal + scheduler.waitingCritical == 0 else { return false }
-        return (try? store.counts()).map { $0.pendingNormal + $0.pendingCritical + $0.inFlight == 0 } ?? false
-    }
-
-    private func notifyIdleIfNeeded() {
-        guard !idleWaiters.isEmpty, isIdle else { return }
-        let waiters = idleWaiters
-        idleWaiters = []
-        waiters.forEach { $0() }
-    }
-
-    // MARK: - The pump
-
-    /// Asks the scheduler what to do until it says wait; arms the one timer for that moment.
-    func pump() {
-        guard !isClosing else { return }
-        releaseParkedBatches()
-        while true {
-            switch scheduler.next(nowMs: nowMs) {
-            case .sendNewBatch:
-                guard claimAndSend() else { continue }
-            case .resend(let key):
-                send(key)
-            case .wait(let until):
-                arm(until)
-                notifyIdleIfNeeded()
-                return
-            }
-        }
-    }
-
-    private func arm(_ until: Int64?) {
-        guard let until else { wakeTimer.stop(); wakeAtMs = nil; return }
-        if wakeAtMs == until { return }
-        wakeAtMs = until
-        wakeTimer.start(afterMs: UInt64(max(0, until - nowMs)))
-    }
-
-    /// Claims a batch and sends it. Returns false when the store had nothing (the scheduler learns it).
-    private func claimAndSend() -> Bool {
-        do {
-            // SPEC S4: expired logs are deleted before a batch is loaded.
-            counters.expired += try store.expire(nowMs: clock.wallMs())
-            let claimed = try store.claim(limit: configuration.batchSize, nowMs: Int64.max, completing: deliveredBatch)
-            deliveredBatch = nil
-            guard let batch = claimed.batch, !batch.logs.isEmpty else {
-                scheduler.nothingToClaim()
-                return false
-            }
-            let critical = batch.logs.filter { $0.priority == .critical }.count
-            let key = nextKey
-            nextKey += 1
-            scheduler.claimed(key, normal: batch.logs.count - critical, critical: critical,
-                              exhausted: batch.logs.count < configuration.batchSize)
-            var flight = Flight(logs: batch.logs, batchID: batch.batchID)
-            flight.dispatchWaiters = pendingDispatchWaiters
-            pendingDispatchWaiters = []
-            flights[key] = flight
-            send(key)
-            return true
-        } catch {
-            logger.error("claiming a batch failed", metadata: ["outbox.error": "\(error)"])
-            scheduler.nothingToClaim()
-            return false
-        }
-    }
-
-    private func send(_ key: DeliveryScheduler.BatchKey) {
-        guard var flight = flights[key] else { return }
-        loadContexts(of: flight.logs)
+    private func send(_ key: DeliveryMachine.BatchKey, _ logs: [StoredLog]) {
+        loadContexts(of: logs)
         let wallNow = clock.wallMs(), monoNow = clock.monoNs()
         let correction = self.correction, boot = self.boot
-        var body = encoder.encode(flight.logs, sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,
-                                                                           nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)) { log in
+        var body = encoder.encode(logs, sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,
+                                                                     nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)) { log in
             correction.timestamp(wallMs: log.wallMs, monoNs: log.monoNs, boot: log.boot, nowWallMs: wallNow,
                                  nowMonoNs: monoNow, nowBoot: boot)
         }
-        var headers = self.headers
+        var headers = request.headers
         if body.count >= 1400, let compressed = compressor?.compress(body) {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }
-        logger.debug("sending batch", metadata: ["outbox.batch": "\(key)", "outbox.logs": "\(flight.logs.count)"])
-        counters.requests += 1
-        flight.transfer = transport.send(HTTPRequest(url: url, headers: headers, body: body)) { [weak self] result in
-            self?.finished(key, result)
+        let sender = self.sender
+        let id = sender.send(HTTPRequest(url: request.url, headers: headers, body: body)) { [weak self] result in
+            self?.transferFinished(key, result)
         }
-        flights[key] = flight
+        transfers[key] = (sender, id)
     }
 
-    // MARK: - Outcomes (SPEC R1)
-
-    private func finished(_ key: DeliveryScheduler.BatchKey, _ result: TransferResult) {
-        guard var flight = flights[key] else { return }
-        flight.transfer = nil
-        if !nextCompletionWaiters.isEmpty {
-            let waiters = nextCompletionWaiters
-            nextCompletionWaiters = []
-            var delivered = false
-            if case .response(let response) = result, response.isSuccess { delivered = true }
-            waiters.forEach { $0(delivered ? .good : .error) }
-        }
-        let outcome: Outcome
-        switch result {
-        case .failure(.cancelled):
-            // SPEC C8: an interrupted attempt does not count; the rows stay stored for the next run.
-            flights[key] = nil
-            scheduler.cancelled(key)
-            flight.dispatchWaiters.forEach { $0(.error) }
-            return
-        case .failure(let failure):
-            outcome = .retryable(reason: "\(failure)", retryAfterMs: nil)
-        case .response(let response):
-            learnServerClock(response)
-            let retryAfter = RetryPolicy.retryAfterMs(retryAfter: response.headers["Retry-After"],
-                                                      msRetryAfter: response.headers["x-ms-retry-after-ms"], nowMs: clock.wallMs())
-            let reason = String(decoding: response.body.prefix(512), as: UTF8.self)
-            outcome = Outcome.classify(status: response.status, retryAfterMs: retryAfter, body: reason)
-        }
-        let seqs = flight.logs.map(\.seq)
-        let followUp = scheduler.finished(key, outcome: outcome, nowMs: nowMs, random: &random)
-        do {
-            switch outcome {
-            case .delivered:
-                // The next claim deletes this batch in its own transaction (one commit per request instead of
-                // two); when the pump claims nothing, it is deleted here on its own. Its rows stay leased until
-                // then, so the claim cannot take them again.
-                flights[key] = nil
-                deliveredBatch = flight.batchID
-                pump()
-                if let batchID = deliveredBatch {
-                    deliveredBatch = nil
-                    try store.complete(batchID: batchID)
-                } else if flight.batchID == nil {
-                    try store.complete(seqs: seqs)
-                }
-                counters.delivered += seqs.count
-                flight.dispatchWaiters.forEach { $0(.good) }
-            case .split, .refuse:
-                flights[key] = nil
-                flight.dispatchWaiters.forEach { $0(.error) }
-                try bisect(flight.logs, outcome: outcome)
-            case .stop(let status, let reason):
-                logger.error("the server refused the credentials or the endpoint; sending stopped, data kept",
-                             metadata: ["outbox.status": "\(status)", "outbox.reason": "\(reason.prefix(200))"])
-                try store.release(seqs: seqs, nextAttemptMs: 0)
-                flights[key] = nil
-                released(flight.logs)
-                flight.dispatchWaiters.forEach { $0(.error) }
-            case .retryable(let reason, _):
-                flight.dispatchWaiters.forEach { $0(.error) }
-                flight.dispatchWaiters = []
-                switch followUp {
-                case .retry(let at):
-                    logger.info("batch will be retried", metadata: [
-                        "outbox.batch": "\(key)", "outbox.reason": "\(reason)", "outbox.retry_in_ms": "\(at - nowMs)"])
-                    flights[key] = flight
-                case .releaseRows, .done:
-                    if followUp == .releaseRows {
-                        logger.error("retries exhausted; sending disabled, data kept", metadata: ["outbox.reason": "\(reason)"])
-                    }
-                    try store.release(seqs: seqs, nextAttemptMs: 0)
-                    flights[key] = nil
-                    released(flight.logs)
-                }
-            }
-        } catch {
-            logger.error("storing the outcome of a batch failed", metadata: ["outbox.error": "\(error)"])
-            flights[key] = nil
-        }
-        persistDisabledReason()
-        pump()
+    private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult) {
+        transfers[key] = nil
+        if case .response(let response) = result { learnServerClock(response) }
+        handle(.transferFinished(key, result))
     }
 
-    /// SPEC R5: when sending is disabled, batches waiting for a retry return their rows to pending.
-    private func releaseParkedBatches() {
-        for key in scheduler.takeParkedBatches() {
-            guard let flight = flights.removeValue(forKey: key) else { continue }
-            do {
-                try store.release(seqs: flight.logs.map(\.seq), nextAttemptMs: 0)
-            } catch {
-                // The rows stay in flight until the next open, which returns them to pending.
-                logger.error("releasing a parked batch failed", metadata: ["outbox.error": "\(error)"])
-            }
-            released(flight.logs)
-        }
-    }
-
-    private var persistedDisabledReason: String?
-
-    /// SPEC R5: the disabled state and its cause are visible to `outbox status`, also from another process.
-    private func persistDisabledReason() {
-        let reason = scheduler.disabled?.description
-        guard reason != persistedDisabledReason else { return }
-        persistedDisabledReason = reason
-        try? store.setMeta(MetaKey.disabledReason, reason)
-    }
-
-    private func released(_ logs: [StoredLog]) {
-        let critical = logs.filter { $0.priority == .critical }.count
-        scheduler.rowsReleased(normal: logs.count - critical, critical: critical, nowMs: nowMs)
-    }
-
-    /// SPEC R1: 413 splits in halves; 400/422 bisect down to the refused logs. A single refused (or still too
-    /// large) log is dead-lettered with the server's status and reason; its neighbours get delivered.
-    private func bisect(_ logs: [StoredLog], outcome: Outcome) throws {
-        if logs.count == 1 {
-            let status: Int
-            let reason: String
-            switch outcome {
-            case .refuse(let code, let text): status = code; reason = text
-            default: status = 413; reason = "log too large for the server"
-            }
-            try store.deadLetter(seqs: logs.map(\.seq), status: status, reason: reason)
-            counters.deadLettered += 1
-            logger.warning("log refused by the server and dead-lettered", metadata: ["outbox.status": "\(status)"])
-            return
-        }
-        let middle = logs.count / 2
-        for part in [Array(logs[..<middle]), Array(logs[middle...])] {
-            let key = nextKey
-            nextKey += 1
-            scheduler.adopt(key)
-            flights[key] = Flight(logs: part)
-            send(key)
-        }
-    }
-
-    /// The last `Date` header and its value: a server answers many requests within one second, and parsing the
-    /// same text again cost ~20 000 instructions per request.
+    /// The last `Date` header and its value: a server answers many requests within one second.
     private var lastServerDate: (text: String, ms: Int64)?
 
     private func learnServerClock(_ response: HTTPResponse) {
@@ -403,35 +281,4 @@ final class DeliveryDriver {
         }
         correction.learn(serverMs: serverMs, localWallMs: clock.wallMs())
     }
-
-    // MARK: - Shutdown (SPEC C8)
-
-    /// Cancels what is in flight (rows return to pending; the attempt does not count) and closes the transport.
-    func close() {
-        isClosing = true
-        wakeTimer.stop()
-        for (key, flight) in flights {
-            // Best effort: if this fails the rows stay in flight, and the next open returns them to pending.
-            _ = try? store.release(seqs: flight.logs.map(\.seq), nextAttemptMs: 0)
-            scheduler.cancelled(key)
-        }
-        flights = [:]
-        transport.cancelAll()
-        transport.close()
-        wakeTimer.close()
-        (pendingDispatchWaiters + nextCompletionWaiters).forEach { $0(.error) }
-        pendingDispatchWaiters = []
-        nextCompletionWaiters = []
-        let waiters = idleWaiters
-        idleWaiters = []
-        waiters.forEach { $0() }
-    }
-}
-
-/// What delivery did since the engine started.
-public struct DeliveryCounters: Sendable, Equatable {
-    public var requests = 0
-    public var delivered = 0
-    public var deadLettered = 0
-    public var expired = 0
 }

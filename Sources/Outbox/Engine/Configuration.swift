@@ -130,14 +130,15 @@ public struct Configuration: Sendable {
         }
     }
 
-    var schedulerSettings: DeliveryScheduler.Settings {
-        var settings = DeliveryScheduler.Settings()
+    var deliverySettings: DeliveryMachine.Settings {
+        var settings = DeliveryMachine.Settings()
         settings.batchSize = batchSize
         settings.normalIntervalMs = transmissionInterval.milliseconds
         settings.criticalIntervalMs = criticalTransmissionInterval.milliseconds
         settings.dispatchIntervalMs = dispatchInterval?.milliseconds
         settings.probeIntervalMs = probeInterval?.milliseconds
         settings.retry = RetryPolicy(intervalsMs: retryIntervals.map(\.milliseconds), maxRetryAfterMs: maxRetryAfter.milliseconds)
+        settings.maxAgeMs = storeLimits.maxAgeMs
         return settings
     }
 

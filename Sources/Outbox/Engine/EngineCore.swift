@@ -52,15 +52,15 @@ final class EngineCore {
         device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                        appNamespace: configuration.appNamespace)
         if configuration.endpoint != nil {
-            var options = TransportOptions()
-            options.requestTimeout = configuration.requestTimeout
-            options.caFile = configuration.caFile
-            options.userAgent = "outbox/\(OutboxVersion.string)"
-            let transport = try Transport(loop: loop, options: options, logger: logger)
-            let waiting = try store.waitingCounts()
-            let delivery = DeliveryDriver(store: store, transport: transport, configuration: configuration, loop: loop,
-                                          installID: installID, device: device,
-                                          waitingNormal: waiting.normal, waitingCritical: waiting.critical)
+            let transport = try Transport(loop: loop, options: transportOptions(configuration), logger: logger)
+            let loop = self.loop
+            let delivery = DeliveryDriver(
+                queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
+                request: .init(endpoint: configuration.endpoint ?? "", appSecret: configuration.appSecret, installID: installID),
+                clock: configuration.clock, logger: logger, device: device,
+                clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
+                bodyCompression: configuration.bodyCompression, boot: boot,
+                assertOwner: { loop.assertOnLoopThread() })
             self.delivery = delivery
             // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
             if configuration.watchesNetwork && !Self.isLoopback(configuration.endpoint ?? "") {
@@ -69,7 +69,7 @@ final class EngineCore {
                         self.networkStateChanged(state)
                     }
                     self.watcher = watcher
-                    if !watcher.state.online { delivery.networkChanged(online: false) }
+                    if !watcher.state.online { delivery.reachability(online: false) }
                 } catch {
                     logger.warning("no reachability watcher; assuming online", metadata: ["outbox.error": "\(error)"])
                 }
@@ -82,7 +82,7 @@ final class EngineCore {
         commitTimer = LoopTimer(loop: loop) { [unowned self] in
             self.commitTimerArmed = false
             let committed = self.commitNow()
-            self.delivery?.pump()
+            self.delivery?.stored()
             self.keepPolling(after: committed)
         }
         let housekeeping = LoopTimer(loop: loop) { [unowned self] in self.runHousekeeping() }
@@ -195,15 +195,7 @@ final class EngineCore {
             let result = try store.append(logs, newEventNames: names)
             counters.stored += result.stored
             counters.evicted += result.evicted
-            if let delivery {
-                var critical = 0, normal = 0
-                for (index, log) in logs.enumerated() where result.rejected[index] == nil {
-                    if log.priority == .critical { critical += 1 } else { normal += 1 }
-                }
-                // Evictions take the oldest normal logs first (SPEC S2): the waiting count shrinks accordingly.
-                if result.evicted > 0 { delivery.removed(normal: result.evicted, critical: 0) }
-                delivery.stored(normal: normal, critical: critical)
-            }
+            delivery?.stored()
             counters.rejected += result.rejected.count
             if !result.rejected.isEmpty {
                 logger.warning("logs not stored", metadata: [
@@ -236,12 +228,12 @@ final class EngineCore {
         do {
             try store.setMeta(MetaKey.enabled, enabled ? "1" : "0")
             if !enabled {
-                // SPEC T6: the user opted out — what was stored goes too.
+                // SPEC T6: the user opted out — what was stored goes too, and nothing held for delivery leaves.
                 retryBuffer.removeAll()
-                try store.deleteAllLogs()
-                delivery?.removed(normal: Int.max / 2, critical: Int.max / 2)
+                if let delivery { delivery.optOut() } else { try store.deleteAllLogs() }
                 logger.info("collection disabled; stored logs deleted")
             } else {
+                delivery?.optIn()
                 logger.info("collection enabled")
             }
         } catch {
@@ -249,20 +241,50 @@ final class EngineCore {
         }
     }
 
+    // MARK: - Runtime reconfiguration (SPEC R8)
+
+    /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
+    /// old settings. A new transport only when its own settings changed (it keeps its connections otherwise).
+    func reconfigure(_ updated: Configuration, installID: UUID, previous: Configuration) {
+        guard let delivery, let endpoint = updated.endpoint else { return }
+        var sender: (any HTTPSender)?
+        if updated.caFile != previous.caFile || updated.requestTimeout != previous.requestTimeout {
+            do {
+                sender = try Transport(loop: loop, options: transportOptions(updated), logger: logger)
+            } catch {
+                logger.error("the updated transport settings could not be applied; the old ones stay",
+                             metadata: ["outbox.error": "\(error)"])
+            }
+        }
+        delivery.reconfigure(.init(endpoint: endpoint, appSecret: updated.appSecret, installID: installID), sender: sender)
+        logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)"])
+    }
+
+    func transportOptions(_ configuration: Configuration) -> TransportOptions {
+        var options = TransportOptions()
+        options.requestTimeout = configuration.requestTimeout
+        options.caFile = configuration.caFile
+        options.userAgent = "outbox/\(OutboxVersion.string)"
+        return options
+    }
+
     // MARK: - Reachability (SPEC N1, N2, R6)
 
     private func networkStateChanged(_ state: NetworkState) {
         setNetworkType(state.networkType)
         guard reachabilityOverride == nil else { return }
-        delivery?.networkChanged(online: state.online)
+        delivery?.reachability(online: state.online)
+        // SPEC R6: the watcher reports a change of the default route's interface too; online, that is a change.
+        if state.online { delivery?.networkChanged() }
     }
 
+    /// SPEC N2: the host's word overrides the watcher; `.online` after `.offline` is a network change (R6).
     func setReachability(_ reachability: Reachability?) {
         reachabilityOverride = reachability
         switch reachability {
-        case .online?: delivery?.networkChanged(online: true)
-        case .offline?: delivery?.networkChanged(online: false)
-        case nil: delivery?.networkChanged(online: watcher?.state.online ?? true)
+        case .online?: delivery?.reachability(online: true)
+        case .offline?: delivery?.reachability(online: false)
+        case nil: delivery?.reachability(online: watcher?.state.online ?? true)
         }
     }
 
@@ -278,7 +300,7 @@ final class EngineCore {
         do {
             let expired = try store.expire(nowMs: configuration.clock.wallMs())
             counters.expired += expired
-            if expired > 0 { delivery?.removed(normal: expired, critical: 0) }
+            if expired > 0 { delivery?.stored() }
         } catch {
             logger.error("expiry failed", metadata: ["outbox.error": "\(error)"])
         }

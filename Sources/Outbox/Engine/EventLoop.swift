@@ -91,6 +91,12 @@ final class EventLoop: @unchecked Sendable {
         return pthread_equal(pthread_self(), loopThread) != 0
     }
 
+    /// STYLE 11: loop-owned types call this at their entries; a debug build traps on a call from another thread.
+    /// Before a dedicated loop's thread starts, the creating thread owns everything.
+    func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
+        assert(isOnLoopThread || (!isHosted && !threadStarted), "called off the engine's loop thread", file: file, line: line)
+    }
+
     func register(_ handle: LoopHandle) {
         handles[ObjectIdentifier(handle)] = handle
         if isHosted { uv_unref(handle.raw) }

@@ -25,14 +25,16 @@ public final class OutboxEngine: @unchecked Sendable {
     let core: EngineCore
     /// Duration timers and open screens (SPEC A4, A6): see OutboxEngine+Analytics.swift.
     let stopwatches = Stopwatches()
-    private var shutdownLock = pthread_mutex_t()
-    private var isShutDown = false
+    private let isShutDown = Mutex(false)
+    /// The configuration as last updated (SPEC R8), for validating the next update against it.
+    let updateLock: Mutex<Configuration>
 
     /// Opens (or creates) the store and starts the engine. Errors: `invalidConfiguration`, `storeLocked` when
     /// another engine holds the file, `storeTooNew`, `storage`/`io` when the file cannot be opened.
     public init(configuration: Configuration) throws {
         try configuration.validate()
         self.configuration = configuration
+        self.updateLock = Mutex(configuration)
         self.logger = configuration.logger
         let store = try LogStore(path: configuration.storePath, limits: configuration.storeLimits,
                                  clock: configuration.clock, logger: configuration.logger)
@@ -66,7 +68,6 @@ public final class OutboxEngine: @unchecked Sendable {
         try core.start(installID: installID)
         // SPEC A1, A5: the first item of the queue — the session (and `$AppStart`) precede every log of the host.
         try? intake.submit(.analytics(.engineStarted(Moment.now(configuration.clock))), urgent: false)
-        pthread_mutex_init(&shutdownLock, nil)
         do {
             try loop.startThread(name: "outbox-loop")
         } catch {
@@ -77,8 +78,6 @@ public final class OutboxEngine: @unchecked Sendable {
         }
         logger.info("engine started", metadata: ["outbox.store": "\(configuration.storePath)"])
     }
-
-    deinit { pthread_mutex_destroy(&shutdownLock) }
 
     // MARK: - Tracking (SPEC T1–T7)
 
@@ -209,6 +208,17 @@ public final class OutboxEngine: @unchecked Sendable {
         shutdown()
     }
 
+    /// Runs `body` on the loop thread (inline when already there); throws `shutDown` when the engine is.
+    func submitToLoop(_ body: @escaping (EngineCore) -> Void) throws {
+        if loop.isOnLoopThread {
+            guard !core.isStopped else { throw OutboxError.shutDown }
+            body(core)
+            return
+        }
+        let core = self.core
+        try intake.submit(.task { body(core) })
+    }
+
     /// Runs `body` on the loop thread (inline when already there); `orElse` runs when the engine is shut down.
     private func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
         if loop.isOnLoopThread {
@@ -247,7 +257,7 @@ public final class OutboxEngine: @unchecked Sendable {
             deadLetters: counts.deadLetters, enabled: intake.isEnabled, disabledReason: core.delivery?.disabledReason,
             installID: installID.uuidString.lowercased(), stored: core.counters.stored,
             evicted: core.counters.evicted, rejected: core.counters.rejected,
-            expired: core.counters.expired + (core.delivery?.counters.expired ?? 0),
+            expired: core.store.expiredTotal,
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0)
     }
@@ -258,10 +268,14 @@ public final class OutboxEngine: @unchecked Sendable {
     /// Dedicated mode: returns after the loop thread ended (`uv_loop_close` returned). Host mode: call it on the
     /// loop's thread; the handles finish closing during the host's next `uv_run`.
     public func shutdown() {
-        pthread_mutex_lock(&shutdownLock)
-        defer { pthread_mutex_unlock(&shutdownLock) }
-        guard !isShutDown else { return }
-        isShutDown = true
+        isShutDown.withLock { isShutDown in
+            guard !isShutDown else { return }
+            isShutDown = true
+            stopEngine()
+        }
+    }
+
+    private func stopEngine() {
         try? intake.submit(.analytics(.engineStopping(Moment.now(configuration.clock))), urgent: false)
         _ = intake.close()
         if loop.isHosted {

@@ -1,34 +1,5 @@
 import Foundation
 
-/// What a finished request means for its batch (SPEC R1).
-enum Outcome: Equatable, Sendable {
-    /// 2xx: the rows are deleted.
-    case delivered
-    /// Connection errors, 408, 429, 5xx except 501/505: the batch is retried later. `retryAfterMs` is the server's
-    /// `Retry-After` / `x-ms-retry-after-ms`, if it sent one (SPEC R4).
-    case retryable(reason: String, retryAfterMs: Int64?)
-    /// 413: split the batch in halves; a single log still too large is dead-lettered.
-    case split
-    /// 400, 422 and other 4xx not named elsewhere: bisect to find the refused logs.
-    case refuse(status: Int, reason: String)
-    /// 401, 403, 404: endpoint or credentials wrong — stop sending, keep the data.
-    case stop(status: Int, reason: String)
-
-    /// Classifies an HTTP status (`nil` for a connection-level failure described by `failure`).
-    static func classify(status: Int?, failure: String? = nil, retryAfterMs: Int64? = nil, body: String = "") -> Outcome {
-        guard let status else { return .retryable(reason: failure ?? "connection failed", retryAfterMs: nil) }
-        switch status {
-        case 200..<300: return .delivered
-        case 401, 403, 404: return .stop(status: status, reason: body.isEmpty ? "HTTP \(status)" : body)
-        case 413: return .split
-        case 408, 429: return .retryable(reason: "HTTP \(status)", retryAfterMs: retryAfterMs)
-        case 501, 505: return .refuse(status: status, reason: body.isEmpty ? "HTTP \(status)" : body)
-        case 500..<600: return .retryable(reason: "HTTP \(status)", retryAfterMs: retryAfterMs)
-        default: return .refuse(status: status, reason: body.isEmpty ? "HTTP \(status)" : body)
-        }
-    }
-}
-
 /// SPEC R3: the retry intervals of one batch, each drawn uniformly from [interval/2, interval).
 struct RetryPolicy: Sendable, Equatable {
     /// Default `[10 s, 5 min, 20 min]`: at most 4 attempts.

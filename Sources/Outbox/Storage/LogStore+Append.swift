@@ -75,7 +75,7 @@ extension LogStore {
         var plan: RoomPlan
         var stored: Int
         var nextSeq: Int64
-        var minWallMs: Int64?
+        var bound: ExpiryBound
     }
 
     /// Stores `logs` in one transaction (group commit, T5) with one reused insert statement, together with
@@ -123,7 +123,14 @@ extension LogStore {
                 }
                 nextSeq = outcome.nextSeq
                 logCount += outcome.stored
-                if let wall = outcome.minWallMs { minWallMs = min(minWallMs ?? wall, wall) }
+                if outcome.plan.evictions.isEmpty, pending != nil {
+                    for (position, candidate) in candidates.enumerated() where !outcome.plan.rejected.contains(position) {
+                        if candidate.priority == .critical { pending?.critical += 1 } else { pending?.normal += 1 }
+                    }
+                } else {
+                    pending = nil
+                }
+                expiryBound.lower(to: outcome.bound)
                 result.evicted = commitEvictions(outcome.plan.evictions)
                 for position in outcome.plan.rejected {
                     result.rejected[candidates[position].index] = .storageFull
@@ -160,7 +167,7 @@ extension LogStore {
                             skipping plan: RoomPlan) throws(OutboxError) -> AppendOutcome {
         let insert = try db.cachedStatement(LogSchema.insertLog)
         var seq = nextSeq
-        var minWall: Int64?
+        var bound = ExpiryBound()
         var stored = 0
         let anyRejected = !plan.rejected.isEmpty
         for position in candidates.indices {
@@ -179,9 +186,9 @@ extension LogStore {
             insert.reset()
             seq += 1
             stored += 1
-            if log.wallMs < (minWall ?? .max) { minWall = log.wallMs }
+            bound.include(wallMs: log.wallMs, monoNs: log.monoNs, sameBoot: log.boot == boot)
         }
-        return AppendOutcome(plan: plan, stored: stored, nextSeq: seq, minWallMs: minWall)
+        return AppendOutcome(plan: plan, stored: stored, nextSeq: seq, bound: bound)
     }
 
     /// Evicts (inside the caller's transaction) so that `candidates` plus `mandatoryBytes` fit the budget and
@@ -307,6 +314,7 @@ extension LogStore {
         }
         logCount -= total
         evictedTotal += total
+        if total > 0 { pending = nil }
         return total
     }
 

@@ -94,6 +94,7 @@ extension LogStore {
             return (moved, dropped)
         }
         logCount -= moved
+        pending = nil
         deadLetteredTotal += moved
         deadLettersDroppedTotal += dropped
         if moved > 0 {

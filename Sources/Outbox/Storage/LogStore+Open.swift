@@ -190,12 +190,17 @@ extension LogStore {
     }
 
     func loadCounters() throws(OutboxError) {
-        let scan = try db.prepare("SELECT count(*), max(seq), min(wall_ms) FROM logs")
+        let scan = try db.prepare("""
+            SELECT count(*), max(seq), min(CASE WHEN boot != ?1 THEN wall_ms END), min(CASE WHEN boot = ?1 THEN mono_ns END)
+            FROM logs
+            """)
+        try scan.bind(boot, at: 1)
         if try scan.step() {
             logCount = scan.int(at: 0)
             nextSeq = (scan.optionalInt64(at: 1) ?? 0) + 1
-            minWallMs = scan.optionalInt64(at: 2)
+            expiryBound = ExpiryBound(otherBootWallMs: scan.optionalInt64(at: 2), thisBootMonoNs: scan.optionalInt64(at: 3))
         }
+        pending = nil
         // The stored value is a reservation (`batchIDBlock`): numbering goes on above it.
         lastBatchID = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.lastBatchKey)]) ?? "") ?? 0
         reservedBatchID = lastBatchID

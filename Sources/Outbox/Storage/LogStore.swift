@@ -54,9 +54,11 @@ final class LogStore {
     var nextSeq: Int64 = 1
     /// Rows in `logs`, maintained on every change so S5 needs no COUNT(*) per append.
     var logCount = 0
-    /// A lower bound of the stored logs' `wall_ms` (nil: no logs). Lets `expire` skip its full scan when
-    /// nothing can be old enough (it runs before every claim).
-    var minWallMs: Int64?
+    /// Lower bounds of the stored logs' ages (SPEC S4). Let `expire` skip its full scan when nothing can be old
+    /// enough (it runs before every claim).
+    var expiryBound = ExpiryBound()
+    /// The boot id logs captured now carry: their age is measured on CLOCK_BOOTTIME (SPEC S4).
+    var boot: Int64 = BootID.current
     var lastBatchID: Int64 = 0
     /// The highest batch id stored in meta (`lastBatchKey`). Ids are reserved a block at a time, so that a claim
     /// writes the meta row (one more b-tree update and WAL page) once per `batchIDBlock` claims, not every time.
@@ -71,6 +73,10 @@ final class LogStore {
     /// scan there instead of walking past the rows in flight at the head of the table (two or three batches for
     /// every batch claimed). Raised by a claim that took every pending row below it, lowered by a release.
     var claimFloor: [Int64] = [0, 0]
+    /// Logs no batch holds, by priority: what delivery decides on (`BatchQueue.waiting`). Changed only where a
+    /// transaction that changes it has committed; nil after a change of unknown shape (eviction, expiry, a release,
+    /// a dead letter, a requeue), and counted again at the next read.
+    var pending: Waiting?
     /// Bytes the schema takes before any log (one page per table and index, plus the schema page).
     var baseBytes = 0
 
@@ -242,6 +248,11 @@ final class LogStore {
             guard let (batch, stretches, reserved) = claimed else { return (nil, completed) }
             lastBatchID = batch.batchID
             if let reserved { reservedBatchID = reserved }
+            if pending != nil {
+                let critical = batch.logs.reduce(0) { $0 + ($1.priority == .critical ? 1 : 0) }
+                pending?.critical -= critical
+                pending?.normal -= batch.logs.count - critical
+            }
             leases.add(stretches)
             // With every pending row claimable (nowMs = Int64.max, as delivery claims), the claim took the lowest
             // pending rows of each priority: none is left below the last one taken.
@@ -316,6 +327,7 @@ final class LogStore {
             if nextAttemptMs != 0 { retryTimesFlagged = true }
             leases.remove(batch: batchID)
             claimFloor = [0, 0]  // rows below the floor are pending again
+            pending = nil
             return released
         }
     }
@@ -342,6 +354,7 @@ final class LogStore {
             if nextAttemptMs != 0 { retryTimesFlagged = true }
             cut.forEach { leases.replace(batch: $0.batch, with: $0.stretches) }
             claimFloor = [0, 0]  // rows below the floor are pending again
+            pending = nil
             return released
         }
     }
@@ -394,25 +407,29 @@ final class LogStore {
 
     // MARK: Expiry (S4)
 
-    /// Deletes logs whose capture time is older than `maxAgeMs` before `nowMs` (wall clock), counts and logs
-    /// them. Returns how many were deleted.
+    /// Deletes logs older than `maxAgeMs` (SPEC S4: boot-time age under this boot, wall-clock age before `nowMs`
+    /// otherwise), counts and logs them. Returns how many were deleted.
     @discardableResult
     func expire(nowMs: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in try expireOnce(nowMs: nowMs) }
     }
 
     func expireOnce(nowMs: Int64) throws(OutboxError) -> Int {
-        let cutoff = nowMs &- limits.maxAgeMs
-        guard let oldest = minWallMs, oldest < cutoff else { return 0 }
-        // No index on wall_ms (it would cost every insert); this scan runs only when the lower bound says
-        // something may have expired, and it re-tightens the bound.
+        let wallCutoff = nowMs &- limits.maxAgeMs
+        let monoCutoff = clock.monoNs() &- limits.maxAgeMs &* 1_000_000
+        guard expiryBound.mayHaveExpired(wallCutoff: wallCutoff, monoCutoff: monoCutoff) else { return 0 }
+        // SPEC S4: a log of this boot ages on CLOCK_BOOTTIME, so that a wall clock stepped by NTP expires nothing
+        // by itself; a log of an earlier boot can only age on the wall clock. No index on either column (it would
+        // cost every insert): this scan runs only when a bound says something may have expired, and re-tightens them.
         let expired = try db.transaction { () throws(OutboxError) -> Int in
-            try db.execute("DELETE FROM logs WHERE wall_ms < ?", [.integer(cutoff)])
+            try db.execute("DELETE FROM logs WHERE CASE WHEN boot = ?1 THEN mono_ns < ?2 ELSE wall_ms < ?3 END",
+                           [.integer(boot), .integer(monoCutoff), .integer(wallCutoff)])
             let deleted = db.changes
-            minWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
+            expiryBound = try Self.readExpiryBound(db, boot: boot)
             return deleted
         }
         guard expired > 0 else { return 0 }
+        pending = nil
         logCount -= expired
         expiredTotal += expired
         logger.info("deleted logs older than the maximum age (SPEC S4)", metadata: [
@@ -420,6 +437,11 @@ final class LogStore {
             "outbox.max_age_ms": "\(limits.maxAgeMs)",
         ])
         return expired
+    }
+
+    static func readExpiryBound(_ db: Database, boot: Int64) throws(OutboxError) -> ExpiryBound {
+        ExpiryBound(otherBootWallMs: try db.int64("SELECT min(wall_ms) FROM logs WHERE boot != ?", [.integer(boot)]),
+                    thisBootMonoNs: try db.int64("SELECT min(mono_ns) FROM logs WHERE boot = ?", [.integer(boot)]))
     }
 
     // MARK: Inspection (X4)
@@ -535,7 +557,8 @@ final class LogStore {
             }
             leases.removeAll()
             logCount = 0
-            minWallMs = nil
+            pending = Waiting()
+            expiryBound = ExpiryBound()
             // The deletion is what the user asked for and it is committed; the rebuild only scrubs free pages, so
             // its failure (e.g. a full disk) is reported, not thrown.
             do throws(OutboxError) {

@@ -93,3 +93,24 @@ struct StoreLimits: Sendable {
     /// SPEC R2: dead-letter table cap (bytes of payload).
     var maxDeadLetterBytes: Int = 1024 * 1024
 }
+
+/// Lower bounds of the stored logs' capture times (SPEC S4): wall time of the logs of earlier boots, boot time of
+/// this boot's. Nil: no such log.
+struct ExpiryBound: Sendable, Equatable {
+    var otherBootWallMs: Int64? = nil
+    var thisBootMonoNs: Int64? = nil
+
+    mutating func include(wallMs: Int64, monoNs: Int64, sameBoot: Bool) {
+        if sameBoot { thisBootMonoNs = min(thisBootMonoNs ?? monoNs, monoNs) }
+        else { otherBootWallMs = min(otherBootWallMs ?? wallMs, wallMs) }
+    }
+
+    mutating func lower(to other: ExpiryBound) {
+        if let wall = other.otherBootWallMs { otherBootWallMs = min(otherBootWallMs ?? wall, wall) }
+        if let mono = other.thisBootMonoNs { thisBootMonoNs = min(thisBootMonoNs ?? mono, mono) }
+    }
+
+    func mayHaveExpired(wallCutoff: Int64, monoCutoff: Int64) -> Bool {
+        (otherBootWallMs.map { $0 < wallCutoff } ?? false) || (thisBootMonoNs.map { $0 < monoCutoff } ?? false)
+    }
+}

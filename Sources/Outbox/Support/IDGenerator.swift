@@ -3,7 +3,7 @@ import Glibc
 /// Random version-4 UUIDs from a xoshiro256** generator seeded by the kernel. Log ids need uniqueness, not
 /// secrecy, and `SystemRandomNumberGenerator` costs a system call per 8 bytes on Linux.
 /// Not thread-safe: the loop thread owns one.
-struct IDGenerator {
+struct IDGenerator: RandomNumberGenerator {
     private var state: (UInt64, UInt64, UInt64, UInt64)
 
     init() {

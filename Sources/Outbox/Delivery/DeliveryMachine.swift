@@ -1,0 +1,674 @@
+/// Identifies a `dispatch(completion:)` caller or an idle waiter. The shell keeps the closures; the machine only
+/// passes ids around, so that it stays a comparable value.
+typealias WaiterID = Int
+
+/// Logs the store holds that no batch has claimed, by priority. Read from the store (`BatchQueue.waiting()`) before
+/// every decision: the machine keeps no count of its own (STYLE 10).
+struct Waiting: Sendable, Equatable {
+    var normal = 0
+    var critical = 0
+    var total: Int { normal + critical }
+}
+
+/// The moment an event happens, in the clocks delivery needs: monotonic for scheduling (back-off, intervals), wall
+/// for a `Retry-After` date, both with the boot id for a log's age (SPEC S4).
+struct DeliveryNow: Sendable, Equatable {
+    var monoNs: Int64
+    var wallMs: Int64
+    var boot: Int64
+    var monoMs: Int64 { monoNs / 1_000_000 }
+
+    init(monoNs: Int64, wallMs: Int64, boot: Int64) {
+        self.monoNs = monoNs
+        self.wallMs = wallMs
+        self.boot = boot
+    }
+
+    init(_ clock: any OutboxClock, boot: Int64) {
+        self.init(monoNs: clock.monoNs(), wallMs: clock.wallMs(), boot: boot)
+    }
+}
+
+/// Delivery's whole state as a pure value (STYLE 9): the shell (`DeliveryDriver`) feeds it events and carries out
+/// the actions it returns against a `BatchQueue` and an `HTTPSender`. It owns each batch's life (claimed → in
+/// flight → waiting for a retry → delivered / split / dead-lettered), the classification of every transfer's
+/// result (SPEC R1), the scheduling of C1–C8, the back-off and disabling of R3–R7, the dispatch and idle waiters,
+/// and the paused, offline, stopped and opted-out states. No clock, timer or I/O in here.
+struct DeliveryMachine: Sendable {
+    typealias BatchKey = Int64
+
+    struct Settings: Sendable, Equatable {
+        /// SPEC C1.
+        var batchSize = 50
+        /// SPEC C2: maximum delay of the oldest waiting normal / critical log.
+        var normalIntervalMs: Int64 = 6000
+        var criticalIntervalMs: Int64 = 3000
+        /// SPEC C3.
+        var maxBatchesInFlight = 3
+        /// SPEC C6: nil = automatic (C2); > 0 = periodic at that interval; ≤ 0 = manual (`dispatch()` only).
+        var dispatchIntervalMs: Int64? = nil
+        /// SPEC R5: after retries are exhausted, one probe batch goes through this long after; nil = until restart.
+        var probeIntervalMs: Int64? = 1_800_000
+        var retry = RetryPolicy()
+        /// SPEC S4: a log older than this is never sent.
+        var maxAgeMs: Int64 = 25 * 24 * 3600 * 1000
+    }
+
+    /// Why nothing is sent although logs wait (SPEC R5, R1), visible through the API and `outbox status`.
+    enum Stop: Equatable, Sendable {
+        /// A batch used all its retries at `sinceMs` (monotonic): a probe may go through later.
+        case retriesExhausted(sinceMs: Int64, lastError: String)
+        /// 401/403/404 or a redirect the engine does not follow: only a restart or `update` resumes (SPEC R8).
+        case refused(status: Int, reason: String)
+
+        var description: String {
+            switch self {
+            case .retriesExhausted(_, let error): return "retries exhausted (last error: \(error))"
+            case .refused(let status, let reason): return "server answered \(status): \(reason)"
+            }
+        }
+    }
+
+    /// Where a batch is in its life.
+    enum Phase: Equatable, Sendable {
+        /// Its request is on the wire.
+        case inFlight
+        /// Its last attempt failed; it goes again at `atMs` (monotonic), holding its lease meanwhile (SPEC R3).
+        case waitingRetry(atMs: Int64)
+    }
+
+    /// A batch holding a lease, or a part of one being split or bisected (SPEC R1 413/400).
+    struct Flight: Equatable, Sendable {
+        var logs: [StoredLog]
+        /// The store's lease of a whole claimed batch (nil for the parts of a bisected one).
+        var batchID: Int64?
+        var phase: Phase = .inFlight
+        /// SPEC R3: each batch has its own retry state.
+        var failedAttempts = 0
+        /// SPEC R5: the one batch let through while retries are exhausted.
+        var isProbe = false
+    }
+
+    /// What a finished transfer means for its batch (SPEC R1).
+    enum Outcome: Equatable, Sendable {
+        case delivered
+        /// Connection errors, 408, 429, 5xx but 501/505. `retryAfterMs`: the server's wish (SPEC R4).
+        case retryable(reason: String, retryAfterMs: Int64?)
+        /// 413: split in halves; a single log still too large is dead-lettered.
+        case split
+        /// 400, 422 and any other 4xx not named elsewhere (and 501/505): bisect down to the refused logs.
+        case refuse(status: Int, reason: String)
+        /// 401, 403, 404, and a redirect not followed: stop sending, keep the data (SPEC R1, R8).
+        case stop(status: Int, reason: String)
+        /// The engine cancelled the transfer (shutdown, opt-out): the attempt does not count (SPEC C8).
+        case cancelled
+    }
+
+    enum Event: Sendable {
+        /// The queue changed outside delivery (logs stored, requeued, evicted, expired): the machine re-reads it.
+        case stored
+        /// The result of a `.claim` action (nil: nothing was claimable).
+        case claimed(ClaimedBatch?)
+        case transferFinished(BatchKey, TransferResult)
+        case timerFired
+        /// SPEC R7, N2: reachability as the watcher or the host sees it; online after offline is a change (R6).
+        case reachability(online: Bool)
+        /// SPEC R6: the default route moved to another interface while online.
+        case networkChanged
+        /// SPEC C7, with the caller's waiter when it wants a result.
+        case dispatch(WaiterID?)
+        /// Calls back once nothing waits and nothing is in flight.
+        case whenIdle(WaiterID)
+        case retryNow
+        case pause
+        case resume
+        /// SPEC T6: the user opted out (`setEnabled(false)`), or opted in again.
+        case optOut
+        case optIn
+        /// SPEC R8: the endpoint or credentials were updated.
+        case reconfigured
+        /// SPEC C8: stop now; what is in flight is cancelled and returns to pending.
+        case shutdown
+    }
+
+    enum Action: Equatable, Sendable {
+        /// Claim a batch of at most `limit` logs; before it, in the same transaction, delete the delivered batch
+        /// `completing`. Answer with `.claimed`.
+        case claim(limit: Int, completing: Int64?)
+        case send(BatchKey, [StoredLog])
+        case cancel(BatchKey)
+        /// Delivered: delete a whole batch's rows by its lease, or a part's by seq.
+        case complete(batchID: Int64?, seqs: [Int64])
+        /// Give rows back to pending, claimable at once.
+        case release(batchID: Int64?, seqs: [Int64])
+        case deadLetter(seqs: [Int64], status: Int, reason: String)
+        /// SPEC S4: delete these held logs, too old to send.
+        case expire(seqs: [Int64])
+        /// SPEC T6: delete every stored log.
+        case deleteAll
+        /// Wake the machine with `.timerFired` at this monotonic time; nil stops the timer.
+        case arm(atMs: Int64?)
+        case notify([WaiterID], DispatchResult)
+        case notifyIdle([WaiterID])
+        /// The disabled cause changed (persisted for `outbox status`).
+        case disabledChanged(String?)
+        case log(LogLine)
+    }
+
+    /// A line for the host's logger (STYLE 4: retries at info, per-batch detail at debug).
+    struct LogLine: Equatable, Sendable {
+        enum Level: Sendable { case debug, info, warning, error }
+        var level: Level
+        var message: String
+        var metadata: [String: String] = [:]
+    }
+
+    /// A dispatch whose result is owed: the batches it waits for, and whether one failed.
+    private struct DispatchWait: Equatable, Sendable {
+        var waiter: WaiterID
+        var batches: Set<BatchKey> = []
+        var failed = false
+        /// Still attaching newly claimed batches: until the queue was emptied or nothing more could be sent.
+        var open = true
+    }
+
+    let settings: Settings
+    private(set) var flights: [BatchKey: Flight] = [:]
+    private(set) var stop: Stop?
+    private(set) var isPaused = false
+    private(set) var isOnline = true
+    private(set) var isOptedOut = false
+    private(set) var isShutDown = false
+    private(set) var pipelinePausedUntilMs: Int64?
+    /// Retries consumed since start (`outbox emit`'s `retries`).
+    private(set) var retries = 0
+    private(set) var counters = DeliveryCounters()
+    private var nextKey: BatchKey = 1
+    /// When the queue last went from empty to not empty, per priority: C2's "oldest waiting log".
+    private var oldestNormalMs: Int64?
+    private var oldestCriticalMs: Int64?
+    private var lastWaiting = Waiting()
+    private var dispatchRequested = false
+    private var nextPeriodicMs: Int64?
+    private var dispatches: [DispatchWait] = []
+    private var idleWaiters: [WaiterID] = []
+    /// A delivered batch whose rows the next claim deletes in its own transaction (one commit per request).
+    private var deliveredBatch: Int64?
+    private var armedAtMs: Int64?
+    private var lastDisabledReason: String?
+
+    /// `waiting`: what the store holds at start. A backlog found then has waited long enough: it is due at once.
+    init(settings: Settings, now: DeliveryNow, waiting: Waiting, random: IDGenerator = IDGenerator()) {
+        self.settings = settings
+        self.randomSource = random
+        let nowMs = now.monoMs
+        if waiting.normal > 0 { oldestNormalMs = nowMs - settings.normalIntervalMs }
+        if waiting.critical > 0 { oldestCriticalMs = nowMs - settings.criticalIntervalMs }
+        lastWaiting = waiting
+        if let interval = settings.dispatchIntervalMs, interval > 0 { nextPeriodicMs = nowMs + interval }
+    }
+
+    var disabledReason: String? { stop?.description }
+    var inFlightBatches: Int { flights.count }
+
+    // MARK: - Events
+
+    /// Handles `event` at `now`; the store holds `waiting`. Returns what to do, in order. Then, once those actions
+    /// are carried out, `decide` says what to send with the queue's counts as they have become.
+    mutating func handle(_ event: Event, now: DeliveryNow, waiting: Waiting) -> [Action] {
+        var actions: [Action] = []
+        observe(waiting, nowMs: now.monoMs)
+        switch event {
+        case .stored, .timerFired:
+            if case .timerFired = event { armedAtMs = nil }
+        case .claimed(let batch):
+            claimed(batch, waiting: waiting, nowMs: now.monoMs, into: &actions)
+        case .transferFinished(let key, let result):
+            finished(key, result, now: now, into: &actions)
+        case .reachability(let online):
+            let cameOnline = online && !isOnline
+            isOnline = online
+            actions.append(.log(LogLine(level: .info, message: "network \(online ? "online" : "offline")")))
+            if cameOnline { resetBackOff(nowMs: now.monoMs) }
+        case .networkChanged:
+            resetBackOff(nowMs: now.monoMs)
+        case .dispatch(let waiter):
+            dispatch(waiter, waiting: waiting, into: &actions)
+        case .whenIdle(let waiter):
+            idleWaiters.append(waiter)
+        case .retryNow:
+            resetBackOff(nowMs: now.monoMs)
+        case .pause:
+            isPaused = true
+        case .resume:
+            isPaused = false
+        case .optOut:
+            optOut(into: &actions)
+        case .optIn:
+            isOptedOut = false
+        case .reconfigured:
+            // SPEC R8: a channel stopped by the server's answer starts again under the new settings.
+            stop = nil
+            resetBackOff(nowMs: now.monoMs)
+        case .shutdown:
+            shutdown(into: &actions)
+        }
+        return actions
+    }
+
+    /// What to send now, and when to wake next; the store holds `waiting`. A `.claim` is always the last action: its
+    /// answer is the next event.
+    mutating func decide(now: DeliveryNow, waiting: Waiting) -> [Action] {
+        guard !isShutDown else { return [] }
+        var actions: [Action] = []
+        observe(waiting, nowMs: now.monoMs)
+        decide(now: now, waiting: waiting, into: &actions)
+        return actions
+    }
+
+    /// Notes when the queue went from empty to not empty (C2 counts from the oldest waiting log).
+    private mutating func observe(_ waiting: Waiting, nowMs: Int64) {
+        if waiting.normal == 0 { oldestNormalMs = nil } else if oldestNormalMs == nil { oldestNormalMs = nowMs }
+        if waiting.critical == 0 { oldestCriticalMs = nil } else if oldestCriticalMs == nil { oldestCriticalMs = nowMs }
+        lastWaiting = waiting
+    }
+
+    private mutating func claimed(_ batch: ClaimedBatch?, waiting: Waiting, nowMs: Int64, into actions: inout [Action]) {
+        deliveredBatch = nil  // the claim's transaction deleted it
+        guard let batch, !batch.logs.isEmpty else {
+            // Nothing claimable although the count said otherwise: stop asking until the queue changes.
+            dispatchRequested = false
+            closeDispatches()
+            return
+        }
+        let key = nextKey
+        nextKey += 1
+        var isProbe = false
+        if case .retriesExhausted = stop { isProbe = true }
+        flights[key] = Flight(logs: batch.logs, batchID: batch.batchID, isProbe: isProbe)
+        for index in dispatches.indices where dispatches[index].open { dispatches[index].batches.insert(key) }
+        if waiting.total == 0 {
+            dispatchRequested = false
+            closeDispatches()
+        }
+        actions.append(.log(LogLine(level: .debug, message: "sending batch",
+                                    metadata: ["outbox.batch": "\(key)", "outbox.logs": "\(batch.logs.count)"])))
+        counters.requests += 1
+        actions.append(.send(key, batch.logs))
+    }
+
+    private mutating func dispatch(_ waiter: WaiterID?, waiting: Waiting, into actions: inout [Action]) {
+        dispatchRequested = waiting.total > 0
+        guard let waiter else { return }
+        guard isOnline, !isPaused, !isOptedOut, stop == nil else {
+            actions.append(.notify([waiter], .error))
+            return
+        }
+        if waiting.total == 0 && flights.isEmpty {
+            actions.append(.notify([waiter], .noData))
+            return
+        }
+        // Batches already held count as this dispatch's: a caller draining until `.noData` waits for them rather
+        // than spinning while they finish.
+        dispatches.append(DispatchWait(waiter: waiter, batches: Set(flights.keys), open: waiting.total > 0))
+    }
+
+    private mutating func closeDispatches() {
+        for index in dispatches.indices { dispatches[index].open = false }
+    }
+
+    /// A batch finished one request (or was dropped): dispatches waiting for it learn how it went, and those that
+    /// wait for nothing more get their result.
+    private mutating func settle(_ key: BatchKey, failed: Bool, into actions: inout [Action]) {
+        for index in dispatches.indices where dispatches[index].batches.contains(key) {
+            dispatches[index].batches.remove(key)
+            if failed { dispatches[index].failed = true }
+        }
+        notifySettledDispatches(into: &actions)
+    }
+
+    private mutating func notifySettledDispatches(into actions: inout [Action]) {
+        var good: [WaiterID] = [], bad: [WaiterID] = []
+        dispatches.removeAll { wait in
+            guard wait.batches.isEmpty && !wait.open else { return false }
+            if wait.failed { bad.append(wait.waiter) } else { good.append(wait.waiter) }
+            return true
+        }
+        if !good.isEmpty { actions.append(.notify(good, .good)) }
+        if !bad.isEmpty { actions.append(.notify(bad, .error)) }
+    }
+
+    /// Parts of a split batch inherit the dispatches that waited for the whole.
+    private mutating func inherit(_ parts: [BatchKey], from key: BatchKey) {
+        for index in dispatches.indices where dispatches[index].batches.contains(key) {
+            dispatches[index].batches.formUnion(parts)
+        }
+    }
+
+    // MARK: - Outcomes (SPEC R1)
+
+    private mutating func finished(_ key: BatchKey, _ result: TransferResult, now: DeliveryNow,
+                                   into actions: inout [Action]) {
+        // A batch dropped meanwhile (opt-out, shutdown) has nothing left to decide.
+        guard var flight = flights[key], flight.phase == .inFlight else { return }
+        let outcome = Self.classify(result, nowWallMs: now.wallMs)
+        let nowMs = now.monoMs
+        let seqs = flight.logs.map(\.seq)
+        switch outcome {
+        case .cancelled:
+            flights[key] = nil
+            actions.append(.release(batchID: flight.batchID, seqs: seqs))
+            settle(key, failed: true, into: &actions)
+        case .delivered:
+            flights[key] = nil
+            if case .retriesExhausted = stop { setStop(nil, into: &actions) }  // the probe got through (R5)
+            counters.delivered += seqs.count
+            if let batchID = flight.batchID {
+                // The next claim deletes it in its own transaction; `decide` deletes it alone if none comes.
+                if let earlier = deliveredBatch { actions.append(.complete(batchID: earlier, seqs: [])) }
+                deliveredBatch = batchID
+            } else {
+                actions.append(.complete(batchID: nil, seqs: seqs))
+            }
+            settle(key, failed: false, into: &actions)
+        case .split, .refuse:
+            flights[key] = nil
+            if case .retriesExhausted = stop { setStop(nil, into: &actions) }
+            bisect(key, flight.logs, outcome: outcome, into: &actions)
+        case .stop(let status, let reason):
+            flights[key] = nil
+            actions.append(.log(LogLine(level: .error, message: "the server refused the endpoint or the credentials; sending stopped, data kept",
+                                        metadata: ["outbox.status": "\(status)", "outbox.reason": String(reason.prefix(200))])))
+            actions.append(.release(batchID: flight.batchID, seqs: seqs))
+            setStop(.refused(status: status, reason: reason), into: &actions)
+            settle(key, failed: true, into: &actions)
+        case .retryable(let reason, let retryAfterMs):
+            flight.failedAttempts += 1
+            guard !flight.isProbe, let delay = settings.retry.delay(afterFailedAttempts: flight.failedAttempts, using: &randomSource) else {
+                flights[key] = nil
+                actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept",
+                                            metadata: ["outbox.reason": reason])))
+                actions.append(.release(batchID: flight.batchID, seqs: seqs))
+                setStop(.retriesExhausted(sinceMs: nowMs, lastError: reason), into: &actions)
+                settle(key, failed: true, into: &actions)
+                return
+            }
+            retries += 1
+            var retryAt = nowMs + delay
+            if let pause = settings.retry.pipelinePause(retryAfterMs: retryAfterMs, scheduledMs: delay) {
+                // SPEC R4: the whole pipeline waits for the server.
+                pipelinePausedUntilMs = max(pipelinePausedUntilMs ?? 0, nowMs + pause)
+                retryAt = nowMs + pause
+            }
+            flight.phase = .waitingRetry(atMs: retryAt)
+            flights[key] = flight
+            actions.append(.log(LogLine(level: .info, message: "batch will be retried", metadata: [
+                "outbox.batch": "\(key)", "outbox.attempt": "\(flight.failedAttempts)", "outbox.reason": reason,
+                "outbox.retry_in_ms": "\(retryAt - nowMs)"])))
+            settle(key, failed: true, into: &actions)
+        }
+    }
+
+    /// Back-off jitter (SPEC R3): seeded by the kernel for an engine, by a test for reproducible intervals.
+    var randomSource: IDGenerator
+
+    /// SPEC R1: 413 splits in halves; 400/422 bisect down to the refused logs. A single refused (or still too
+    /// large) log is dead-lettered with the server's status and reason; its neighbours are delivered.
+    private mutating func bisect(_ key: BatchKey, _ logs: [StoredLog], outcome: Outcome, into actions: inout [Action]) {
+        if logs.count == 1 {
+            let status: Int, reason: String
+            switch outcome {
+            case .refuse(let code, let text): status = code; reason = text
+            default: status = 413; reason = "log too large for the server"
+            }
+            actions.append(.deadLetter(seqs: logs.map(\.seq), status: status, reason: reason))
+            counters.deadLettered += 1
+            actions.append(.log(LogLine(level: .warning, message: "log refused by the server and dead-lettered",
+                                        metadata: ["outbox.status": "\(status)"])))
+            settle(key, failed: true, into: &actions)
+            return
+        }
+        let middle = logs.count / 2
+        var parts: [BatchKey] = []
+        for part in [Array(logs[..<middle]), Array(logs[middle...])] {
+            let partKey = nextKey
+            nextKey += 1
+            flights[partKey] = Flight(logs: part, batchID: nil)
+            parts.append(partKey)
+        }
+        inherit(parts, from: key)
+        settle(key, failed: false, into: &actions)
+        for partKey in parts {
+            counters.requests += 1
+            actions.append(.send(partKey, flights[partKey]?.logs ?? []))
+        }
+    }
+
+    /// SPEC R1: what a finished transfer means, read from what was received.
+    static func classify(_ result: TransferResult, nowWallMs: Int64) -> Outcome {
+        switch result {
+        case .failure(.cancelled):
+            return .cancelled
+        case .failure(let failure):
+            return .retryable(reason: "\(failure)", retryAfterMs: nil)
+        case .response(let response):
+            let retryAfter = RetryPolicy.retryAfterMs(retryAfter: response.headers["Retry-After"],
+                                                      msRetryAfter: response.headers["x-ms-retry-after-ms"], nowMs: nowWallMs)
+            let body = String(decoding: response.body.prefix(512), as: UTF8.self)
+            return classify(status: response.status, retryAfterMs: retryAfter, body: body,
+                            location: response.headers["Location"])
+        }
+    }
+
+    /// SPEC R1 by status. A 3xx that reaches here is one the transport did not follow (301–303, another origin,
+    /// too many hops): sending stops, and the `Location` goes into the reason.
+    static func classify(status: Int, retryAfterMs: Int64? = nil, body: String = "", location: String? = nil) -> Outcome {
+        let text = body.isEmpty ? "HTTP \(status)" : body
+        switch status {
+        case 200..<300: return .delivered
+        case 300..<400:
+            return .stop(status: status, reason: "redirect to \(location ?? "nowhere") not followed")
+        case 401, 403, 404: return .stop(status: status, reason: text)
+        case 413: return .split
+        case 408, 429: return .retryable(reason: "HTTP \(status)", retryAfterMs: retryAfterMs)
+        case 501, 505: return .refuse(status: status, reason: text)
+        case 500..<600: return .retryable(reason: "HTTP \(status)", retryAfterMs: retryAfterMs)
+        default: return .refuse(status: status, reason: text)
+        }
+    }
+
+    private mutating func setStop(_ newStop: Stop?, into actions: inout [Action]) {
+        stop = newStop
+        if newStop != nil {
+            // SPEC R5, R1: batches waiting for a retry give their rows back (nothing is deleted); otherwise they
+            // would hold their leases forever and the probe, which waits until no batch holds one, never goes.
+            for (key, flight) in flights.sorted(by: { $0.key < $1.key }) where flight.phase != .inFlight {
+                flights[key] = nil
+                actions.append(.release(batchID: flight.batchID, seqs: flight.logs.map(\.seq)))
+            }
+        }
+        let reason = newStop?.description
+        if reason != lastDisabledReason {
+            lastDisabledReason = reason
+            actions.append(.disabledChanged(reason))
+        }
+    }
+
+    /// SPEC R5, R6: forget back-off, re-enable after exhausted retries, send waiting batches now. A stop by the
+    /// server's answer stays until the configuration changes (R8) or a restart.
+    private mutating func resetBackOff(nowMs: Int64) {
+        if case .retriesExhausted = stop {
+            stop = nil
+        }
+        pipelinePausedUntilMs = nil
+        for key in flights.keys {
+            flights[key]?.failedAttempts = 0
+            if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: nowMs) }
+        }
+    }
+
+    // MARK: - Opt-out and shutdown
+
+    /// SPEC T6: opt-out is total. Batches waiting for a retry are dropped, transfers in flight cancelled (their
+    /// late answers find no batch), and every stored log deleted.
+    private mutating func optOut(into actions: inout [Action]) {
+        isOptedOut = true
+        for (key, flight) in flights.sorted(by: { $0.key < $1.key }) where flight.phase == .inFlight {
+            actions.append(.cancel(key))
+        }
+        flights = [:]
+        deliveredBatch = nil
+        dispatchRequested = false
+        pipelinePausedUntilMs = nil
+        actions.append(.deleteAll)
+        let owed = dispatches.map(\.waiter)
+        dispatches = []
+        if !owed.isEmpty { actions.append(.notify(owed, .error)) }
+    }
+
+    /// SPEC C8: cancels what is in flight (the rows return to pending; the attempt does not count) and answers every
+    /// waiter.
+    private mutating func shutdown(into actions: inout [Action]) {
+        isShutDown = true
+        if let batch = deliveredBatch { actions.append(.complete(batchID: batch, seqs: [])) }
+        deliveredBatch = nil
+        for (key, flight) in flights.sorted(by: { $0.key < $1.key }) {
+            if flight.phase == .inFlight { actions.append(.cancel(key)) }
+            actions.append(.release(batchID: flight.batchID, seqs: flight.logs.map(\.seq)))
+        }
+        flights = [:]
+        actions.append(.arm(atMs: nil))
+        let owed = dispatches.map(\.waiter)
+        dispatches = []
+        if !owed.isEmpty { actions.append(.notify(owed, .error)) }
+        if !idleWaiters.isEmpty { actions.append(.notifyIdle(idleWaiters)) }
+        idleWaiters = []
+    }
+
+    // MARK: - Decisions
+
+    /// Sends what is due, and arms the timer for the next moment something will be.
+    private mutating func decide(now: DeliveryNow, waiting: Waiting, into actions: inout [Action]) {
+        let nowMs = now.monoMs
+        var wake: Int64?
+        func earliest(_ time: Int64?) { if let time { wake = min(wake ?? time, time) } }
+
+        if isOnline && !isPaused && !isOptedOut {  // SPEC R7, C5, T6
+            if let until = pipelinePausedUntilMs, nowMs >= until { pipelinePausedUntilMs = nil }
+            if let until = pipelinePausedUntilMs {
+                earliest(until)
+            } else if stop == nil {
+                resendDue(now: now, earliest: &wake, into: &actions)
+            }
+            if pipelinePausedUntilMs == nil, shouldClaim(nowMs: nowMs, waiting: waiting, earliest: &wake) {
+                actions.append(.claim(limit: settings.batchSize, completing: deliveredBatch))
+                return
+            }
+        }
+        if let batch = deliveredBatch {
+            deliveredBatch = nil
+            actions.append(.complete(batchID: batch, seqs: []))
+        }
+        if flights.isEmpty && waiting.total == 0 {
+            closeDispatches()
+            notifySettledDispatches(into: &actions)
+            if !idleWaiters.isEmpty {
+                actions.append(.notifyIdle(idleWaiters))
+                idleWaiters = []
+            }
+        } else if !dispatches.isEmpty && (waiting.total == 0 || !isOnline || isPaused || stop != nil) {
+            // Nothing more will be claimed for these dispatches: they wait only for the batches they hold.
+            closeDispatches()
+            notifySettledDispatches(into: &actions)
+        }
+        if wake != armedAtMs {
+            armedAtMs = wake
+            actions.append(.arm(atMs: wake))
+        }
+    }
+
+    /// Batches whose retry time came go again first (they hold the oldest logs). SPEC S4: logs that grew too old
+    /// while they waited are deleted, never sent.
+    private mutating func resendDue(now: DeliveryNow, earliest wake: inout Int64?, into actions: inout [Action]) {
+        for (key, flight) in flights.sorted(by: { $0.key < $1.key }) {
+            guard case .waitingRetry(let at) = flight.phase else { continue }
+            guard at <= now.monoMs else {
+                wake = min(wake ?? at, at)
+                continue
+            }
+            let expired = flight.logs.filter { Self.isExpired($0, now: now, maxAgeMs: settings.maxAgeMs) }
+            var kept = flight
+            if !expired.isEmpty {
+                actions.append(.expire(seqs: expired.map(\.seq)))
+                counters.expired += expired.count
+                let gone = Set(expired.map(\.seq))
+                kept.logs.removeAll { gone.contains($0.seq) }
+                if kept.logs.isEmpty {
+                    flights[key] = nil
+                    actions.append(.complete(batchID: flight.batchID, seqs: []))
+                    settle(key, failed: false, into: &actions)
+                    continue
+                }
+            }
+            kept.phase = .inFlight
+            flights[key] = kept
+            counters.requests += 1
+            actions.append(.send(key, kept.logs))
+        }
+    }
+
+    /// SPEC S4: a log's age is its boot-time age when it was captured during this boot, its wall-clock age otherwise.
+    static func isExpired(_ log: StoredLog, now: DeliveryNow, maxAgeMs: Int64) -> Bool {
+        let ageMs = log.boot == now.boot ? (now.monoNs - log.monoNs) / 1_000_000 : now.wallMs - log.wallMs
+        return ageMs > maxAgeMs
+    }
+
+    /// Whether to claim a new batch now (SPEC C2–C7, R5); otherwise notes when it will be due.
+    private mutating func shouldClaim(nowMs: Int64, waiting: Waiting, earliest wake: inout Int64?) -> Bool {
+        func earliest(_ time: Int64?) { if let time { wake = min(wake ?? time, time) } }
+        guard waiting.total > 0 else { return false }
+        switch stop {
+        case .refused?:
+            return false
+        case .retriesExhausted(let since, _)?:
+            // One probe batch at a time, every probe interval.
+            guard let probe = settings.probeIntervalMs, flights.isEmpty else { return false }
+            if nowMs >= since + probe { return true }
+            earliest(since + probe)
+            return false
+        case nil:
+            break
+        }
+        guard flights.count < settings.maxBatchesInFlight else { return false }
+        if dispatchRequested { return true }
+        if let interval = settings.dispatchIntervalMs {
+            if interval <= 0 { return false }  // manual: only dispatch()
+            if let periodic = nextPeriodicMs, nowMs >= periodic {
+                nextPeriodicMs = nowMs + interval
+                dispatchRequested = true
+                return true
+            }
+            earliest(nextPeriodicMs)
+            return false
+        }
+        // SPEC C2: a full batch, or the oldest waiting log reached its maximum delay.
+        if waiting.total >= settings.batchSize { return true }
+        if let oldest = oldestCriticalMs {
+            if nowMs - oldest >= settings.criticalIntervalMs { return true }
+            earliest(oldest + settings.criticalIntervalMs)
+        }
+        if let oldest = oldestNormalMs {
+            if nowMs - oldest >= settings.normalIntervalMs { return true }
+            earliest(oldest + settings.normalIntervalMs)
+        }
+        return false
+    }
+}
+
+/// What delivery did since the engine started.
+public struct DeliveryCounters: Sendable, Equatable {
+    public var requests = 0
+    public var delivered = 0
+    public var deadLettered = 0
+    public var expired = 0
+}

@@ -1,0 +1,28 @@
+/// `LogStore` is delivery's queue (STYLE 10): the counts delivery decides on are the store's own.
+extension LogStore: BatchQueue {
+    func waiting() throws(OutboxError) -> Waiting {
+        if let pending { return pending }
+        let counted = try waitingCounts()
+        let fresh = Waiting(normal: counted.normal, critical: counted.critical)
+        pending = fresh
+        return fresh
+    }
+
+    func claimBatch(limit: Int, completing: Int64?) throws(OutboxError) -> ClaimedBatch? {
+        // Delivery claims every pending log whatever its next attempt time: retry timing is the machine's.
+        try claim(limit: limit, nowMs: Int64.max, completing: completing).batch
+    }
+
+    func expire(seqs: [Int64]) throws(OutboxError) -> Int {
+        guard !seqs.isEmpty else { return 0 }
+        let expired = try complete(seqs: seqs)
+        expiredTotal += expired
+        logger.info("deleted logs older than the maximum age before sending them (SPEC S4)",
+                    metadata: ["outbox.expired": "\(expired)"])
+        return expired
+    }
+
+    func setDisabledReason(_ reason: String?) throws(OutboxError) {
+        try setMeta(MetaKey.disabledReason, reason)
+    }
+}
