@@ -55,6 +55,9 @@ struct DeadLetters: ParsableCommand {
                     ])
                 }
             }
+        } catch OutboxError.storeLocked(let path) {
+            // Listing works beside a running app; changing the table needs the store to itself.
+            throw CLIError(description: "outbox dead-letters: \(path) is in use by a running engine; stop it before --requeue or --purge, or call requeueDeadLetters/purgeDeadLetters through its API")
         } catch {
             throw CLIError(description: "outbox dead-letters: \(error)")
         }

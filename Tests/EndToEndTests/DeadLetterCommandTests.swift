@@ -2,6 +2,7 @@ import Foundation
 import OutboxMock
 import OutboxTestSupport
 import Testing
+import Outbox
 
 /// Runs the real `outbox` binary to completion; stdout and stderr go to files, so that neither pipe can fill
 /// while the other is read.
@@ -102,6 +103,21 @@ struct DeadLetterCommandTests {
         #expect(result.status < 128, "killed by a signal: \(result.errors)")
         #expect(result.errors.contains(message), "message: \(result.errors)")
         #expect(!FileManager.default.fileExists(atPath: dir.store))
+    }
+
+    // SPEC X6: listing works beside a running engine; --requeue and --purge are refused with what to do.
+    @Test func requeueAndPurgeWaitForTheStoreToBeFree() throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        var configuration = Configuration(storePath: dir.store)
+        configuration.sessionTracking = .manual
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        #expect(try outbox(["dead-letters", "--store", dir.store], in: dir).status == 0)
+        for action in ["--requeue", "--purge"] {
+            let result = try outbox(["dead-letters", "--store", dir.store, action], in: dir)
+            #expect(result.status != 0)
+            #expect(result.errors.contains("in use by a running engine"), "message: \(result.errors)")
+        }
     }
 
     // SPEC X7: every command takes --log-level; an unknown level is refused by name before anything runs.
