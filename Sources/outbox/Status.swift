@@ -13,7 +13,7 @@ struct Status: ParsableCommand {
     }
 
     func runAsync() async throws {
-        // Reading a store logs nothing today; the option is there so that every command takes it (SPEC X7).
+        // A read-only report has nothing to log; the option is accepted and checked so that every command takes it (SPEC X7).
         _ = try logging.makeLogger()
         let report: StoreReport
         do {
