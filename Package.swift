@@ -39,7 +39,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "outbox",
-            dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
             path: "Sources/outbox",
             // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold
             // cannot write, and no dynamic export of the executable's own symbols. Both cut what every process

@@ -14,6 +14,7 @@ struct Demo: ParsableCommand {
     @Option(help: "Seconds the simulated app tracks events.") var seconds: Double = 12
     @Option(help: "Events per second the simulated app tracks.") var rate: Double = 300
     @Option(help: "Directory for the demo's store (default: a fresh temporary directory).") var directory: String?
+    @OptionGroup var logging: LoggingOptions
 
     /// The embedded scenario: an outage from 4 s to 9 s, lost answers for requests 3 and 4, 20 % 503s.
     static let scenario = #"""
@@ -40,6 +41,7 @@ struct Demo: ParsableCommand {
         defer { try? server.stop() }
 
         var configuration = Configuration(storePath: path)
+        configuration.logger = try logging.makeLogger()
         configuration.endpoint = server.baseURL
         configuration.appSecret = "demo-secret"
         configuration.appVersion = "1.0"

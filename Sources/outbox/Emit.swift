@@ -26,11 +26,19 @@ struct Emit: ParsableCommand {
     @Option(help: "Extra CA bundle (PEM) for an HTTPS endpoint.") var caFile: String?
     @Option(help: "Body compression: fast (default) or zlib:LEVEL, LEVEL 1–9 (SPEC W1).") var compression: String?
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
+    @OptionGroup var logging: LoggingOptions
+
+    /// SPEC X7: the padding is spread over string properties of at most 125 characters (T3), and an event keeps
+    /// at most 20 properties, one of which is `i`: more padding than this would be silently dropped.
+    static let maxPayloadBytes = 19 * 125
 
     func validate() throws {
         guard count >= 0 else { throw ValidationError("--count must be 0 or more, got \(count)") }
         if let criticalEvery, criticalEvery < 1 { throw ValidationError("--critical-every must be 1 or more, got \(criticalEvery)") }
         guard payloadBytes >= 0 else { throw ValidationError("--payload-bytes must be 0 or more, got \(payloadBytes)") }
+        guard payloadBytes <= Self.maxPayloadBytes else {
+            throw ValidationError("--payload-bytes must be at most \(Self.maxPayloadBytes) (what one event carries: 19 properties of 125 characters, SPEC T3), got \(payloadBytes)")
+        }
         if let rate, !(rate > 0) { throw ValidationError("--rate must be a positive number of events per second") }
         if waitDelivered && endpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
         if endpoint != nil && appSecret == nil { throw ValidationError("--endpoint needs --app-secret") }
@@ -73,6 +81,7 @@ struct Emit: ParsableCommand {
 
     func runAsync() async throws {
         var configuration = Configuration(storePath: store)
+        configuration.logger = try logging.makeLogger()
         configuration.testingAllowsValuesBelowBounds = testing
         // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
         configuration.sessionTracking = .manual

@@ -9,7 +9,7 @@ struct OutboxCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbox",
         abstract: "Outbox: durable analytics logs in SQLite, delivered in batches.",
-        subcommands: [Emit.self, Status.self, Demo.self]
+        subcommands: [Emit.self, Status.self, Demo.self, DeadLetters.self]
     )
 }
 
@@ -24,11 +24,18 @@ func printJSON(_ object: [(String, Any?)]) {
         case let flag as Bool: rendered = flag ? "true" : "false"
         case let number as Int: rendered = String(number)
         case let number as Double: rendered = cFormat("%.3f", number)
+        case let json as RawJSON: rendered = json.text
         default: rendered = jsonString("\(value!)")
         }
         parts.append("\(jsonString(key)):\(rendered)")
     }
     print("{" + parts.joined(separator: ",") + "}")
+}
+
+/// JSON text to embed as it is (a value that is already JSON, such as a log object).
+struct RawJSON {
+    var text: String
+    init(_ text: String) { self.text = text }
 }
 
 func jsonString(_ text: String) -> String {

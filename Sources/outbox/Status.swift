@@ -6,12 +6,15 @@ struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the state of a store as JSON (SPEC X4).")
 
     @Option(help: "The SQLite store file.") var store: String
+    @OptionGroup var logging: LoggingOptions
 
     func run() throws {
         try runBlocking { try await self.runAsync() }
     }
 
     func runAsync() async throws {
+        // A read-only report has nothing to log; the option is accepted and checked so that every command takes it (SPEC X7).
+        _ = try logging.makeLogger()
         let report: StoreReport
         do {
             report = try StoreReport.read(path: store)

@@ -1,3 +1,5 @@
+import CSQLite
+import Foundation
 import Logging
 
 /// The dead-letter table (SPEC R2): logs the server refused, kept for inspection under a cap.
@@ -143,6 +145,266 @@ extension LogStore {
                                           payload: select.blob(at: 4)))
             }
             return letters
+        }
+    }
+
+    // MARK: Listing, requeue and purge (SPEC R2, X6)
+
+    static let deadLetterColumns = "seq, log_seq, priority, wall_ms, status, at_ms, reason, id, payload"
+
+    /// Dead letters with what a requeue needs, oldest first; `ids` limits them to those logs (an id that is
+    /// not there is skipped).
+    func deadLetterRows(ids: [UUIDBytes]? = nil) throws(OutboxError) -> [DeadLetterRow] {
+        try guarded { () throws(OutboxError) -> [DeadLetterRow] in try Self.readDeadLetterRows(db, ids: ids) }
+    }
+
+    /// Reads dead-letter rows on `db` (the store's connection or a read-only one, SPEC X6), oldest first.
+    static func readDeadLetterRows(_ db: Database, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRow] {
+        var rows: [DeadLetterRow] = []
+        func readAll(_ select: Statement) throws(OutboxError) {
+            while try select.step() {
+                rows.append(DeadLetterRow(
+                    seq: select.int64(at: 0), logSeq: select.int64(at: 1), id: readID(select, column: 7),
+                    priority: Priority(rawValue: select.int(at: 2)) ?? .normal, wallMs: select.int64(at: 3),
+                    status: select.int(at: 4), reason: select.string(at: 6), atMs: select.int64(at: 5),
+                    payload: select.blob(at: 8)))
+            }
+        }
+        guard let ids else {
+            let select = try db.cachedStatement("SELECT \(deadLetterColumns) FROM dead_letters ORDER BY seq")
+            defer { select.reset() }
+            try readAll(select)
+            return rows
+        }
+        // The table is small (capped at 1 MiB of payload) and has no index on `id`: one scan per asked id
+        // beats an index that every dead-lettering would have to maintain.
+        let select = try db.cachedStatement("SELECT \(deadLetterColumns) FROM dead_letters WHERE id = ? ORDER BY seq")
+        defer { select.reset() }
+        for id in Set(ids) {
+            try select.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 1)
+            try readAll(select)
+            select.reset()
+        }
+        rows.sort { $0.seq < $1.seq }
+        return rows
+    }
+
+    /// The dead letters as `DeadLetterRecord`s: each log's JSON as it is sent, with the latest device context.
+    func deadLetterRecords(ids: [UUIDBytes]? = nil) throws(OutboxError) -> [DeadLetterRecord] {
+        try guarded { () throws(OutboxError) -> [DeadLetterRecord] in
+            try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
+                try Self.records(db, ids: ids)
+            }
+        }
+    }
+
+    /// Reads the dead letters of the store file at `path` without taking it over, like `inspect`: works while
+    /// an engine runs on it (SPEC X6).
+    static func inspectDeadLetters(path: String, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
+        guard FileSystem.exists(path) else {
+            throw .io(path: path, message: "no store at this path (check --store)")
+        }
+        let db = try Database(path: path, flags: [.readOnly, .noMutex])
+        defer { db.close() }
+        // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
+        sqlite3_busy_timeout(db.handle, 2000)
+        let version = try db.userVersion
+        if version > schemaVersion { throw .storeTooNew(version: version, supported: schemaVersion) }
+        if version == 0 { throw .io(path: path, message: "not an Outbox store (no schema)") }
+        return try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
+            try records(db, ids: ids)
+        }
+    }
+
+    private static func records(_ db: Database, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
+        let rows = try readDeadLetterRows(db, ids: ids)
+        guard !rows.isEmpty else { return [] }
+        let select = try db.cachedStatement("SELECT json FROM contexts ORDER BY id DESC LIMIT 1")
+        let device = try select.step() ? select.blob(at: 0) : nil
+        select.reset()
+        return rows.map { row in
+            DeadLetterRecord(id: row.id.uuid, status: row.status, reason: row.reason, deadLetteredAtMs: row.atMs,
+                             log: String(decoding: sentJSON(of: row, device: device), as: UTF8.self))
+        }
+    }
+
+    /// The log's JSON object as `BatchEncoder` writes it into a request body, timestamped with its capture time.
+    static func sentJSON(of row: DeadLetterRow, device: [UInt8]?) -> [UInt8] {
+        var writer = JSONWriter(capacity: row.payload.count + (device?.count ?? 0) + 64)
+        writer.raw(#"{"timestamp":"#)
+        writer.timestamp(ms: row.wallMs)
+        if let device {
+            writer.raw(#","device":"#)
+            writer.raw(device)
+        }
+        // The payload is a JSON object: drop its opening brace and keep the rest.
+        if row.payload.count > 2 {
+            writer.raw(UInt8(ascii: ","))
+            row.payload.withUnsafeBytes { writer.raw(UnsafeRawBufferPointer(rebasing: $0.dropFirst())) }
+        } else {
+            writer.raw(UInt8(ascii: "}"))
+        }
+        return writer.bytes
+    }
+
+    /// Puts dead letters (all, or those of `ids`) back in the queue as pending logs, in one transaction: each
+    /// keeps its id, priority and wall-clock capture time, gets a new seq (it queues behind the logs waiting now,
+    /// C4) and is claimable at once (a fresh retry state: retries belong to a batch, R3). The store's limits
+    /// apply as to an append (S2, S3, S5): room is made by eviction, and a letter that cannot be stored stays
+    /// a dead letter (`kept`).
+    ///
+    /// The table does not keep a log's monotonic capture time, boot or device-context version: the requeued log
+    /// gets boot 0, which no boot id equals, so its timestamp and age are read from the wall clock (A9, S4), and
+    /// context 0, the current device context.
+    @discardableResult
+    func requeueDeadLetters(ids: [UUIDBytes]? = nil) throws(OutboxError) -> DeadLetterRequeue {
+        try guarded { () throws(OutboxError) -> DeadLetterRequeue in
+            var extra = 0
+            var margin = 8 * pageSize
+            var attempt = 1
+            while true {
+                do throws(OutboxError) {
+                    return try requeueOnce(ids: ids, extraBytes: extra)
+                } catch {
+                    guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
+                    attempt += 1
+                    fullRetriesTotal += 1
+                    // As an append: the file could not grow as far as the budget said, so ask for more room.
+                    let used = try Self.usedBytes(db)
+                    extra = max(0, budgetBytes - used) + margin
+                    margin *= 2
+                }
+            }
+        }
+    }
+
+    private struct RequeueOutcome {
+        var result = DeadLetterRequeue()
+        var evictions: [EvictionEvent] = []
+        var nextSeq: Int64
+        var minWallMs: Int64?
+    }
+
+    private func requeueOnce(ids: [UUIDBytes]?, extraBytes: Int) throws(OutboxError) -> DeadLetterRequeue {
+        let outcome = try db.transaction { () throws(OutboxError) -> RequeueOutcome in
+            var outcome = RequeueOutcome(nextSeq: nextSeq)
+            let rows = try Self.readDeadLetterRows(db, ids: ids)
+            guard !rows.isEmpty else { return outcome }
+            // The letters go first, so that their pages count as free when room is made for the logs.
+            let delete = try db.cachedStatement("DELETE FROM dead_letters WHERE seq = ?")
+            for row in rows {
+                try delete.bind(row.seq, at: 1)
+                try delete.run()
+            }
+            var candidates: [Candidate] = []
+            var keep: [Int] = []
+            let largest = maxSingleLogBytes
+            for index in rows.indices {
+                let bytes = Self.estimatedRowBytes(payload: rows[index].payload.count, pageSize: pageSize)
+                if bytes > largest {
+                    keep.append(index)
+                } else {
+                    candidates.append(Candidate(index: index, bytes: bytes, priority: rows[index].priority))
+                }
+            }
+            let plan = try makeRoom(for: candidates, mandatoryBytes: 0, extraBytes: extraBytes,
+                                    overflowMayEvictCritical: false)
+            outcome.evictions = plan.evictions
+            keep += plan.rejected.map { candidates[$0].index }
+            let insert = try db.cachedStatement(LogSchema.insertLog)
+            for position in candidates.indices where !plan.rejected.contains(position) {
+                let row = rows[candidates[position].index]
+                try insert.bind(outcome.nextSeq, at: 1)
+                try insert.bind(Int64(row.priority.rawValue), at: 2)
+                try insert.bind(row.wallMs, at: 3)
+                try insert.bind(Int64(0), at: 4)
+                try insert.bind(Int64(0), at: 5)
+                try insert.bind(Int64(0), at: 6)
+                try insert.bind(bytesOf: (row.id.high.bigEndian, row.id.low.bigEndian), at: 7)
+                try insert.bind(row.payload, at: 8)
+                try insert.run()
+                outcome.nextSeq += 1
+                outcome.minWallMs = min(outcome.minWallMs ?? row.wallMs, row.wallMs)
+                if row.priority == .critical { outcome.result.critical += 1 } else { outcome.result.normal += 1 }
+            }
+            // What the store cannot take stays where it was, as it was.
+            let restore = try db.cachedStatement("""
+                INSERT INTO dead_letters (\(Self.deadLetterColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for index in keep.sorted() {
+                let row = rows[index]
+                try restore.bind(row.seq, at: 1)
+                try restore.bind(row.logSeq, at: 2)
+                try restore.bind(Int64(row.priority.rawValue), at: 3)
+                try restore.bind(row.wallMs, at: 4)
+                try restore.bind(row.status, at: 5)
+                try restore.bind(row.atMs, at: 6)
+                try restore.bind(row.reason, at: 7)
+                try restore.bind(bytesOf: (row.id.high.bigEndian, row.id.low.bigEndian), at: 8)
+                try restore.bind(row.payload, at: 9)
+                try restore.run()
+            }
+            outcome.result.kept = keep.count
+            return outcome
+        }
+        nextSeq = outcome.nextSeq
+        logCount += outcome.result.requeued
+        // Requeued logs carry no boot id (the dead letters do not keep it): they age on the wall clock (SPEC S4).
+        expiryBound.lower(to: ExpiryBound(otherBootWallMs: outcome.minWallMs))
+        if outcome.result.requeued > 0 { pending = nil }
+        var result = outcome.result
+        result.evicted = commitEvictions(outcome.evictions, reason: "requeued dead letters")
+        if result.requeued > 0 {
+            logger.info("requeued dead letters as pending logs (SPEC R2)", metadata: [
+                "outbox.requeued": "\(result.requeued)", "outbox.critical": "\(result.critical)",
+            ])
+        }
+        if result.kept > 0 {
+            logger.warning("some dead letters could not be requeued: the store has no room for them (SPEC S2)", metadata: [
+                "outbox.kept": "\(result.kept)",
+            ])
+        }
+        return result
+    }
+
+    /// Deletes dead letters (all, or those of `ids`) in one transaction. Returns how many.
+    @discardableResult
+    func purgeDeadLetters(ids: [UUIDBytes]? = nil) throws(OutboxError) -> Int {
+        try guarded { () throws(OutboxError) -> Int in
+            let purged = try db.transaction { () throws(OutboxError) -> Int in
+                guard let ids else {
+                    try db.execute("DELETE FROM dead_letters")
+                    return db.changes
+                }
+                let delete = try db.cachedStatement("DELETE FROM dead_letters WHERE id = ?")
+                var purged = 0
+                for id in Set(ids) {
+                    try delete.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 1)
+                    try delete.run()
+                    purged += db.changes
+                }
+                return purged
+            }
+            if purged > 0 {
+                logger.info("purged dead letters (SPEC R2)", metadata: ["outbox.purged": "\(purged)"])
+            }
+            return purged
+        }
+    }
+}
+
+extension UUIDBytes {
+    init(_ uuid: UUID) {
+        let b = uuid.uuid
+        high = [b.0, b.1, b.2, b.3, b.4, b.5, b.6, b.7].reduce(0) { $0 << 8 | UInt64($1) }
+        low = [b.8, b.9, b.10, b.11, b.12, b.13, b.14, b.15].reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    var uuid: UUID {
+        let h = high.bigEndian, l = low.bigEndian
+        return withUnsafeBytes(of: (h, l)) { raw in
+            UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+                        raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
         }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Priority of a stored log (SPEC C4, S2): critical logs are sent first and evicted last.
 public enum Priority: Int, Sendable, Comparable, CaseIterable {
     case normal = 0
@@ -112,5 +114,68 @@ struct ExpiryBound: Sendable, Equatable {
 
     func mayHaveExpired(wallCutoff: Int64, monoCutoff: Int64) -> Bool {
         (otherBootWallMs.map { $0 < wallCutoff } ?? false) || (thisBootMonoNs.map { $0 < monoCutoff } ?? false)
+    }
+}
+
+/// A dead-letter row with everything needed to show it as sent or to put its log back in the queue (SPEC R2, X6).
+struct DeadLetterRow: Sendable, Equatable {
+    /// The row's own seq in `dead_letters` (the table's order: oldest letter first).
+    var seq: Int64
+    /// The seq the log had in `logs`.
+    var logSeq: Int64
+    var id: UUIDBytes
+    var priority: Priority
+    /// The log's wall-clock capture time (ms since the epoch).
+    var wallMs: Int64
+    var status: Int
+    var reason: String
+    /// When it was dead-lettered (wall clock, ms since the epoch).
+    var atMs: Int64
+    /// The stored payload: the log's JSON without `timestamp` and `device` (see `NewLog`).
+    var payload: [UInt8]
+}
+
+/// What a requeue of dead letters did (SPEC R2).
+struct DeadLetterRequeue: Sendable, Equatable {
+    /// Letters put back in the queue as pending logs, by priority.
+    var normal = 0
+    var critical = 0
+    /// Logs evicted to make room for them (SPEC S2, S5).
+    var evicted = 0
+    /// Letters left in the dead-letter table because the store could not take them (SPEC S2, S3).
+    var kept = 0
+
+    var requeued: Int { normal + critical }
+}
+
+/// A log the server refused, as the API and `outbox dead-letters` show it (SPEC R2, X6).
+///
+/// ```swift
+/// for letter in try await engine.deadLetters() {
+///     print(letter.id, letter.status, letter.reason, letter.log)
+/// }
+/// ```
+public struct DeadLetterRecord: Sendable, Equatable, Hashable {
+    /// The log's id (SPEC T7); a requeued log keeps it.
+    public var id: UUID
+    /// The HTTP status of the refusal (400, 413, 422, …).
+    public var status: Int
+    /// What the server said, cut to its first 1000 characters.
+    public var reason: String
+    /// When the log was moved to the dead-letter table, in milliseconds since the Unix epoch (wall clock).
+    public var deadLetteredAtMs: Int64
+    /// The log's JSON object as it is sent: `timestamp` (its capture time, without clock correction), the device
+    /// context (the store's current one: a dead letter does not keep the version it was captured with), then
+    /// the log's own fields.
+    public var log: String
+
+    public var deadLetteredAt: Date { Date(timeIntervalSince1970: Double(deadLetteredAtMs) / 1000) }
+
+    public init(id: UUID, status: Int, reason: String, deadLetteredAtMs: Int64, log: String) {
+        self.id = id
+        self.status = status
+        self.reason = reason
+        self.deadLetteredAtMs = deadLetteredAtMs
+        self.log = log
     }
 }
