@@ -42,10 +42,8 @@ let package = Package(
             dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             path: "Sources/outbox",
-            // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold
-            // cannot write, and no dynamic export of the executable's own symbols. Both cut what every process
-            // maps at start (BENCHMARKS.md, memory). `make cli` replaces the linker with scripts/cli-ld (lld,
-            // ordered functions, its own libcurl), which keeps both.
+            // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold cannot
+            // write, and no dynamic export of the executable's own symbols: both cut what every process maps at start.
             linkerSettings: [.unsafeFlags(["-use-ld=bfd", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                                            "-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]
         ),

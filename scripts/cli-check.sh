@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end check of the release CLI as linked by `make cli` (its own libcurl and Debian's static OpenSSL;
-# `make cli` runs this after every link):
+# End-to-end check of the release CLI as shipped (Debian's libcurl; `make test` runs it through `make cli-check`):
 #
 #   scripts/cli-check.sh CLI
 #

@@ -274,7 +274,7 @@ func threadCPU(_ task: String?) -> Double {
 }
 
 /// Peak RSS of `outbox emit` draining a backlog of about 1 and 10 MB. `$OUTBOX_CLI` names the CLI to measure
-/// (`make bench` passes the shipped build, `make cli`); without it, the `outbox` next to this binary. The CLI runs
+/// (`make bench` passes the release build); without it, the `outbox` next to this binary. The CLI runs
 /// under `outbox-peak-rss` (next to this binary): spawned from here, its ru_maxrss would include this process's
 /// own peak (see Benchmarks/outbox-peak-rss/main.c).
 func benchMemory() throws {
