@@ -63,3 +63,29 @@ extension CommandLineTests {
         #expect(server.stats().logsUnique == 300)
     }
 }
+
+extension CommandLineTests {
+    // SPEC X4: `outbox status` run as a process prints the store's counts as JSON with exactly X4's keys.
+    @Test func statusPrintsTheStoresCounts() throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let emitted = try runOutbox(["emit", "--store", dir.store, "--count", "25", "--critical-every", "5"], in: dir)
+        #expect(emitted.status == 0, "\(emitted.errors)")
+        let result = try runOutbox(["status", "--store", dir.store], in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        let object = try #require(jsonLines(result.output).first)
+        #expect(Set(object.keys) == ["pending_normal", "pending_critical", "in_flight", "bytes", "oldest_age_s",
+                                     "dead_letters", "enabled", "disabled_reason", "install_id"])
+        #expect(object["pending_critical"] as? Int == 5)
+        #expect((object["pending_normal"] as? Int ?? 0) >= 20)  // plus the session's own logs (SPEC A1)
+        #expect(object["in_flight"] as? Int == 0)
+        #expect(object["enabled"] as? Bool == true)
+    }
+
+    // SPEC X5: `outbox demo` run as a process delivers through its flaky scenario and reports lost 0.
+    @Test func demoRunsToItsReport() throws {
+        let dir = E2EDir(); defer { dir.cleanup() }
+        let result = try runOutbox(["demo", "--seconds", "3", "--rate", "100", "--directory", dir.path + "/demo"], in: dir)
+        #expect(result.status == 0, "\(result.output)\n\(result.errors)")
+        #expect(result.output.contains("lost"))
+    }
+}

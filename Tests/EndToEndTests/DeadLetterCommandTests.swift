@@ -4,30 +4,7 @@ import OutboxTestSupport
 import Testing
 import Outbox
 
-/// Runs the real `outbox` binary to completion; stdout and stderr go to files, so that neither pipe can fill
-/// while the other is read.
-private func outbox(_ arguments: [String], in dir: E2EDir) throws -> (status: Int32, output: String, errors: String) {
-    let outPath = dir.path + "/stdout-\(UUID().uuidString)"
-    let errPath = dir.path + "/stderr-\(UUID().uuidString)"
-    FileManager.default.createFile(atPath: outPath, contents: nil)
-    FileManager.default.createFile(atPath: errPath, contents: nil)
-    let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-    let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
-    process.arguments = arguments
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    process.waitUntilExit()
-    try out.close()
-    try err.close()
-    let output = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-    let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    return (process.terminationStatus, output, errors)
-}
-
-private func jsonLines(_ text: String) -> [[String: Any]] {
+func jsonLines(_ text: String) -> [[String: Any]] {
     text.split(separator: "\n").compactMap { line in
         try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
     }
@@ -40,13 +17,13 @@ struct DeadLetterCommandTests {
     @Test func deadLettersAreListedRequeuedAndPurgedFromTheCommandLine() throws {
         let dir = E2EDir(); defer { dir.cleanup() }
         let server = try startMock("poison"); defer { try? server.stop() }
-        let emitted = try outbox(["emit", "--store", dir.store, "--count", "3", "--name-prefix", "poison",
+        let emitted = try runOutbox(["emit", "--store", dir.store, "--count", "3", "--name-prefix", "poison",
                                   "--endpoint", server.baseURL, "--app-secret", "k",
                                   "--wait-delivered", "--timeout", "30"], in: dir)
         #expect(emitted.status == 0, "\(emitted.errors)")
         #expect(jsonObject(emitted.output)["dead_lettered"] as? Int == 3, "\(emitted.output)")
 
-        let listed = try outbox(["dead-letters", "--store", dir.store], in: dir)
+        let listed = try runOutbox(["dead-letters", "--store", dir.store], in: dir)
         #expect(listed.status == 0, "\(listed.errors)")
         let letters = jsonLines(listed.output)
         #expect(letters.count == 3, "\(listed.output)")
@@ -62,30 +39,30 @@ struct DeadLetterCommandTests {
         let ids = letters.compactMap { $0["id"] as? String }
         try #require(ids.count == 3)
 
-        let one = try outbox(["dead-letters", "--store", dir.store, "--id", ids[2]], in: dir)
+        let one = try runOutbox(["dead-letters", "--store", dir.store, "--id", ids[2]], in: dir)
         #expect(jsonLines(one.output).compactMap { $0["id"] as? String } == [ids[2]])
 
-        let requeued = try outbox(["dead-letters", "--store", dir.store, "--id", ids[0], "--requeue"], in: dir)
+        let requeued = try runOutbox(["dead-letters", "--store", dir.store, "--id", ids[0], "--requeue"], in: dir)
         #expect(requeued.output == "{\"requeued\":1}\n", "\(requeued.errors)")
-        let status = jsonObject(try outbox(["status", "--store", dir.store], in: dir).output)
+        let status = jsonObject(try runOutbox(["status", "--store", dir.store], in: dir).output)
         #expect(status["pending_normal"] as? Int == 1)
         #expect(status["dead_letters"] as? Int == 2)
 
-        let purged = try outbox(["dead-letters", "--store", dir.store, "--id", ids[1], "--purge"], in: dir)
+        let purged = try runOutbox(["dead-letters", "--store", dir.store, "--id", ids[1], "--purge"], in: dir)
         #expect(purged.output == "{\"purged\":1}\n", "\(purged.errors)")
-        let left = try outbox(["dead-letters", "--store", dir.store], in: dir)
+        let left = try runOutbox(["dead-letters", "--store", dir.store], in: dir)
         #expect(jsonLines(left.output).compactMap { $0["id"] as? String } == [ids[2]])
 
         // The requeued log goes out with the next engine, under its own id, once the server takes it.
         server.setScenario(nil)
-        let delivered = try outbox(["emit", "--store", dir.store, "--count", "0", "--endpoint", server.baseURL,
+        let delivered = try runOutbox(["emit", "--store", dir.store, "--count", "0", "--endpoint", server.baseURL,
                                     "--app-secret", "k", "--wait-delivered", "--timeout", "30"], in: dir)
         #expect(jsonObject(delivered.output)["delivered"] as? Int == 1, "\(delivered.output) \(delivered.errors)")
         #expect(server.uniqueLogs().map(\.id) == [ids[0]])
 
-        let all = try outbox(["dead-letters", "--store", dir.store, "--purge"], in: dir)
+        let all = try runOutbox(["dead-letters", "--store", dir.store, "--purge"], in: dir)
         #expect(all.output == "{\"purged\":1}\n")
-        #expect(try outbox(["dead-letters", "--store", dir.store], in: dir).output.isEmpty)
+        #expect(try runOutbox(["dead-letters", "--store", dir.store], in: dir).output.isEmpty)
     }
 
     // SPEC X6: `--requeue` with `--purge`, an id that is not a UUID, a missing store: refused, with a message
@@ -98,7 +75,7 @@ struct DeadLetterCommandTests {
     ])
     func badDeadLetterArgumentsAreRefusedByName(extra: [String], message: String) throws {
         let dir = E2EDir(); defer { dir.cleanup() }
-        let result = try outbox(["dead-letters", "--store", dir.store] + extra, in: dir)
+        let result = try runOutbox(["dead-letters", "--store", dir.store] + extra, in: dir)
         #expect(result.status != 0)
         #expect(result.status < 128, "killed by a signal: \(result.errors)")
         #expect(result.errors.contains(message), "message: \(result.errors)")
@@ -112,9 +89,9 @@ struct DeadLetterCommandTests {
         configuration.sessionTracking = .manual
         let engine = try OutboxEngine(configuration: configuration)
         defer { engine.shutdown() }
-        #expect(try outbox(["dead-letters", "--store", dir.store], in: dir).status == 0)
+        #expect(try runOutbox(["dead-letters", "--store", dir.store], in: dir).status == 0)
         for action in ["--requeue", "--purge"] {
-            let result = try outbox(["dead-letters", "--store", dir.store, action], in: dir)
+            let result = try runOutbox(["dead-letters", "--store", dir.store, action], in: dir)
             #expect(result.status != 0)
             #expect(result.errors.contains("in use by a running engine"), "message: \(result.errors)")
         }
@@ -125,7 +102,7 @@ struct DeadLetterCommandTests {
     func anUnknownLogLevelIsRefusedByName(command: [String]) throws {
         let dir = E2EDir(); defer { dir.cleanup() }
         let place = command[0] == "demo" ? ["--directory", dir.path] : ["--store", dir.store]
-        let result = try outbox(command + place + ["--log-level", "loud"], in: dir)
+        let result = try runOutbox(command + place + ["--log-level", "loud"], in: dir)
         #expect(result.status != 0)
         #expect(result.status < 128, "killed by a signal: \(result.errors)")
         #expect(result.errors.contains("--log-level"), "message: \(result.errors)")
@@ -136,7 +113,7 @@ struct DeadLetterCommandTests {
     // SPEC X7: --payload-bytes beyond what one event carries is refused with that limit, and nothing is stored.
     @Test func payloadBytesBeyondOneEventAreRefusedWithTheLimit() throws {
         let dir = E2EDir(); defer { dir.cleanup() }
-        let result = try outbox(["emit", "--store", dir.store, "--count", "1", "--payload-bytes", "2376"], in: dir)
+        let result = try runOutbox(["emit", "--store", dir.store, "--count", "1", "--payload-bytes", "2376"], in: dir)
         #expect(result.status != 0)
         #expect(result.status < 128, "killed by a signal: \(result.errors)")
         #expect(result.errors.contains("2375"), "message: \(result.errors)")
@@ -147,7 +124,7 @@ struct DeadLetterCommandTests {
     // SPEC X7: the largest padding one event carries is accepted and stored.
     @Test func payloadBytesAtTheLimitAreStored() throws {
         let dir = E2EDir(); defer { dir.cleanup() }
-        let result = try outbox(["emit", "--store", dir.store, "--count", "1", "--payload-bytes", "2375"], in: dir)
+        let result = try runOutbox(["emit", "--store", dir.store, "--count", "1", "--payload-bytes", "2375"], in: dir)
         #expect(result.status == 0, "\(result.errors)")
         #expect(jsonObject(result.output)["pending"] as? Int == 1)
     }
@@ -158,7 +135,7 @@ struct DeadLetterCommandTests {
             .init(outcome: .respond(.init(status: 503, body: "{\"status\":\"Unavailable\"}"))),
         ]))
         defer { try? server.stop() }
-        return try outbox(["emit", "--store", dir.store, "--count", "2", "--endpoint", server.baseURL,
+        return try runOutbox(["emit", "--store", dir.store, "--count", "2", "--endpoint", server.baseURL,
                            "--app-secret", secret, "--testing", "--retry-intervals", "0.05,0.05,0.05",
                            "--wait-delivered", "--timeout", "2"] + (level.map { ["--log-level", $0] } ?? []), in: dir)
     }

@@ -60,3 +60,27 @@ func jsonObject(_ text: String) -> [String: Any] {
 }
 
 func wallMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+/// Runs the real `outbox` binary to completion; stdout and stderr go to files, so that neither pipe can fill
+/// while the other is read.
+func runOutbox(_ arguments: [String], in dir: E2EDir) throws -> (status: Int32, output: String, errors: String) {
+    let outPath = dir.path + "/stdout-\(UUID().uuidString)"
+    let errPath = dir.path + "/stderr-\(UUID().uuidString)"
+    FileManager.default.createFile(atPath: outPath, contents: nil)
+    FileManager.default.createFile(atPath: errPath, contents: nil)
+    let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+    let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
+    process.arguments = arguments
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    process.waitUntilExit()
+    try out.close()
+    try err.close()
+    let output = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+    return (process.terminationStatus, output, errors)
+}
+

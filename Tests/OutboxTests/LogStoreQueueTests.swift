@@ -463,3 +463,29 @@ struct LogStoreQueueTests {
         #expect(throws: OutboxError.shutDown) { try store.counts() }
     }
 }
+
+@Suite("Expiry by boot time (SPEC S4)")
+struct ExpiryClockTests {
+    // SPEC S4: a log of this boot ages on CLOCK_BOOTTIME: the wall clock stepped a month ahead expires nothing,
+    // while the same month on the boot clock does.
+    @Test func aWallClockStepExpiresNothingOfThisBoot() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let clock = ManualClock()
+        var limits = StoreLimits()
+        limits.maxAgeMs = 24 * 3600 * 1000
+        let store = try LogStore(path: dir.file("s.sqlite"), limits: limits, clock: clock, logger: Fixture.quietLogger)
+        defer { store.close() }
+        var log = Fixture.log(1, wallMs: clock.wallMs())
+        log.monoNs = clock.monoNs()
+        log.boot = store.boot
+        var old = Fixture.log(2, wallMs: clock.wallMs())
+        old.boot = store.boot &+ 1  // captured under an earlier boot: only its wall age counts
+        try store.append([log, old])
+        clock.jumpWall(ms: 30 * 24 * 3600 * 1000)
+        #expect(try store.expire(nowMs: clock.wallMs()) == 1)  // the earlier boot's log only
+        #expect(store.logCount == 1)
+        clock.advance(ms: 24 * 3600 * 1000 + 1)
+        #expect(try store.expire(nowMs: clock.wallMs()) == 1)
+        #expect(store.logCount == 0)
+    }
+}
