@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Wall and monotonic time, injectable so that tests control expiry, back-off and durations.
 public protocol OutboxClock: Sendable {
@@ -24,30 +25,25 @@ public struct SystemClock: OutboxClock {
 }
 
 /// A clock the test moves by hand. Thread-safe.
-public final class ManualClock: OutboxClock, @unchecked Sendable {
-    private var lock = pthread_mutex_t()
-    private var wall: Int64
-    private var mono: Int64
+public final class ManualClock: OutboxClock, Sendable {
+    private let now: Mutex<(wall: Int64, mono: Int64)>
 
     public init(wallMs: Int64 = 1_700_000_000_000, monoNs: Int64 = 1_000_000_000) {
-        self.wall = wallMs
-        self.mono = monoNs
-        pthread_mutex_init(&lock, nil)
+        now = Mutex((wallMs, monoNs))
     }
-    deinit { pthread_mutex_destroy(&lock) }
 
-    public func wallMs() -> Int64 { pthread_mutex_lock(&lock); defer { pthread_mutex_unlock(&lock) }; return wall }
-    public func monoNs() -> Int64 { pthread_mutex_lock(&lock); defer { pthread_mutex_unlock(&lock) }; return mono }
+    public func wallMs() -> Int64 { now.withLock { $0.wall } }
+    public func monoNs() -> Int64 { now.withLock { $0.mono } }
 
     /// Moves both clocks forward.
     public func advance(ms: Int64) {
-        pthread_mutex_lock(&lock); defer { pthread_mutex_unlock(&lock) }
-        wall += ms
-        mono += ms * 1_000_000
+        now.withLock {
+            $0.wall += ms
+            $0.mono += ms * 1_000_000
+        }
     }
     /// Moves only the wall clock (a user or NTP changing the time); the monotonic clock is unaffected.
     public func jumpWall(ms: Int64) {
-        pthread_mutex_lock(&lock); defer { pthread_mutex_unlock(&lock) }
-        wall += ms
+        now.withLock { $0.wall += ms }
     }
 }
