@@ -53,8 +53,8 @@ func jsonString(_ text: String) -> String {
 }
 
 /// printf-style formatting of numbers by libc. Foundation's `String(format:)` would link Foundation proper, and
-/// with it CoreFoundation and ICU, whose start-up alone costs every `outbox` process ~4 MB (BENCHMARKS.md,
-/// memory): the CLI imports FoundationEssentials only.
+/// with it CoreFoundation and ICU, megabytes of start-up memory in every `outbox` process: the CLI imports
+/// FoundationEssentials only.
 func cFormat(_ format: String, _ arguments: CVarArg...) -> String {
     let length = withVaList(arguments) { vsnprintf(nil, 0, format, $0) }
     guard length > 0 else { return "" }
@@ -91,7 +91,7 @@ func startThread(_ body: @escaping () -> Void) {
 
 /// Runs async work to its end while the calling thread waits. The commands are synchronous and call this: with
 /// an async `main`, Swift parks the main thread in `dispatch_main()`, whose `pthread_exit` unwinds the main
-/// thread's stack through the unwind tables (~0.5 MB of every `outbox` process, BENCHMARKS.md, memory).
+/// thread's stack through the unwind tables, which then stay resident in every `outbox` process.
 func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
     let outcome = Outcome<T>()
     let done = DispatchSemaphore(value: 0)

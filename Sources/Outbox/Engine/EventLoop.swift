@@ -49,8 +49,7 @@ final class EventLoop: @unchecked Sendable {
     func startThread(name: String) throws(OutboxError) {
         guard !isHosted else { return }
         let started = DispatchSemaphore(value: 0)
-        // A plain pthread, not Foundation's `Thread`: the release `outbox` must not link Foundation proper
-        // (BENCHMARKS.md, memory).
+        // A plain pthread, not Foundation's `Thread`: the library must not link Foundation proper (see Text.swift).
         let rc = startDetachedThread(stackSize: 1 << 20) { [self] in
             self.loopThread = pthread_self()
             // The kernel's name (top -H, perf, /proc).

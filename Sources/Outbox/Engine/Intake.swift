@@ -100,8 +100,8 @@ final class Intake: @unchecked Sendable {
     }
 
     // The lock, its condition and the shared state live in memory of their own rather than in stored properties:
-    // every access to a class's `var` is checked at run time for overlapping accesses (`swift_beginAccess`, about
-    // a hundred instructions each, ten per admit), and a pthread mutex must not move, which `&property` does not
+    // every access to a class's `var` is checked at run time for overlapping accesses (`swift_beginAccess`, ten of
+    // them per admit, on the caller's hot path), and a pthread mutex must not move, which `&property` does not
     // promise.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let roomAvailable = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)

@@ -3,7 +3,7 @@ import Synchronization
 
 /// Event names already admitted (SPEC T4), readable without a lock: a caller whose event name is here skips the
 /// set look-up under the intake's lock. Most events reuse a handful of names, and a look-up in a `Set<String>`
-/// (hashing the name, comparing it) was a good part of the time each caller held the lock.
+/// (hashing the name, comparing it) would be a good part of the time each caller holds the lock.
 ///
 /// A cache in front of the intake's set, which stays the rule: only names the set holds are added, and names are
 /// never removed, so a name found here is admitted. A name not found (new, or not added because the table was

@@ -1,6 +1,6 @@
-/// Whitespace trimming without Foundation's `CharacterSet`: the release `outbox` links the Swift libraries
-/// statically, and one reference to Foundation proper (rather than FoundationEssentials) links CoreFoundation
-/// and ICU, whose start-up alone costs the process ~4 MB of memory (BENCHMARKS.md, memory).
+/// Whitespace trimming without Foundation's `CharacterSet`: one reference to Foundation proper (rather than
+/// FoundationEssentials) links CoreFoundation and ICU into every process that embeds the library, megabytes of
+/// start-up memory for an engine that needs none of it.
 extension Unicode.Scalar {
     /// Foundation's `CharacterSet.whitespaces`: tab and the space separators (Zs).
     var isSpaceOrTab: Bool { value == 0x09 || properties.generalCategory == .spaceSeparator }
