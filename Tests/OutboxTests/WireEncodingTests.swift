@@ -50,24 +50,42 @@ struct WireEncodingTests {
     @Test func timestampsAreCorrectedByTheServerClock() {
         var correction = ClockCorrection()
         let captureWall: Int64 = 1_000_000, captureMono: Int64 = 50_000_000_000
-        // The local clock is 1 h behind the server.
-        correction.learn(serverMs: 2_000_000 + 3_600_000, localWallMs: 2_000_000)
-        #expect(correction.offsetMs == 3_600_500)
+        // The local clock is 1 h behind the server, learned 1 s after capture.
+        correction.learn(serverMs: captureWall + 1000 + 3_600_000, monoNs: captureMono + 1_000_000_000, boot: 1)
         // 10 s after capture by the monotonic clock; the wall clock was meanwhile set back by 5 minutes.
+        let nowWall = captureWall + 10_000 - 300_000, nowMono = captureMono + 10_000_000_000
+        let offset = correction.offsetMs(nowWallMs: nowWall, nowMonoNs: nowMono, nowBoot: 1)
+        #expect(offset == Int64(3_600_500 + 300_000))
         let corrected = correction.timestamp(wallMs: captureWall, monoNs: captureMono, boot: 1,
-                                             nowWallMs: captureWall + 10_000 - 300_000, nowMonoNs: captureMono + 10_000_000_000, nowBoot: 1)
-        #expect(corrected == captureWall - 300_000 + 3_600_500)
-        // Another boot: monotonic readings do not compare; wall time plus offset.
-        #expect(correction.timestamp(wallMs: captureWall, monoNs: captureMono, boot: 1, nowWallMs: 9, nowMonoNs: 1, nowBoot: 2)
-                == captureWall + 3_600_500)
+                                             nowWallMs: nowWall, nowMonoNs: nowMono, nowBoot: 1)
+        #expect(corrected == captureWall + 3_600_500)
+        // A log of another boot: monotonic readings do not compare; its wall time plus the offset now.
+        #expect(correction.timestamp(wallMs: captureWall, monoNs: 0, boot: 2, nowWallMs: nowWall, nowMonoNs: nowMono, nowBoot: 1)
+                == captureWall + 3_600_500 + 300_000)
+    }
+
+    // SPEC A9: a wall clock stepped between the last response and the next send moves no timestamp: the server's time
+    // is anchored on the boot clock. (Learned with no offset, then an NTP step of +1 h: the batch would have been
+    // stamped 1 h in the future.)
+    @Test func aWallClockStepAfterTheLastResponseMovesNoTimestamp() {
+        var correction = ClockCorrection()
+        let wall: Int64 = 1_700_000_000_000, mono: Int64 = 5_000_000_000
+        correction.learn(serverMs: wall - 500, monoNs: mono, boot: 9)
+        #expect(correction.offsetMs(nowWallMs: wall, nowMonoNs: mono, nowBoot: 9) == nil)  // clocks agree
+        // The wall clock jumps 1 h ahead; 2 s later by the boot clock a log is captured, and sent 1 s after that.
+        let step: Int64 = 3_600_000
+        let captureWall = wall + step + 2000, captureMono = mono + 2_000_000_000
+        let stamped = correction.timestamp(wallMs: captureWall, monoNs: captureMono, boot: 9,
+                                           nowWallMs: captureWall + 1000, nowMonoNs: captureMono + 1_000_000_000, nowBoot: 9)
+        #expect(stamped == wall + 2000)
     }
 
     // SPEC A9: offsets within the threshold are ignored.
     @Test func smallOffsetsAreIgnored() {
         var correction = ClockCorrection()
-        correction.learn(serverMs: 10_000, localWallMs: 10_200)
-        #expect(correction.offsetMs == nil)
-        #expect(correction.timestamp(wallMs: 5, monoNs: 0, boot: 1, nowWallMs: 0, nowMonoNs: 0, nowBoot: 1) == 5)
+        correction.learn(serverMs: 10_000, monoNs: 0, boot: 1)
+        #expect(correction.offsetMs(nowWallMs: 10_200, nowMonoNs: 0, nowBoot: 1) == nil)
+        #expect(correction.timestamp(wallMs: 5, monoNs: 0, boot: 1, nowWallMs: 10_200, nowMonoNs: 0, nowBoot: 1) == 5)
     }
 
     // SPEC A10: the context is read from this machine, each field with its source.

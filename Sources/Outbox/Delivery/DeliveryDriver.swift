@@ -279,6 +279,6 @@ final class DeliveryDriver {
             lastServerDate = (date, parsed)
             serverMs = parsed
         }
-        correction.learn(serverMs: serverMs, localWallMs: clock.wallMs())
+        correction.learn(serverMs: serverMs, monoNs: clock.monoNs(), boot: boot)
     }
 }

@@ -1,25 +1,42 @@
 /// SPEC A9: the server's clock, learned from the `Date` header of its responses, corrects log timestamps when the
-/// local wall clock is off by more than a threshold. Pure: the caller passes every clock reading.
+/// local wall clock is off by more than a threshold. The server's time is anchored on the boot clock (the server
+/// time at the last response plus the CLOCK_BOOTTIME elapsed since), so a wall clock stepped between that response
+/// and the next send moves no timestamp. Pure: the caller passes every clock reading.
 struct ClockCorrection: Sendable, Equatable {
     /// Offsets smaller than this are ignored (a `Date` header has one-second resolution).
     var thresholdMs: Int64 = 1000
-    /// server − local wall clock, when known and above the threshold.
-    private(set) var offsetMs: Int64? = nil
 
-    /// A response arrived with `Date: serverMs` while the local wall clock read `localWallMs`.
-    mutating func learn(serverMs: Int64, localWallMs: Int64) {
+    /// The server's time at one reading of the boot clock.
+    struct Anchor: Sendable, Equatable {
+        var serverMs: Int64
+        var monoNs: Int64
+        var boot: Int64
+    }
+    private(set) var anchor: Anchor?
+
+    init(thresholdMs: Int64 = 1000) { self.thresholdMs = thresholdMs }
+
+    /// A response arrived with `Date: serverMs` when the boot clock read `monoNs` (boot `boot`).
+    mutating func learn(serverMs: Int64, monoNs: Int64, boot: Int64) {
         // The header truncates to the second: the server's true time is in [serverMs, serverMs + 1000).
-        let offset = serverMs + 500 - localWallMs
-        offsetMs = abs(offset) > thresholdMs ? offset : nil
+        anchor = Anchor(serverMs: serverMs + 500, monoNs: monoNs, boot: boot)
+    }
+
+    /// Server time minus local wall time now, when known and above the threshold.
+    func offsetMs(nowWallMs: Int64, nowMonoNs: Int64, nowBoot: Int64) -> Int64? {
+        guard let anchor, anchor.boot == nowBoot, nowMonoNs >= anchor.monoNs else { return nil }
+        let serverNow = anchor.serverMs + (nowMonoNs - anchor.monoNs) / 1_000_000
+        let offset = serverNow - nowWallMs
+        return abs(offset) > thresholdMs ? offset : nil
     }
 
     /// The timestamp to send for a log captured at (`wallMs`, `monoNs`, `boot`), now being (`nowWallMs`, `nowMonoNs`,
-    /// `nowBoot`): server-now minus the log's monotonic age within one boot, wall time plus offset otherwise.
+    /// `nowBoot`): server-now minus the log's boot-clock age within one boot, its wall time plus the offset otherwise.
     func timestamp(wallMs: Int64, monoNs: Int64, boot: Int64, nowWallMs: Int64, nowMonoNs: Int64, nowBoot: Int64) -> Int64 {
-        guard let offsetMs else { return wallMs }
+        guard let offset = offsetMs(nowWallMs: nowWallMs, nowMonoNs: nowMonoNs, nowBoot: nowBoot) else { return wallMs }
         if boot == nowBoot && boot != 0 && nowMonoNs >= monoNs {
-            return nowWallMs + offsetMs - (nowMonoNs - monoNs) / 1_000_000
+            return nowWallMs + offset - (nowMonoNs - monoNs) / 1_000_000
         }
-        return wallMs + offsetMs
+        return wallMs + offset
     }
 }
