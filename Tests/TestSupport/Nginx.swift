@@ -30,6 +30,9 @@ import Glibc
 /// The access log has one line per request (`loggedRequests`), written when nginx finishes the request: read it
 /// after `stop()`, which waits for nginx to finish every request, to count exactly.
 ///
+/// `stop()` (or the deinit) ends nginx; a test process killed outright leaves it running, its pid in
+/// `directory/nginx.pid`.
+///
 /// ```swift
 /// let nginx = try NginxServer()
 /// defer { nginx.stop() }
