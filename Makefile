@@ -1,21 +1,29 @@
 # Outbox — the two commands: `make demo` and `make test`. Both install what is missing first.
 SHELL := /bin/bash
 SWIFT ?= swift
-DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-config
+# nginx and openssl: the transport tests run a real nginx (HTTP/1.1, TLS, HTTP/2) with a throwaway certificate.
+DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-config nginx openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 
 .PHONY: deps build test demo cli-check bench fuzz screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
-# runs only then.
+# runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
+# install, a policy-rc.d answering 101 ("action forbidden", honoured by invoke-rc.d and deb-systemd-invoke) is put
+# in place unless one exists, and removed afterwards.
 define install-missing
 	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "make $(2): installing$$missing"; \
+	  policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '\043!/bin/sh\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null && \
+	    $(SUDO) chmod 755 /usr/sbin/policy-rc.d && policy=/usr/sbin/policy-rc.d; \
+	  fi; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	  status=$$?; if [ -n "$$policy" ]; then $(SUDO) rm -f "$$policy"; fi; exit $$status; \
 	fi
 endef
 

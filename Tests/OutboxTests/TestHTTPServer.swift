@@ -16,6 +16,11 @@ import Glibc
 /// | `/hang`    | reads the request, never answers (until the client goes away or the server stops) |
 /// | `/garbage` | answers bytes that are not HTTP, then closes |
 ///
+/// | `/early?status=S` | answers S (`Content-Length` body `early`) after the request's head and never reads the body: a client still sending waits until its timeout |
+/// | `/truncated` | 200 announcing a 100-byte body, sends 50 bytes, then closes (FIN) |
+/// | `/redirect?status=S&to=PATH` | S with `Location: http://HOST:PORT/PATH`: this server's port unless `port=P`, host 127.0.0.1 unless `host=H` |
+/// | `/hops?left=N&status=S` | S redirecting to `/hops?left=N-1&status=S` on this server while N > 0; then 200 with the request body |
+///
 /// Query parameters for every path: `delay=MS` waits before answering, `status=N` sets the status (429 and
 /// 503 add `Retry-After: 120` and `x-ms-retry-after-ms: 1500`), `drop=1` closes the connection after the
 /// answer without announcing it, `reset-reused=1` resets the connection without answering when the request is not
@@ -169,23 +174,48 @@ final class TestHTTPServer: @unchecked Sendable {
                 while recv(fd, &scratch, scratch.count, 0) > 0 {}
                 finish(fd)
                 return
+            case "/early":
+                let status = query["status"].flatMap(Int.init) ?? 200
+                let head = "HTTP/1.1 \(status) Early\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n"
+                writeAll(fd, Array((head + "early").utf8))
+                // Neither read nor close until the client goes or the server stops (`stop` shuts the socket
+                // down, which poll reports as POLLHUP even with no event asked for).
+                var descriptor = pollfd(fd: fd, events: 0, revents: 0)
+                while poll(&descriptor, 1, -1) < 0 && errno == EINTR {}
+                finish(fd)
+                return
+            case "/truncated":
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 100\r\n\r\n"
+                writeAll(fd, Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 50))
+                finish(fd)
+                return
             case "/garbage":
                 writeAll(fd, Array("this is not HTTP at all\r\n\r\n".utf8))
                 finish(fd)
                 return
             default:
-                let status = query["status"].flatMap(Int.init) ?? 200
+                var status = query["status"].flatMap(Int.init) ?? 200
                 var body: [UInt8]
                 switch path {
                 case "/echo": body = request.body
                 case "/big": body = [UInt8](repeating: UInt8(ascii: "x"), count: query["size"].flatMap(Int.init) ?? 0)
+                case "/hops" where (query["left"].flatMap(Int.init) ?? 0) <= 0: body = request.body
                 default: body = Array("ok".utf8)
                 }
+                var location: String?
+                if path == "/redirect" {
+                    location = "http://\(query["host"] ?? "127.0.0.1"):\(query["port"] ?? "\(port)")\(query["to"] ?? "/ok")"
+                }
+                if path == "/hops", let left = query["left"].flatMap(Int.init), left > 0 {
+                    location = "http://127.0.0.1:\(port)/hops?left=\(left - 1)&status=\(status)"
+                }
+                if path == "/hops", location == nil { status = 200 }
                 var head = "HTTP/1.1 \(status) \(status == 200 ? "OK" : "Status")\r\n"
                 head += "Date: \(Self.httpDate())\r\n"
                 head += "Content-Type: application/octet-stream\r\n"
                 head += "Content-Length: \(body.count)\r\n"
                 head += "X-Request-Connection: \(connection)\r\n"
+                if let location { head += "Location: \(location)\r\n" }
                 if path == "/tricky" {
                     // Whitespace around a value, an obsolete folded line, then more fields than the client keeps
                     // followed by one it must keep.
@@ -251,6 +281,10 @@ final class TestHTTPServer: @unchecked Sendable {
         }
         let length = headers.first(where: { $0.0.lowercased() == "content-length" }).flatMap { Int($0.1) } ?? 0
         let bodyStart = headEnd + separator.count
+        if requestLine[1].hasPrefix("/early") {
+            return Request(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers, body: [],
+                           connection: connection)
+        }
         while buffer.count < bodyStart + length {
             guard receive(fd, into: &buffer) else { return nil }
         }

@@ -1,5 +1,6 @@
 import CCurlShim
 import Foundation
+import OutboxTestSupport
 import Testing
 @testable import Outbox
 
@@ -578,5 +579,264 @@ struct TransportTests {
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return Array(data)
+    }
+}
+
+// MARK: - Early answers and redirects (SPEC R1), against nginx and TestHTTPServer
+
+extension TransportTests {
+    /// Larger than nginx's initial HTTP/2 stream window (64 KiB): nginx answers a location that does not read the
+    /// body before the client can finish sending it, every time, and then ends the stream.
+    static let bodyBeyondTheInitialWindow = [UInt8]((0..<(256 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+
+    static func nginxHarness(_ nginx: NginxServer, requestTimeout: Duration = .seconds(20)) throws -> TransportHarness {
+        var options = TransportHarness.options(requestTimeout: requestTimeout)
+        options.caFile = nginx.certificatePath
+        return try TransportHarness(options: options)
+    }
+
+    static func earlyAnswerPath(_ status: Int) -> String {
+        switch status {
+        case 413: return "/too-large"
+        case 401: return "/unauthorized"
+        default: return "/ok"
+        }
+    }
+
+    // SPEC R1: a server may answer before it has read the whole body and then end the HTTP/2 stream (RST_STREAM
+    // NO_ERROR) or the connection: the complete answer is the outcome, every time, and nothing is sent twice.
+    // 30 requests per case, ten at a time (three in flight, SPEC C3), to a server offering HTTP/2 and to HTTP/1.1
+    // ones (plain and TLS). The transport speaks HTTP/1.1 to all of them (`TransportOptions.HTTPVersion` says why).
+    @Test(.enabled(if: NginxServer.isAvailable, "nginx is not installed: `make deps` installs Debian's nginx"),
+          arguments: [NginxServer.Listener.h2, .https1, .http1], [200, 413, 401])
+    func earlyAnswerIsTheOutcomeNotAReset(listener: NginxServer.Listener, status: Int) async throws {
+        let nginx = try NginxServer()
+        defer { nginx.stop() }
+        let harness = try Self.nginxHarness(nginx)
+        let request = HTTPRequest(url: nginx.url(listener, Self.earlyAnswerPath(status)),
+                                  headers: [("Content-Type", "application/json")], body: Self.bodyBeyondTheInitialWindow)
+        let results = ResultBox()
+
+        for round in 1...3 {
+            for _ in 0..<10 { _ = await harness.start(request, into: results) }
+            _ = await results.waitFor(round * 10)
+        }
+
+        let all = await results.waitFor(30)
+        let failures = all.compactMap(\.failure)
+        #expect(failures.isEmpty, "\(failures.count) of 30 failed: \(failures.map(\.description))")
+        #expect(all.map { $0.response?.status } == Array(repeating: status, count: 30))
+        #expect(await harness.sync { $0.resentOnFreshConnection } == 0)
+        #expect(await harness.shutdown() == 0)
+        nginx.stop()
+        let logged = nginx.loggedRequests
+        #expect(logged.count == 30, "nginx logged \(logged.count) requests for 30 sent")
+        #expect(logged.allSatisfy { $0.status == status && $0.contentLength == Self.bodyBeyondTheInitialWindow.count })
+        #expect(logged.allSatisfy { $0.protocolVersion == "HTTP/1.1" })
+    }
+
+    // SPEC R1: why the transport does not negotiate HTTP/2 with the libcurl it runs on. Given the choice, nginx
+    // answers over HTTP/2 and resets each stream whose body it did not read; libcurl 7.88 then loses answers it had
+    // received whole. A known issue while it lasts: once a libcurl keeps every answer here, `.negotiated` can be
+    // the default again.
+    @Test(.enabled(if: NginxServer.isAvailable, "nginx is not installed: `make deps` installs Debian's nginx"))
+    func http2EarlyAnswersNeedALibcurlThatKeepsThem() async throws {
+        let nginx = try NginxServer()
+        defer { nginx.stop() }
+        var options = TransportHarness.options(requestTimeout: .seconds(20))
+        options.caFile = nginx.certificatePath
+        options.httpVersion = .negotiated
+        let harness = try TransportHarness(options: options)
+        let request = HTTPRequest(url: nginx.url(.h2, "/ok"), body: Self.bodyBeyondTheInitialWindow)
+        let results = ResultBox()
+
+        for _ in 0..<10 { _ = await harness.start(request, into: results) }
+
+        let all = await results.waitFor(10)
+        withKnownIssue("libcurl 7.88 drops an HTTP/2 answer that arrives with RST_STREAM NO_ERROR", isIntermittent: true) {
+            let failures = all.compactMap(\.failure)
+            #expect(failures.isEmpty, "\(failures.count) of 10 failed: \(failures.map(\.description))")
+        }
+        #expect(await harness.shutdown() == 0)
+        nginx.stop()
+        #expect(nginx.loggedRequests.count == 10)
+        #expect(nginx.loggedRequests.allSatisfy { $0.protocolVersion == "HTTP/2.0" && $0.status == 200 })
+    }
+
+    // SPEC R1: a complete answer that came while curl was still sending the body is the outcome even when the
+    // exchange then ends in an error: here the server never reads the body and the request times out. (A 413 makes
+    // curl stop sending by itself; a 2xx does not.)
+    @Test(arguments: [200, 413])
+    func completeAnswerThenTimeoutIsTheOutcome(status: Int) async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness(options: TransportHarness.options(requestTimeout: .seconds(1)))
+        // More than the loopback socket buffers of both sides hold: curl is still sending when the answer comes.
+        let body = [UInt8](repeating: 0x7B, count: 32 * 1024 * 1024)
+
+        let result = await harness.send(post(server, "/early?status=\(status)", body: body))
+
+        #expect(result.response?.status == status, "\(result)")
+        #expect(result.response?.body == Array("early".utf8))
+        #expect(server.requests.count == 1)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: an answer cut short (fewer body bytes than its Content-Length, then the connection closed) is not
+    // an outcome: it stays a retryable .connectionReset.
+    @Test func truncatedAnswerStaysAFailure() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/truncated"))
+
+        #expect(result.failure == .connectionReset)
+        #expect(server.requests.count == 1)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: 307 and 308 to the same origin are followed with the same method, headers and body; the outcome is
+    // what the target answered.
+    @Test(arguments: [307, 308])
+    func sameOriginTemporaryAndPermanentRedirectsAreFollowedWithTheBody(status: Int) async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let body = Self.bodyBeyondTheInitialWindow
+        let headers = [("Content-Type", "application/json"), ("App-Secret", "secret-r"), ("Install-ID", "install-r")]
+
+        let result = await harness.send(post(server, "/redirect?status=\(status)&to=/echo", body: body, headers: headers))
+
+        let response = try #require(result.response)
+        #expect(response.status == 200)
+        #expect(response.body.count == min(body.count, 64 * 1024))
+        #expect(response.bodyBytesReceived == body.count)
+        let requests = server.requests
+        #expect(requests.map(\.target) == ["/redirect?status=\(status)&to=/echo", "/echo"])
+        #expect(requests.allSatisfy { $0.method == "POST" && $0.body == body })
+        #expect(requests.allSatisfy { $0.header("App-Secret") == "secret-r" && $0.header("Install-ID") == "install-r" })
+        #expect(requests.allSatisfy { $0.header("Content-Type") == "application/json" })
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: a 307 to another origin (another port, another host name) would carry the app secret there: it is
+    // handed back as it came, Location included, and the other origin receives nothing.
+    @Test func crossOriginRedirectIsNotFollowed() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let other = try TestHTTPServer()
+        defer { other.stop() }
+        let harness = try TransportHarness()
+
+        let otherPort = await harness.send(post(server, "/redirect?status=307&to=/echo&port=\(other.port)"))
+        let otherHost = await harness.send(post(server, "/redirect?status=307&to=/echo&host=localhost"))
+
+        #expect(otherPort.response?.status == 307)
+        #expect(otherPort.response?.headers["location"] == "http://127.0.0.1:\(other.port)/echo")
+        #expect(otherHost.response?.status == 307)
+        #expect(otherHost.response?.headers["Location"] == "http://localhost:\(server.port)/echo")
+        #expect(server.requests.count == 2)
+        #expect(other.requests.isEmpty)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: 301, 302 and 303 are never followed (they would turn a POST into a GET): the 3xx and its Location
+    // are the outcome.
+    @Test(arguments: [301, 302, 303])
+    func otherRedirectsAreNotFollowed(status: Int) async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let result = await harness.send(post(server, "/redirect?status=\(status)&to=/echo"))
+
+        let response = try #require(result.response)
+        #expect(response.status == status)
+        #expect(response.headers["location"] == "http://127.0.0.1:\(server.port)/echo")
+        #expect(server.requests.count == 1)
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: at most 3 hops: a chain of 3 redirects ends at its target; in a chain of 4 the 4th redirect is the
+    // outcome, with its Location.
+    @Test func atMostThreeRedirectsAreFollowed() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+        let body = Array("{\"logs\":[]}".utf8)
+
+        let three = await harness.send(post(server, "/hops?left=3&status=307", body: body))
+        let afterThree = server.requests.count
+        let four = await harness.send(post(server, "/hops?left=4&status=308", body: body))
+
+        #expect(three.response?.status == 200)
+        #expect(three.response?.body == body)
+        #expect(afterThree == 4)
+        #expect(four.response?.status == 308)
+        #expect(four.response?.headers["location"] == "http://127.0.0.1:\(server.port)/hops?left=0&status=308")
+        #expect(server.requests.map(\.target).suffix(4) == (1...4).reversed().map { "/hops?left=\($0)&status=308" })
+        #expect(server.requests.allSatisfy { $0.body == body })
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: a followed redirect is not remembered: the next request goes to its own URL again.
+    @Test func followedRedirectIsNotRemembered() async throws {
+        let server = try TestHTTPServer()
+        defer { server.stop() }
+        let harness = try TransportHarness()
+
+        let first = await harness.send(post(server, "/hops?left=1&status=308"))
+        let second = await harness.send(post(server, "/hops?left=1&status=308"))
+
+        #expect(first.response?.status == 200)
+        #expect(second.response?.status == 200)
+        #expect(server.requests.map(\.target) == ["/hops?left=1&status=308", "/hops?left=0&status=308",
+                                                  "/hops?left=1&status=308", "/hops?left=0&status=308"])
+        #expect(await harness.shutdown() == 0)
+    }
+
+    // SPEC R1: the same rules against nginx over HTTP/2 and HTTP/1.1, with a body nginx answers before reading:
+    // 307 and 308 to the same origin are followed, a 307 to another origin, 301–303 and a 4th hop are the outcome.
+    @Test(.enabled(if: NginxServer.isAvailable, "nginx is not installed: `make deps` installs Debian's nginx"),
+          arguments: [NginxServer.Listener.h2, .https1, .http1])
+    func redirectsAgainstNginx(listener: NginxServer.Listener) async throws {
+        let nginx = try NginxServer()
+        defer { nginx.stop() }
+        let harness = try Self.nginxHarness(nginx)
+        func send(_ path: String) async -> TransferResult {
+            await harness.send(HTTPRequest(url: nginx.url(listener, path), headers: [("App-Secret", "s")],
+                                           body: Self.bodyBeyondTheInitialWindow))
+        }
+        let origin = nginx.url(listener)
+
+        for status in [307, 308] {
+            let result = await send("/redirect/\(status)")
+            #expect(result.response?.status == 200, "\(status): \(result)")
+        }
+        let crossOrigin = await send("/redirect/307-other-origin")
+        #expect(crossOrigin.response?.status == 307)
+        #expect(crossOrigin.response?.headers["location"] == nginx.url(.otherOrigin, "/ok"))
+        for status in [301, 302, 303] {
+            let result = await send("/redirect/\(status)")
+            #expect(result.response?.status == status)
+            #expect(result.response?.headers["location"] == origin + "/ok")
+        }
+        let chain = await send("/chain/1")
+        #expect(chain.response?.status == 307)
+        #expect(chain.response?.headers["location"] == origin + "/chain/5")
+        let afterChain = await send("/chain/2")
+        #expect(afterChain.response?.status == 200)
+
+        #expect(await harness.shutdown() == 0)
+        nginx.stop()
+        let logged = nginx.loggedRequests
+        let expected = ["/redirect/307", "/ok", "/redirect/308", "/ok", "/redirect/307-other-origin",
+                        "/redirect/301", "/redirect/302", "/redirect/303",
+                        "/chain/1", "/chain/2", "/chain/3", "/chain/4", "/chain/2", "/chain/3", "/chain/4", "/chain/5"]
+        // Sorted: nginx logs a request once it has finished discarding its body, which may be after the next hop.
+        #expect(logged.map(\.uri).sorted() == expected.sorted())
+        #expect(logged.allSatisfy { $0.method == "POST" && $0.contentLength == Self.bodyBeyondTheInitialWindow.count })
+        #expect(logged.allSatisfy { $0.port == nginx.port(listener) })
     }
 }

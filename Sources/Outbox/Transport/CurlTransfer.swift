@@ -63,6 +63,7 @@ final class EasyHandle {
         set(CURLOPT_SSL_VERIFYHOST, 2)
         if let caFile = options.caFile { set(CURLOPT_CAINFO, string: caFile) }
         if let proxy = options.proxy { set(CURLOPT_PROXY, string: proxy) }
+        set(CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
         set(CURLOPT_USERAGENT, string: options.userAgent)
         if let share { set(CURLOPT_SHARE, pointer: share) }
         set(CURLOPT_POST, 1)
@@ -151,12 +152,24 @@ final class CurlTransfer {
     private var responseBytes = 0
     /// Bytes of header lines received, status lines included, over all header blocks.
     private var headerBytes = 0
+    /// The status of the header block being received (or last received), from its status line.
+    private var blockStatus: Int?
+    /// Whether the final (non-1xx) header block has ended: its empty line arrived.
+    private var finalHeadersEnded = false
     /// Set once the request is being sent again on a new connection (`Transport`: at most once per request).
     private(set) var resentOnFreshConnection = false
+    /// Where the request goes now: its own URL, or the target of a followed same-origin redirect (SPEC R1).
+    private(set) var url: String
+    /// Same-origin 307/308 redirects followed so far for this request.
+    private(set) var redirectsFollowed = 0
 
-    /// Header fields kept per response; the ones the engine acts on (SPEC R4, A9) are kept even beyond it.
+    /// Header fields kept per response; the ones the engine acts on (SPEC R1, R4, A9) are kept even beyond it, and so
+    /// are the ones that tell whether the body arrived whole.
     private static let maxHeaderFields = 100
-    private static let essentialHeaders = ["date", "retry-after", "x-ms-retry-after-ms", "content-type", "content-encoding"]
+    private static let essentialHeaders = ["date", "retry-after", "x-ms-retry-after-ms", "content-type", "content-encoding",
+                                           "location", "content-length", "transfer-encoding"]
+    /// SPEC R1: at most this many redirects are followed for one request.
+    static let maxRedirects = 3
 
     init(id: TransferID, request: HTTPRequest, bodyCap: Int, completion: @escaping (TransferResult) -> Void) {
         self.id = id
@@ -164,6 +177,7 @@ final class CurlTransfer {
         self.bodyCap = bodyCap
         self.completion = completion
         self.enqueuedAt = .now
+        self.url = request.url
     }
 
     deinit { release() }
@@ -190,20 +204,27 @@ final class CurlTransfer {
         }
         self.body = body
 
-        let rc = handle.load(request, body: body, transfer: Unmanaged.passUnretained(self).toOpaque(),
+        var hop = request
+        hop.url = url
+        let rc = handle.load(hop, body: body, transfer: Unmanaged.passUnretained(self).toOpaque(),
                              freshConnection: resentOnFreshConnection)
         guard rc == CURLE_OK else { return TransportFailure(curlCode: rc, message: Self.describe(rc)) }
         return nil
     }
 
     /// The transfer's outcome once curl finished it with `code`. Call before `release`.
+    ///
+    /// SPEC R1: a complete answer is the outcome however the exchange ended after it. A server may answer before it
+    /// has read the whole body, then end the HTTP/2 stream (RST_STREAM NO_ERROR, RFC 9113 §8.1) or close the
+    /// connection; curl then reports the error it met while still sending, although the answer had arrived whole.
     func result(code: CURLcode) -> TransferResult {
-        guard code == CURLE_OK, let easy else {
+        guard let easy, code == CURLE_OK || (Self.canEndAfterAnAnswer(code) && receivedCompleteAnswer) else {
             let detail = handle.map { String(cString: $0.errorBuffer) } ?? ""
             return .failure(TransportFailure(curlCode: code, message: detail.isEmpty ? Self.describe(code) : detail))
         }
         var status = 0
         _ = outbox_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        if status == 0, let blockStatus { status = blockStatus }
         var connects = 0
         _ = outbox_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
         let now = ContinuousClock.now
@@ -213,6 +234,55 @@ final class CurlTransfer {
                                     total: microseconds(CURLINFO_TOTAL_TIME_T))
         return .response(HTTPResponse(status: status, headers: responseHeaders, body: responseBody,
                                       bodyBytesReceived: responseBytes, timing: timing, reusedConnection: connects == 0))
+    }
+
+    /// Whether a whole final answer arrived: its header block ended, and its body is complete by its
+    /// `Content-Length` (or it has none, by its status). Without a length the end of the body is known only to curl
+    /// (the last chunk, the end of the stream), and curl did not report a clean end: the answer may be cut short.
+    var receivedCompleteAnswer: Bool {
+        guard finalHeadersEnded, let status = blockStatus else { return false }
+        if status == 204 || status == 304 { return responseBytes == 0 }
+        guard responseHeaders["transfer-encoding"] == nil else { return false }
+        let lengths = responseHeaders.values("content-length")
+        guard lengths.count == 1, let length = Int(lengths[0]), length >= 0 else { return false }
+        return responseBytes == length
+    }
+
+    /// The curl errors that may come after a whole answer: the connection or the stream ended (or the time ran out)
+    /// while curl was still sending the body or waiting on the connection. Not a malformed answer, a refused
+    /// content encoding or a callback's abort.
+    private static func canEndAfterAnAnswer(_ code: CURLcode) -> Bool {
+        switch code {
+        case CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING,
+             CURLE_OPERATION_TIMEDOUT:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// SPEC R1: the URL to send the request to again when `response` is a 307 or 308 to the same origin (scheme,
+    /// host, port) and fewer than `maxRedirects` were followed; nil otherwise, and the response is the outcome. Any
+    /// other redirect is handed back: 301–303 would turn the POST into a GET, and another origin would receive the
+    /// app secret. curl's CURLOPT_FOLLOWLOCATION is off for those reasons; curl still resolves `Location` (relative
+    /// references included) into CURLINFO_REDIRECT_URL. Call before `release`.
+    func sameOriginRedirect(of response: HTTPResponse) -> String? {
+        guard response.status == 307 || response.status == 308, redirectsFollowed < Self.maxRedirects, let easy else {
+            return nil
+        }
+        var pointer: UnsafeMutableRawPointer?
+        guard outbox_easy_getinfo_ptr(easy, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        let target = String(cString: pointer.assumingMemoryBound(to: CChar.self))
+        guard let from = Origin(url), let to = Origin(target), from == to else { return nil }
+        return target
+    }
+
+    /// Readies the request to be sent again to `target`, after `sameOriginRedirect`: same method, headers and body.
+    /// The easy handle must have been released.
+    func prepareRedirect(to target: String) {
+        redirectsFollowed += 1
+        url = target
+        forgetAnswer()
     }
 
     /// Whether the request failed with `code` on a connection curl had kept alive from an earlier request, before
@@ -233,10 +303,16 @@ final class CurlTransfer {
     /// handle must have been released.
     func prepareResendOnFreshConnection() {
         resentOnFreshConnection = true
+        forgetAnswer()
+    }
+
+    private func forgetAnswer() {
         responseHeaders.removeAll()
         responseBody.removeAll()
         responseBytes = 0
         headerBytes = 0
+        blockStatus = nil
+        finalHeadersEnded = false
     }
 
     /// Frees the body and lets go of the easy handle. The handle must no longer be in a multi handle.
@@ -286,9 +362,15 @@ final class CurlTransfer {
             responseHeaders.removeAll()
             responseBody.removeAll()
             responseBytes = 0
+            blockStatus = Self.status(ofStatusLine: line)
+            finalHeadersEnded = false
             return count
         }
-        guard let first = line.first else { return count }
+        guard let first = line.first else {
+            // The empty line that ends a header block; a 1xx block is followed by another one.
+            if let blockStatus, blockStatus >= 200 { finalHeadersEnded = true }
+            return count
+        }
         if Self.isSpaceOrTab(first) {
             responseHeaders.extendLast(with: String(decoding: Self.trimmed(line), as: UTF8.self))
             return count
@@ -304,6 +386,14 @@ final class CurlTransfer {
 
     private static let statusLinePrefix = Array("HTTP/".utf8)
 
+    /// The three-digit code of a status line (`HTTP/1.1 200 OK`, `HTTP/2 413`), or nil.
+    private static func status(ofStatusLine line: Slice<UnsafeRawBufferPointer>) -> Int? {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+        let digits = line[(space + 1)...].prefix(3)
+        guard digits.count == 3, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+    }
+
     private static func isSpaceOrTab(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 
     private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
@@ -315,5 +405,30 @@ final class CurlTransfer {
 
     static func describe(_ code: CURLcode) -> String {
         curl_easy_strerror(code).map { String(cString: $0) } ?? "curl error \(code.rawValue)"
+    }
+}
+
+/// The origin of an http(s) URL (RFC 6454: scheme, host, port), as curl's URL parser reads it, with the scheme's
+/// default port filled in and the scheme and host compared without case.
+struct Origin: Equatable {
+    let scheme: String
+    let host: String
+    let port: String
+
+    init?(_ url: String) {
+        guard let parsed = curl_url() else { return nil }
+        defer { curl_url_cleanup(parsed) }
+        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        func part(_ what: CURLUPart, flags: UInt32 = 0) -> String? {
+            var value: UnsafeMutablePointer<CChar>?
+            guard curl_url_get(parsed, what, &value, flags) == CURLUE_OK, let value else { return nil }
+            defer { curl_free(value) }
+            return String(cString: value)
+        }
+        guard let scheme = part(CURLUPART_SCHEME), let host = part(CURLUPART_HOST),
+              let port = part(CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) else { return nil }
+        self.scheme = scheme.lowercased()
+        self.host = host.lowercased()
+        self.port = port
     }
 }

@@ -66,6 +66,8 @@ final class Transport {
     /// Requests sent again at once on a new connection because a kept-alive one failed before any answer
     /// (`CurlTransfer.failedOnKeptAliveConnection`).
     private(set) var resentOnFreshConnection = 0
+    /// Same-origin 307/308 redirects followed (SPEC R1).
+    private(set) var redirectsFollowed = 0
 
     /// Creates the multi handle and the loop handles. Call on the loop thread (or before the loop runs).
     init(loop: EventLoop, options: TransportOptions,
@@ -359,6 +361,21 @@ final class Transport {
                 continue
             }
             let result = transfer.result(code: code)
+            if case .response(let response) = result, let target = transfer.sameOriginRedirect(of: response) {
+                detach(transfer, reuse: code == CURLE_OK)
+                transfer.prepareRedirect(to: target)
+                redirectsFollowed += 1
+                logger.debug("following a same-origin redirect",
+                             metadata: ["outbox.transfer": "\(transfer.id)", "outbox.status": "\(response.status)",
+                                        "outbox.hop": "\(transfer.redirectsFollowed)"])
+                // First in line: the slot it leaves is its own, and the hop is part of the same attempt.
+                queue.insert(transfer, at: 0)
+                continue
+            }
+            if code != CURLE_OK, case .response = result {
+                logger.debug("the answer was complete; the stream or connection ended after it",
+                             metadata: ["outbox.transfer": "\(transfer.id)", "outbox.curl": "\(code.rawValue)"])
+            }
             detach(transfer, reuse: code == CURLE_OK)
             if case .response(let response) = result {
                 logger.debug("transfer answered", metadata: ["outbox.transfer": "\(transfer.id)", "outbox.status": "\(response.status)"])

@@ -1,3 +1,5 @@
+import CCurlShim
+
 /// How the transport talks to the network. Defaults follow SPEC C3; tests use short timeouts.
 struct TransportOptions: Sendable {
     /// The engine's own cap on transfers in flight (SPEC C3: 3). Transfers beyond it wait in the transport's
@@ -15,6 +17,34 @@ struct TransportOptions: Sendable {
     var proxy: String? = nil
     /// Response bodies are kept up to this many bytes (ingestion answers are small).
     var maxResponseBodyBytes: Int = 64 * 1024
+    /// HTTP/1.1 unless told otherwise: see `HTTPVersion`.
+    var httpVersion: HTTPVersion = .http1_1
+
+    /// Which HTTP version curl speaks.
+    ///
+    /// SPEC R1 makes a complete answer the outcome however the exchange ended after it. A server may answer before
+    /// it has read the whole body and end the HTTP/2 stream with RST_STREAM NO_ERROR (RFC 9113 §8.1; nginx does,
+    /// for every location that does not read the body). libcurl 7.88 (Debian 12) then drops the answer it has
+    /// already parsed when the answer and the reset are read together: the transfer fails with
+    /// CURLE_HTTP2_STREAM and no header reaches the application (only `:status` reaches curl's header store, without
+    /// the headers or the body that would prove the answer whole). Over HTTP/1.1 curl hands an answer over as it
+    /// reads it, and `CurlTransfer.receivedCompleteAnswer` keeps it when the exchange fails afterwards. At most three requests are in
+    /// flight (SPEC C3): HTTP/2's multiplexing saves two connections at most. The release CLI's libcurl is built
+    /// without nghttp2 and speaks HTTP/1.1 only.
+    enum HTTPVersion: Sendable {
+        /// HTTP/1.1 on every connection; ALPN offers only http/1.1.
+        case http1_1
+        /// curl's default: HTTP/2 when the server accepts it through ALPN, HTTP/1.1 otherwise. Only with a libcurl
+        /// that delivers an answer followed by RST_STREAM NO_ERROR.
+        case negotiated
+
+        var curlValue: Int {
+            switch self {
+            case .http1_1: return Int(CURL_HTTP_VERSION_1_1)
+            case .negotiated: return Int(CURL_HTTP_VERSION_2TLS)
+            }
+        }
+    }
 
     init() {}
 
