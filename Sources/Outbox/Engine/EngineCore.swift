@@ -19,6 +19,8 @@ final class EngineCore {
     private let windowNs: Int64
     /// Logs a failed transaction could not store; retried first at the next commit (never dropped).
     private var retryBuffer: [NewLog] = []
+    /// At most this many logs wait in `retryBuffer` (SPEC S2: the oldest beyond it are counted as rejected).
+    static let maxRetryBuffer = 10_000
     /// Event names of a failed transaction; persisted with the next one (SPEC T4 remembers them across restarts).
     private var retryNames: [String] = []
     private(set) var counters = EngineCounters()
@@ -208,11 +210,25 @@ final class EngineCore {
             // The transaction rolled back. Normal logs were accepted already: keep them and try again at the next
             // commit. A critical caller still waits, so it gets the error and decides (its log is not kept).
             let failure = error
-            logger.error("storing logs failed; kept in memory and retried", metadata: ["outbox.error": "\(failure)"])
             let waited = Set(waiters.map(\.0))
             for (_, waiter) in waiters { waiter.signal(failure) }
-            for (index, log) in logs.enumerated() where !waited.contains(index) { retryBuffer.append(log) }
             retryNames.append(contentsOf: names)
+            // SPEC S2: what cannot be kept is counted. Lack of room does not pass by waiting (the store already
+            // evicted and split for it), and memory is no store: beyond `maxRetryBuffer` the oldest go first.
+            var dropped = 0
+            for (index, log) in logs.enumerated() where !waited.contains(index) {
+                if failure.isStorageFull { dropped += 1 } else { retryBuffer.append(log) }
+            }
+            if retryBuffer.count > Self.maxRetryBuffer {
+                let overflow = retryBuffer.count - Self.maxRetryBuffer
+                retryBuffer.removeFirst(overflow)
+                dropped += overflow
+            }
+            counters.rejected += dropped
+            logger.error("storing logs failed; what could not be kept is counted as rejected, the rest retried", metadata: [
+                "outbox.error": "\(failure)", "outbox.rejected": "\(dropped)",
+                "outbox.retrying": "\(retryBuffer.count)",
+            ])
             if let commitTimer, !commitTimerArmed {
                 commitTimerArmed = true
                 commitTimer.start(afterMs: 1000)
@@ -316,7 +332,9 @@ final class EngineCore {
         delivery?.close()
         watcher?.close()
         if !retryBuffer.isEmpty {
-            logger.error("logs could not be stored before shutdown", metadata: ["outbox.lost": "\(retryBuffer.count)"])
+            counters.rejected += retryBuffer.count
+            logger.error("logs could not be stored before shutdown; counted as rejected", metadata: ["outbox.lost": "\(retryBuffer.count)"])
+            retryBuffer.removeAll()
         }
         store.close()
         intake.detachWake()

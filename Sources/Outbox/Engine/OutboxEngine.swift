@@ -256,7 +256,8 @@ public final class OutboxEngine: @unchecked Sendable {
             bytes: counts.bytes, oldestAgeSeconds: counts.oldestWallMs.map { Double(max(0, now - $0)) / 1000 },
             deadLetters: counts.deadLetters, enabled: intake.isEnabled, disabledReason: core.delivery?.disabledReason,
             installID: installID.uuidString.lowercased(), stored: core.counters.stored,
-            evicted: core.counters.evicted, rejected: core.counters.rejected,
+            // The store's count: evictions made for a claim or a meta write (S7 too) are evictions all the same.
+            evicted: core.store.evictedTotal, rejected: core.counters.rejected,
             expired: core.store.expiredTotal,
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0)

@@ -55,4 +55,29 @@ enum FileSystem {
     static func remove(_ path: String) {
         _ = unlink(path)
     }
+
+    /// Bytes an unprivileged writer may still use on the filesystem holding `path` (`statvfs`'s `f_bavail`),
+    /// or nil when it cannot be read.
+    static func availableBytes(_ path: String) -> Int? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int(info.f_bavail) * Int(info.f_frsize)
+    }
+
+    /// The directory part of `path` ("." when there is none).
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Makes `path` hold `bytes` of allocated disk blocks (created 0600 if missing). Returns false when the
+    /// filesystem has not that much room; the file is then removed, so that no half reserve is left.
+    static func allocate(_ path: String, bytes: Int) -> Bool {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        let result = posix_fallocate(fd, 0, off_t(bytes))
+        close(fd)
+        if result != 0 { remove(path) }
+        return result == 0
+    }
 }

@@ -88,7 +88,80 @@ extension LogStore {
     @discardableResult
     func append(_ logs: [NewLog], newEventNames: [String] = []) throws(OutboxError) -> AppendResult {
         guard !logs.isEmpty || !newEventNames.isEmpty else { return AppendResult() }
-        return try guarded { () throws(OutboxError) -> AppendResult in try appendOnce(logs, newEventNames: newEventNames) }
+        if diskCapped || !diskReserveHeld { liftDiskCapIfRoom() }
+        return try guarded { () throws(OutboxError) -> AppendResult in
+            // SPEC S7: on a disk short of room, a transaction's WAL frames and then as many new pages at its
+            // checkpoint must fit in what is left; small transactions keep that within the reserve.
+            if db.walCheckpointer?.tight == true, logs.count > 1 {
+                return try appendInParts(logs, newEventNames: newEventNames, parts: chunks(of: logs, bytes: diskReserveBytes / 4))
+            }
+            do throws(OutboxError) {
+                return try appendOnce(logs, newEventNames: newEventNames)
+            } catch {
+                guard error.isStorageFull, logs.count > 1 else { throw error }
+                let middle = logs.count / 2
+                return try appendInParts(logs, newEventNames: newEventNames, parts: [0 ..< middle, middle ..< logs.count])
+            }
+        }
+    }
+
+    /// Consecutive ranges of `logs` whose payloads add up to about `bytes` each.
+    private func chunks(of logs: [NewLog], bytes: Int) -> [Range<Int>] {
+        var parts: [Range<Int>] = []
+        var start = 0
+        var size = 0
+        for index in logs.indices {
+            size += logs[index].payload.count + Self.rowOverheadBytes
+            if size >= bytes {
+                parts.append(start ..< index + 1)
+                start = index + 1
+                size = 0
+            }
+        }
+        if start < logs.count { parts.append(start ..< logs.count) }
+        return parts
+    }
+
+    /// SPEC S2, S7: a group commit that does not fit even after eviction (on a full disk, the WAL has only the room
+    /// the reserve gave back) is stored in parts, and a part that fails in halves, recursively. A log that fits in no way is rejected with
+    /// `storageFull`, and so are the ones after it in this call: the disk has no room now, and trying each of
+    /// them would only repeat the failure. Nothing is thrown for lack of room: every log is stored or rejected.
+    /// `parts`: consecutive ranges of `logs`, stored in order, each in its own transaction.
+    private func appendInParts(_ logs: [NewLog], newEventNames: [String], parts initial: [Range<Int>]) throws(OutboxError) -> AppendResult {
+        var result = AppendResult()
+        var names = newEventNames
+        var parts = Array(initial.reversed())
+        var stuck = false
+        while let part = parts.popLast() {
+            guard !part.isEmpty else { continue }
+            if stuck {
+                for index in part { result.rejected[index] = .storageFull }
+                continue
+            }
+            do throws(OutboxError) {
+                let stored = try appendOnce(Array(logs[part]), newEventNames: names)
+                names = []
+                result.stored += stored.stored
+                result.evicted += stored.evicted
+                for (index, reason) in stored.rejected { result.rejected[part.lowerBound + index] = reason }
+            } catch {
+                guard error.isStorageFull else { throw error }
+                if part.count == 1 {
+                    stuck = true
+                    result.rejected[part.lowerBound] = .storageFull
+                } else {
+                    let middle = part.lowerBound + part.count / 2
+                    parts.append(middle ..< part.upperBound)
+                    parts.append(part.lowerBound ..< middle)
+                }
+            }
+        }
+        if result.rejected.count > 0 {
+            logger.warning("the disk has no room for these logs even after eviction; rejected (SPEC S3, S7)", metadata: [
+                "outbox.rejected": "\(result.rejected.count)",
+            ])
+        }
+        return result
     }
 
     private func appendOnce(_ logs: [NewLog], newEventNames: [String]) throws(OutboxError) -> AppendResult {
@@ -141,8 +214,11 @@ extension LogStore {
                 guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
                 attempt += 1
                 fullRetriesTotal += 1
-                // When the disk itself is full, a checkpointed WAL is rewritten from its start instead of grown.
-                _ = try? db.checkpoint(.passive)
+                // SPEC S7: a full disk lowers the cap, so that the retry below evicts down to what the disk holds.
+                if !relieveFullDisk() {
+                    // A checkpointed WAL is rewritten from its start instead of grown.
+                    _ = try? db.checkpoint(.passive)
+                }
                 // The file could not grow as far as the budget said: this time the batch must fit in what the
                 // store already uses, less a margin that doubles with every failure.
                 let used = try Self.usedBytes(db)
@@ -325,6 +401,7 @@ extension LogStore {
     func withRoom<T>(bytes: Int, _ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
         var margin = bytes + reserveBytes
         var attempt = 1
+        var relieved = false
         while true {
             var events: [EvictionEvent] = []
             do throws(OutboxError) {
@@ -340,8 +417,14 @@ extension LogStore {
                 return value
             } catch {
                 guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
-                attempt += 1
                 fullRetriesTotal += 1
+                // SPEC S7: a full disk first gets its room back (reserve, WAL) and the same write is tried again
+                // without evicting: what failed was the WAL's growth, which eviction cannot help.
+                if !relieved && relieveFullDisk() {
+                    relieved = true
+                    continue
+                }
+                attempt += 1
                 margin *= 2
             }
         }

@@ -155,13 +155,17 @@ extension LogStore {
             throw .storage(code: SQLITE_CORRUPT, message: "page size of \(path) reads as 0")
         }
         maxPages = max(1, limits.maxStorageSize / pageSize)
+        configuredMaxPages = maxPages
+        diskCapped = false
         // max_page_count is not stored in the file: it must be set on every open. SQLite refuses to go below
         // the current page count, which `enforceCapAtOpen` then fixes.
         try db.exec("PRAGMA max_page_count = \(maxPages)")
         try db.exec("PRAGMA journal_size_limit = \(walSizeLimit)")
+        holdDiskReserve(leaving: 2 * diskReserveBytes)
         db.setWALCheckpointer(WALCheckpointer(
             walPath: db.walPath, checkpointPages: walAutocheckpointPages,
-            writeBackPages: WALCheckpointer.writeBackPages(checkpointPages: walAutocheckpointPages, pageSize: pageSize)))
+            writeBackPages: WALCheckpointer.writeBackPages(checkpointPages: walAutocheckpointPages, pageSize: pageSize),
+            disk: diskWatch))
         // A store rebuilt by VACUUM (opt-out, cap lowered) needs its temporary copy somewhere; memory keeps
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")

@@ -45,8 +45,19 @@ final class LogStore {
 
     /// Page size of the database file (chosen at creation, see `Self.pageSize(for:)`).
     var pageSize: Int
-    /// `max_page_count`, the hard cap (S2).
+    /// `max_page_count`, the hard cap (S2): the configured one, or lower while a full disk caps the store (S7).
     var maxPages: Int
+    /// The configured cap in pages (`maxStorageSize / pageSize`).
+    var configuredMaxPages = 0
+    /// SPEC S7: the disk filled up before the store reached its cap, so `maxPages` is what the disk holds and
+    /// S2 eviction keeps the store within it. Lifted when the disk has room again (`liftDiskCapIfRoom`).
+    var diskCapped = false
+    /// Whether `<path>-reserve` holds its bytes (see LogStore+Disk.swift).
+    var diskReserveHeld = false
+    /// When `liftDiskCapIfRoom` last read the disk (monotonic ns): at most once a `diskCheckIntervalNs`.
+    var lastDiskCheckNs: Int64 = 0
+    /// Times a write found the disk full (S7). Diagnostic.
+    var diskFullTotal = 0
     /// Next `seq` to assign. Kept in memory rather than with AUTOINCREMENT: AUTOINCREMENT reads and writes
     /// `sqlite_sequence` on every insert. Within one session a seq is never reused (so an engine holding seqs
     /// of an evicted in-flight batch cannot touch newer rows); across sessions it restarts above the largest
@@ -112,6 +123,7 @@ final class LogStore {
             }
         }
 
+        Self.releaseReserveIfDiskFull(path: path)
         let opened = try Self.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
         self.lock = lock
         self.db = opened.db
@@ -142,6 +154,8 @@ final class LogStore {
         guard db.isOpen || lock != nil else { return }
         markClosedCleanly()
         db.close()
+        // SPEC S7: the WAL file is gone now; its room is the next open's reserve, should the disk be full by then.
+        if !diskReserveHeld && pageSize > 0 { holdDiskReserve(leaving: 0) }
         lock?.unlock()
         lock = nil
     }
@@ -273,7 +287,9 @@ final class LogStore {
     func complete(batchID: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
             let stretches = leases.stretches(of: batchID)
-            let deleted = try db.transaction { () throws(OutboxError) -> Int in try deleteDelivered(batchID, stretches) }
+            let deleted = try retryingOnFullDisk { () throws(OutboxError) -> Int in
+                try db.transaction { () throws(OutboxError) -> Int in try deleteDelivered(batchID, stretches) }
+            }
             leases.remove(batch: batchID)
             logCount -= deleted
             return deleted
@@ -294,7 +310,7 @@ final class LogStore {
         guard !seqs.isEmpty else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
             let cut = leases.cutting(seqs)
-            let deleted = try db.transaction { () throws(OutboxError) -> Int in
+            let deleted = try retryingOnFullDisk { () throws(OutboxError) -> Int in try db.transaction { () throws(OutboxError) -> Int in
                 let delete = try db.cachedStatement("DELETE FROM logs WHERE seq = ?")
                 var deleted = 0
                 for seq in seqs {
@@ -304,7 +320,7 @@ final class LogStore {
                 }
                 try rewriteLeases(cut)
                 return deleted
-            }
+            } }
             cut.forEach { leases.replace(batch: $0.batch, with: $0.stretches) }
             logCount -= deleted
             return deleted

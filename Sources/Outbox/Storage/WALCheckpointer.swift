@@ -28,10 +28,30 @@ final class WALCheckpointer {
     private(set) var writeBacks = 0
     private(set) var checkpoints = 0
 
-    init(walPath: String, checkpointPages: Int, writeBackPages: Int) {
+    /// SPEC S7: with little room left on the disk, the WAL is checkpointed every `tightPages` frames instead.
+    /// A checkpoint grows the database file by the new pages the WAL holds, and the WAL file itself keeps its
+    /// size: on a nearly full disk a full-size cycle (a quarter of the cap) could need more than there is, and a
+    /// WAL that cannot be checkpointed blocks every later write, deletes of delivered logs included.
+    let disk: DiskWatch?
+    struct DiskWatch {
+        /// The directory of the database, for `statvfs`.
+        var directory: String
+        /// Below this many available bytes the WAL cycles at `tightPages`; above twice as many, normally again.
+        var lowWaterBytes: Int
+        var tightPages: Int32
+    }
+    /// Whether the disk is short of room (see `disk`). Set by the store too, when a write hit a full disk.
+    var tight = false
+    /// While a full disk caps the store (SPEC S7): a checkpoint after every commit, which then needs no room (the file
+    /// does not grow), so the WAL is rewritten from its start and never needs more than one transaction's frames.
+    var everyCommit = false
+
+    init(walPath: String, checkpointPages: Int, writeBackPages: Int, disk: DiskWatch? = nil) {
         self.walPath = walPath
         self.checkpointPages = Int32(clamping: max(1, checkpointPages))
         self.writeBackPages = Int32(clamping: max(1, writeBackPages))
+        self.disk = disk
+        checkDisk()
     }
 
     deinit {
@@ -50,16 +70,31 @@ final class WALCheckpointer {
     /// After each commit that wrote to the WAL: `frames` is the number of frames the WAL now holds.
     func committed(_ db: OpaquePointer, frames: Int32) {
         if frames < writtenBackFrames { writtenBackFrames = 0 }
-        if frames >= checkpointPages {
+        if everyCommit || frames >= (tight ? min(checkpointPages, disk?.tightPages ?? checkpointPages) : checkpointPages) {
             // As SQLite's own hook: errors are left to the next checkpoint (a reader may hold it back).
             _ = sqlite3_wal_checkpoint(db, nil)
             checkpoints += 1
+            checkDisk()
             return
         }
         if frames - writtenBackFrames >= writeBackPages {
             writtenBackFrames = frames
             startWriteBack()
+            // Once per write-back interval (1 MiB of WAL): one statvfs, nothing per commit.
+            if checkDisk(), let tightPages = disk?.tightPages, frames >= tightPages {
+                _ = sqlite3_wal_checkpoint(db, nil)
+                checkpoints += 1
+            }
         }
+    }
+
+    /// Reads the room left on the disk and sets `tight`. Returns whether it just became tight.
+    @discardableResult
+    func checkDisk() -> Bool {
+        guard let disk, let available = FileSystem.availableBytes(disk.directory) else { return false }
+        let wasTight = tight
+        if available < disk.lowWaterBytes { tight = true } else if available >= 2 * disk.lowWaterBytes { tight = false }
+        return tight && !wasTight
     }
 
     private func startWriteBack() {

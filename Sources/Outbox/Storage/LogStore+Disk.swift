@@ -1,0 +1,139 @@
+import Logging
+
+/// A full disk (SPEC S7): handled as S2 eviction, and delivery goes on.
+///
+/// Every write needs disk for the WAL, deletes of delivered logs included, and a checkpoint grows the database file
+/// by the new pages the WAL holds. On a disk with no byte left, a WAL that cannot be checkpointed can never be
+/// reset, so nothing could be written again — not even the deletes that would make room. Three things keep that
+/// from happening:
+/// - a reserve file (`<path>-reserve`, `diskReserveBytes`) allocated while there is room, and given back to the
+///   disk when a write hits SQLITE_FULL with the store below its own cap: its bytes let the checkpoint finish, and
+///   the WAL is then truncated, so the deletes and appends that follow have room;
+/// - the store then caps itself at what the disk holds (`maxPages` lowered to the pages the file has, less what the
+///   WAL needs): new logs reuse the pages of evicted and delivered ones, by S2 order, without the file growing;
+/// - while the disk is short of room, the WAL is checkpointed every few frames (`WALCheckpointer.tight`), so what a
+///   checkpoint needs stays within the reserve.
+/// When the disk has room again, the reserve is taken back and the cap raised (`liftDiskCapIfRoom`).
+extension LogStore {
+    /// At least 256 KiB, and 64 pages: a tight WAL cycle (half of it) plus the transaction that crosses it.
+    var diskReserveBytes: Int { max(256 * 1024, 64 * pageSize) }
+    var reservePath: String { path + "-reserve" }
+    var diskDirectory: String { FileSystem.directory(of: path) }
+    /// `liftDiskCapIfRoom` reads the disk at most this often.
+    static let diskCheckIntervalNs: Int64 = 500_000_000
+
+    /// A disk with less room than a whole WAL cycle at the normal size (the WAL's pages, then as many in the database
+    /// file at the checkpoint) and twice the reserve is short of room.
+    var diskWatch: WALCheckpointer.DiskWatch {
+        WALCheckpointer.DiskWatch(
+            directory: diskDirectory,
+            lowWaterBytes: 2 * walAutocheckpointPages * pageSize + 2 * diskReserveBytes,
+            tightPages: Int32(max(8, diskReserveBytes / (2 * pageSize))))
+    }
+
+    /// At open, before SQLite needs room for the -shm and -wal files: on a disk with less room than the reserve,
+    /// the reserve goes (a store that cannot be opened cannot deliver what makes room).
+    static func releaseReserveIfDiskFull(path: String) {
+        let reserve = path + "-reserve"
+        guard FileSystem.exists(reserve), let available = FileSystem.availableBytes(FileSystem.directory(of: path)),
+              available < 256 * 1024 else { return }
+        FileSystem.remove(reserve)
+    }
+
+    /// Allocates the reserve file when it is missing and the disk has `leaving` bytes beyond it (best effort: a disk
+    /// already full gets none until it has room; the store's own writes come first).
+    func holdDiskReserve(leaving: Int) {
+        if (FileSystem.size(reservePath) ?? 0) >= diskReserveBytes {
+            diskReserveHeld = true
+            return
+        }
+        let available = FileSystem.availableBytes(diskDirectory) ?? 0
+        diskReserveHeld = available >= diskReserveBytes + leaving && FileSystem.allocate(reservePath, bytes: diskReserveBytes)
+        if !diskReserveHeld {
+            logger.info("no room on the disk for the store's reserve; taken when there is", metadata: [
+                "outbox.store": "\(path)", "outbox.bytes": "\(diskReserveBytes)",
+            ])
+        }
+    }
+
+    /// After a write failed with SQLITE_FULL: when the disk, not the store's cap, is what is full, gives the reserve
+    /// back, checkpoints and truncates the WAL, and caps the store at what the disk holds. Returns whether the disk
+    /// was full (the caller then tries again; S2 eviction does the rest).
+    @discardableResult
+    func relieveFullDisk() -> Bool {
+        let pagesBefore = (try? db.pragma("page_count")).map(Int.init) ?? maxPages
+        // The cap was not reached if the disk could not have held what the cap still allows.
+        guard let available = FileSystem.availableBytes(diskDirectory),
+              available < max(0, maxPages - pagesBefore) * pageSize + diskReserveBytes else { return false }
+        diskFullTotal += 1
+        if diskReserveHeld {
+            FileSystem.remove(reservePath)
+            diskReserveHeld = false
+        }
+        db.walCheckpointer?.tight = true
+        // What the WAL holds goes into the file (the reserve's bytes are for the file's growth), then the WAL file is
+        // cut to nothing, so that the next transactions have its bytes.
+        let checkpointed: Bool
+        do throws(OutboxError) {
+            checkpointed = try !db.checkpoint(.truncate).busy
+        } catch {
+            checkpointed = false
+        }
+        let pages = (try? db.pragma("page_count")).map(Int.init) ?? pagesBefore
+        let room = max(0, (FileSystem.availableBytes(diskDirectory) ?? 0) - 2 * diskReserveBytes) / pageSize
+        let cap = min(configuredMaxPages, pages + room)
+        if cap < maxPages {
+            // SQLite keeps the larger of this and the page count: the file never has to grow past what it has.
+            try? db.exec("PRAGMA max_page_count = \(cap)")
+            if !diskCapped {
+                logger.warning("the disk is full: the store keeps to the space it has, evicting the oldest logs for new ones (SPEC S7)", metadata: [
+                    "outbox.store": "\(path)", "outbox.bytes": "\(cap * pageSize)", "outbox.checkpointed": "\(checkpointed)",
+                ])
+            }
+            maxPages = cap
+            diskCapped = true
+        }
+        if diskCapped { db.walCheckpointer?.everyCommit = true }
+        return true
+    }
+
+    /// While the disk caps the store or the reserve is missing: at most every `diskCheckIntervalNs`, takes the
+    /// reserve back and raises the cap as far as the disk's room allows, up to the configured one.
+    func liftDiskCapIfRoom() {
+        let now = clock.monoNs()
+        guard now - lastDiskCheckNs >= Self.diskCheckIntervalNs || lastDiskCheckNs == 0 else { return }
+        lastDiskCheckNs = now
+        guard var available = FileSystem.availableBytes(diskDirectory) else { return }
+        if !diskReserveHeld && available >= 3 * diskReserveBytes {
+            holdDiskReserve(leaving: 2 * diskReserveBytes)
+            if diskReserveHeld { available -= diskReserveBytes }
+        }
+        guard diskCapped, let pages = try? db.pragma("page_count") else { return }
+        let cap = min(configuredMaxPages, Int(pages) + max(0, available - 2 * diskReserveBytes) / pageSize)
+        guard cap > maxPages else { return }
+        try? db.exec("PRAGMA max_page_count = \(cap)")
+        maxPages = cap
+        if cap == configuredMaxPages {
+            diskCapped = false
+            db.walCheckpointer?.everyCommit = false
+            logger.info("the disk has room again; the store is back to its configured cap (SPEC S7)", metadata: [
+                "outbox.store": "\(path)", "outbox.bytes": "\(cap * pageSize)",
+            ])
+        }
+    }
+
+    /// Runs `body` (one transaction); when it fails because the disk is full, relieves the disk and runs it again.
+    /// For writes that free room (deleting delivered logs), which must not need room the disk does not have.
+    func retryingOnFullDisk<T>(_ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
+        var attempt = 1
+        while true {
+            do throws(OutboxError) {
+                return try body()
+            } catch {
+                guard error.isStorageFull, attempt < 3, relieveFullDisk() else { throw error }
+                attempt += 1
+                fullRetriesTotal += 1
+            }
+        }
+    }
+}
