@@ -51,11 +51,12 @@ final class EngineCore {
 
     /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
     func start(installID: UUID) throws {
+        let loop = self.loop
+        store.assertOwner = { loop.assertOnLoopThread() }
         device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                        appNamespace: configuration.appNamespace)
         if configuration.endpoint != nil {
             let transport = try Transport(loop: loop, options: transportOptions(configuration), logger: logger)
-            let loop = self.loop
             let delivery = DeliveryDriver(
                 queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
                 request: .init(endpoint: configuration.endpoint ?? "", appSecret: configuration.appSecret, installID: installID),
@@ -132,6 +133,7 @@ final class EngineCore {
     /// Drains the intake and stores everything in one transaction per run of events. Returns how many items it took.
     @discardableResult
     func commitNow() -> Int {
+        loop.assertOnLoopThread()
         if commitTimerArmed { commitTimer?.stop(); commitTimerArmed = false }
         var batch = intake.takeAll()
         defer { intake.recycle(&batch) }
@@ -262,6 +264,7 @@ final class EngineCore {
     /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
     /// old settings. A new transport only when its own settings changed (it keeps its connections otherwise).
     func reconfigure(_ updated: Configuration, installID: UUID, previous: Configuration) {
+        loop.assertOnLoopThread()
         guard let delivery, let endpoint = updated.endpoint else { return }
         var sender: (any HTTPSender)?
         if updated.caFile != previous.caFile || updated.requestTimeout != previous.requestTimeout {
@@ -296,6 +299,7 @@ final class EngineCore {
 
     /// SPEC N2: the host's word overrides the watcher; `.online` after `.offline` is a network change (R6).
     func setReachability(_ reachability: Reachability?) {
+        loop.assertOnLoopThread()
         reachabilityOverride = reachability
         switch reachability {
         case .online?: delivery?.reachability(online: true)

@@ -41,6 +41,9 @@ final class LogStore {
     var fullRetriesTotal = 0
 
     var db: Database
+    /// STYLE 11: the owner's thread check (the engine's loop), run at every entry in debug builds. One connection,
+    /// one thread: SQLite is opened without its own mutex.
+    var assertOwner: () -> Void = {}
     private var lock: FileLock?
 
     /// Page size of the database file (chosen at creation, see `Self.pageSize(for:)`).
@@ -180,6 +183,9 @@ final class LogStore {
     /// Runs `body`; when the database turns out to be corrupt mid-session, moves it aside, starts a fresh one
     /// (SPEC S7) and runs `body` once more.
     func guarded<T>(_ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
+        #if DEBUG
+        assertOwner()
+        #endif
         guard db.isOpen else { throw .shutDown }
         do throws(OutboxError) {
             return try body()
