@@ -17,7 +17,7 @@ struct LogStoreFileTests {
                 VALUES (1, 0, 7, ?, 0, 0, 0, x'00112233445566778899aabbccddeeff', '{"name":"v1"}')
                 """, [.integer(Fixture.baseWallMs)])
         }
-        #expect(try LogStore.inspect(path: path).counts.inFlight == 1)
+        #expect(try StoreInspector.inspect(path: path).counts.inFlight == 1)
 
         let store = try Fixture.open(path)
         defer { store.close() }
@@ -45,14 +45,14 @@ struct LogStoreFileTests {
                     """, [.integer(Int64(seq)), .integer(Int64(priority)), .integer(Fixture.baseWallMs)])
             }
             try db.exec("INSERT INTO in_flight (seq, batch) VALUES (1, 7), (2, 7)")
-            #expect(try LogStore.inspect(path: path).counts.inFlight == 2)
+            #expect(try StoreInspector.inspect(path: path).counts.inFlight == 2)
             _ = try Migrator(Array(LogSchema.migrator.migrations.prefix(3))).migrate(db)
             let select = try db.prepare("SELECT batch, priority, first, last FROM leases ORDER BY first")
             var rows: [[Int64]] = []
             while try select.step() { rows.append((0..<4).map { select.int64(at: Int32($0)) }) }
             #expect(rows == [[7, 0, 1, 1], [7, 1, 2, 2]])
         }
-        let counts = try LogStore.inspect(path: path).counts
+        let counts = try StoreInspector.inspect(path: path).counts
         #expect(counts.inFlight == 2 && counts.pendingNormal == 1)
 
         let store = try Fixture.open(path)
@@ -142,7 +142,7 @@ struct LogStoreFileTests {
             delivered += try store.complete(batchID: batch.batchID)
         }
         #expect(delivered == 6000)
-        let bound = LogStore.pageCacheKiB(for: StoreLimits().maxStorageSize) * 1024
+        let bound = StoreOpener.pageCacheKiB(for: StoreLimits().maxStorageSize) * 1024
         #expect(bound == 1 << 20)
         #expect(store.db.pageCacheBytesUsed > bound / 2, "the cache was used")
         // SQLite counts its per-page headers too: a few percent over the bound.
@@ -260,7 +260,7 @@ struct LogStoreFileTests {
         }
         #expect(dir.contents().filter { $0.contains("corrupt") }.isEmpty)
         #expect(throws: OutboxError.storeTooNew(version: 99, supported: LogStore.schemaVersion)) {
-            try LogStore.inspect(path: path)
+            try StoreInspector.inspect(path: path)
         }
     }
 
@@ -332,7 +332,7 @@ struct LogStoreFileTests {
 
         let second = try Fixture.open(path)
         #expect(!second.checkedAtOpen)
-        #expect(try second.meta(LogStore.closedCleanlyKey) == nil, "the open's first transaction removes the mark")
+        #expect(try second.meta(StoreOpener.closedCleanlyKey) == nil, "the open's first transaction removes the mark")
         #expect(try second.allLogs().count == 500)
         // A crash now leaves the file as it is on disk, without the close's mark. The WAL is checkpointed into the
         // file first, so that the missing mark alone (not a leftover WAL) tells the next open.
@@ -437,7 +437,7 @@ struct LogStoreFileTests {
         try store.setMeta("enabled", "true")
         _ = try store.claim(limit: 4, nowMs: 0)
 
-        let (counts, meta) = try LogStore.inspect(path: path)
+        let (counts, meta) = try StoreInspector.inspect(path: path)
         #expect(counts.pendingCritical == 0)
         #expect(counts.pendingNormal == 4)
         #expect(counts.inFlight == 4)
@@ -450,7 +450,7 @@ struct LogStoreFileTests {
         store.close()
 
         // And with no engine running (WAL removed at close).
-        let closed = try LogStore.inspect(path: path)
+        let closed = try StoreInspector.inspect(path: path)
         #expect(closed.counts.pendingNormal + closed.counts.pendingCritical == 5)
         #expect(closed.counts.inFlight == 4, "inspection recovers nothing: rows return to pending when an engine opens the store")
     }
@@ -461,7 +461,7 @@ struct LogStoreFileTests {
         defer { dir.remove() }
         let path = dir.file("missing.sqlite")
         #expect(throws: OutboxError.io(path: path, message: "no store at this path (check --store)")) {
-            try LogStore.inspect(path: path)
+            try StoreInspector.inspect(path: path)
         }
         #expect(!FileSystem.exists(path))
     }

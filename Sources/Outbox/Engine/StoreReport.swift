@@ -14,7 +14,7 @@ public struct StoreReport: Sendable, Equatable {
     public var installID: String?
 
     public static func read(path: String, clock: any OutboxClock = SystemClock()) throws -> StoreReport {
-        let (counts, meta) = try LogStore.inspect(path: path)
+        let (counts, meta) = try StoreInspector.inspect(path: path)
         let now = clock.wallMs()
         return StoreReport(
             pendingNormal: counts.pendingNormal, pendingCritical: counts.pendingCritical, inFlight: counts.inFlight,

@@ -46,7 +46,7 @@ final class LogStore {
     var assertOwner: () -> Void = {}
     private var lock: FileLock?
 
-    /// Page size of the database file (chosen at creation, see `Self.pageSize(for:)`).
+    /// Page size of the database file (chosen at creation, see `StoreOpener.pageSize(for:)`).
     var pageSize: Int
     /// `max_page_count`, the hard cap (S2): the configured one, or lower while a full disk caps the store (S7).
     var maxPages: Int
@@ -127,7 +127,7 @@ final class LogStore {
         }
 
         Self.releaseReserveIfDiskFull(path: path)
-        let opened = try Self.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
+        let opened = try StoreOpener.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
         self.lock = lock
         self.db = opened.db
         self.recoveredFromCorruption = opened.movedAside
@@ -469,7 +469,7 @@ final class LogStore {
     // MARK: Inspection (X4)
 
     func counts() throws(OutboxError) -> StoreCounts {
-        try guarded { () throws(OutboxError) -> StoreCounts in try Self.readCounts(db) }
+        try guarded { () throws(OutboxError) -> StoreCounts in try StoreInspector.readCounts(db) }
     }
 
     /// Logs waiting to be claimed, by priority, from the row count kept in memory, the critical logs' index and
@@ -484,7 +484,7 @@ final class LogStore {
 
     /// Splits `total` stored logs into pending normal, pending critical and in flight: the critical logs are counted
     /// through their index, the in-flight ones by `inFlightSQL` (count, critical count).
-    private static func splitByState(_ db: Database, total: Int, inFlightSQL: String)
+    static func splitByState(_ db: Database, total: Int, inFlightSQL: String)
         throws(OutboxError) -> (pendingNormal: Int, pendingCritical: Int, inFlight: Int) {
         let critical = Int(try db.int64("SELECT count(*) FROM logs WHERE priority = 1") ?? 0)
         let inFlight = try db.cachedStatement(inFlightSQL)
@@ -496,27 +496,6 @@ final class LogStore {
             inFlightCritical = inFlight.int(at: 1)
         }
         return (total - critical - (inFlightTotal - inFlightCritical), critical - inFlightCritical, inFlightTotal)
-    }
-
-    static func readCounts(_ db: Database) throws(OutboxError) -> StoreCounts {
-        try db.transaction(.deferred) { () throws(OutboxError) -> StoreCounts in
-            var counts = StoreCounts()
-            let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
-            // Older versions (a store an older engine wrote, read by `inspect` without migrating) kept leases in
-            // `in_flight` (2) or `logs` (1).
-            let version = try db.userVersion
-            let inFlightSQL = version >= 3 ? LogSchema.countInFlight : version == 2
-                ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
-                : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
-            let split = try splitByState(db, total: total, inFlightSQL: inFlightSQL)
-            counts.inFlight = split.inFlight
-            counts.pendingCritical = split.pendingCritical
-            counts.pendingNormal = split.pendingNormal
-            counts.bytes = try usedBytes(db)
-            counts.oldestWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
-            counts.deadLetters = Int(try db.int64("SELECT count(*) FROM dead_letters") ?? 0)
-            return counts
-        }
     }
 
     /// `(page_count − freelist_count) × page_size`: what the database holds, free pages excluded.
@@ -538,29 +517,6 @@ final class LogStore {
         }
     }
 
-    /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
-    /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
-    static func inspect(path: String) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
-        guard FileSystem.exists(path) else {
-            throw .io(path: path, message: "no store at this path (check --store)")
-        }
-        let db = try Database(path: path, flags: [.readOnly, .noMutex])
-        defer { db.close() }
-        // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
-        sqlite3_busy_timeout(db.handle, 2000)
-        let version = try db.userVersion
-        if version > schemaVersion {
-            throw .storeTooNew(version: version, supported: schemaVersion)
-        }
-        if version == 0 {
-            throw .io(path: path, message: "not an Outbox store (no schema)")
-        }
-        let counts = try readCounts(db)
-        var meta: [String: String] = [:]
-        let select = try db.prepare("SELECT key, value FROM meta")
-        while try select.step() { meta[select.string(at: 0)] = select.string(at: 1) }
-        return (counts, meta)
-    }
 
     // MARK: Opt-out (T6)
 

@@ -1,0 +1,50 @@
+import CSQLite
+
+/// Reading a store file without taking it over (SPEC X4, R2): read-only, without the lock, recovery, migration or
+/// expiry, so that `outbox status` works while an engine runs on the file (WAL readers do not block the writer).
+enum StoreInspector {
+    /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
+    /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
+    static func inspect(path: String) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
+        guard FileSystem.exists(path) else {
+            throw .io(path: path, message: "no store at this path (check --store)")
+        }
+        let db = try Database(path: path, flags: [.readOnly, .noMutex])
+        defer { db.close() }
+        // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
+        sqlite3_busy_timeout(db.handle, 2000)
+        let version = try db.userVersion
+        if version > LogStore.schemaVersion {
+            throw .storeTooNew(version: version, supported: LogStore.schemaVersion)
+        }
+        if version == 0 {
+            throw .io(path: path, message: "not an Outbox store (no schema)")
+        }
+        let counts = try readCounts(db)
+        var meta: [String: String] = [:]
+        let select = try db.prepare("SELECT key, value FROM meta")
+        while try select.step() { meta[select.string(at: 0)] = select.string(at: 1) }
+        return (counts, meta)
+    }
+
+    static func readCounts(_ db: Database) throws(OutboxError) -> StoreCounts {
+        try db.transaction(.deferred) { () throws(OutboxError) -> StoreCounts in
+            var counts = StoreCounts()
+            let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
+            // Older versions (a store an older engine wrote, read by `inspect` without migrating) kept leases in
+            // `in_flight` (2) or `logs` (1).
+            let version = try db.userVersion
+            let inFlightSQL = version >= 3 ? LogSchema.countInFlight : version == 2
+                ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
+                : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
+            let split = try LogStore.splitByState(db, total: total, inFlightSQL: inFlightSQL)
+            counts.inFlight = split.inFlight
+            counts.pendingCritical = split.pendingCritical
+            counts.pendingNormal = split.pendingNormal
+            counts.bytes = try LogStore.usedBytes(db)
+            counts.oldestWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
+            counts.deadLetters = Int(try db.int64("SELECT count(*) FROM dead_letters") ?? 0)
+            return counts
+        }
+    }
+}
