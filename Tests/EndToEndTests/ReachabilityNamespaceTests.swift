@@ -25,7 +25,7 @@ struct ReachabilityNamespaceTests {
         }
         let suffix = String(getpid() % 10000)
         let engineNS = "obxE\(suffix)", serverNS = "obxS\(suffix)"
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         defer {
             _ = try? ip("netns del \(engineNS)")
             _ = try? ip("netns del \(serverNS)")
@@ -48,7 +48,7 @@ struct ReachabilityNamespaceTests {
         // Phase 1: no server yet. The first attempt is refused, the second retry is scheduled 2.5–5 minutes out.
         let emit = Process()
         emit.executableURL = URL(fileURLWithPath: Self.ip)
-        emit.arguments = ["netns", "exec", engineNS, outbox, "emit", "--store", dir.store, "--count", "50",
+        emit.arguments = ["netns", "exec", engineNS, outbox, "emit", "--store", dir.file(), "--count", "50",
                           "--endpoint", "http://\(serverAddress):\(port)", "--app-secret", "k", "--wait-delivered",
                           "--timeout", "60", "--testing", "--interval", "0.05", "--retry-intervals", "0.1,300,300"]
         let emitOutput = Pipe()

@@ -29,13 +29,13 @@ final class CollectingLogHandler: LogHandler, @unchecked Sendable {
 struct SecretHygieneTests {
     // DEVELOPERS "Standards": the app secret appears in no log line, at any level, on success or refusal.
     @Test func theAppSecretNeverAppearsInLogs() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [
             .init(match: .init(requests: try .init("2")), outcome: .respond(.init(status: 401, body: "bad secret"))),
         ]))
         defer { try? server.stop() }
         let handler = CollectingLogHandler()
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         let secret = "s3cr3t-\(UUID().uuidString)"
         configuration.appSecret = secret
         configuration.logger = Logger(label: "test") { _ in handler }

@@ -7,7 +7,7 @@ import Testing
 struct EventLoopTests {
     // SPEC C8: after shutdown every handle is closed and the loop closes cleanly.
     @Test func dedicatedModeClosesItsLoopWithNoHandleLeft() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         try engine.trackEvent("e")
         #expect(engine.openHandleCount == 3)
@@ -19,7 +19,7 @@ struct EventLoopTests {
 
     // In host mode the engine never keeps the host's loop alive, and leaves it closable after shutdown.
     @Test func hostModeLetsTheHostLoopExitAndCloseCleanly() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let path = dir.file()
         let done = DispatchSemaphore(value: 0)
         let results = HostLoopResults()

@@ -10,7 +10,7 @@ struct HostLoopAnalyticsTests {
     // SPEC A1, A5: lifecycle calls made from the host's loop thread are applied in order; shutdown on that thread
     // writes $AppEnd, and the host's loop closes with no handle left.
     @Test func lifecycleCallsFromTheHostsLoopThreadAreRecordedInOrder() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let host = LifecycleHost()
         let done = DispatchSemaphore(value: 0)
         let thread = Thread { host.run(path: dir.file()); done.signal() }

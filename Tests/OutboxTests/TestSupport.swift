@@ -2,20 +2,6 @@ import Foundation
 @_exported import OutboxTestSupport
 @testable import Outbox
 
-/// A fresh directory per test, removed by `cleanup()`.
-struct TempDir {
-    let path: String
-
-    init(_ name: String = #function) {
-        let safe = name.filter { $0.isLetter || $0.isNumber }
-        path = NSTemporaryDirectory() + "outbox-tests-\(safe)-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String = "store.outbox") -> String { path + "/" + name }
-    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 func testConfiguration(_ path: String) -> Configuration {
     var configuration = Configuration(storePath: path)
     configuration.testingAllowsValuesBelowBounds = true
