@@ -90,8 +90,10 @@ let package = Package(
 
         // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes.
         .target(name: "OutboxTestSupport", dependencies: ["CZlib"], path: "Tests/TestSupport"),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CFastGzip"], path: "Tests/OutboxTests"),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim"], path: "Tests/OutboxTests"),
+        // Pure tests: no file, socket or child process, values and fakes in memory (`swift test --filter OutboxUnitTests`).
+        .testTarget(name: "OutboxUnitTests", dependencies: ["Outbox", "OutboxTestSupport", "CZlib", "CFastGzip"], path: "Tests/OutboxUnitTests"),
         .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "OutboxTestSupport"], path: "Tests/OutboxMockTests"),
-        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "CZlib"], path: "Tests/EndToEndTests"),
+        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import OutboxTestSupport
 @testable import Outbox
 
 @Suite("Delivery machine over fakes (SPEC C, R, S4, T6)")

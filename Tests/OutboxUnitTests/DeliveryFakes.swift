@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OutboxTestSupport
 @testable import Outbox
 
 /// An in-memory `BatchQueue`: logs by seq, leases by batch, dead letters. What the SQLite store does, minus the disk.
