@@ -41,12 +41,16 @@ public final class MockServer: Sendable {
         public var threads: Int
         /// Receives the server's rare diagnostics (a port that cannot be bound again). Never secrets.
         public var log: (@Sendable (String) -> Void)?
+        /// Where the server reads the time (scenario windows, `received_at`, delays, the `Date` header);
+        /// a test passes a `ManualMockClock` to move scenario time without sleeping.
+        public var clock: any MockClock
 
         public init(host: String = "127.0.0.1", port: Int = 0, scenario: Scenario? = nil, appSecret: String? = nil,
                     recordPath: String? = nil, replayPath: String? = nil,
                     reportTimeZone: TimeZone = TimeZone(identifier: "UTC") ?? .current,
                     bodyLimit: Int = 5 * 1024 * 1024, decompressedLimit: Int = 20 * 1024 * 1024,
-                    threads: Int = System.coreCount, log: (@Sendable (String) -> Void)? = nil) {
+                    threads: Int = System.coreCount, log: (@Sendable (String) -> Void)? = nil,
+                    clock: any MockClock = SystemMockClock()) {
             self.host = host
             self.port = port
             self.scenario = scenario
@@ -58,6 +62,7 @@ public final class MockServer: Sendable {
             self.decompressedLimit = decompressedLimit
             self.threads = threads
             self.log = log
+            self.clock = clock
         }
 
         func check() throws {
