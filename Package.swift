@@ -93,7 +93,12 @@ let package = Package(
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim"], path: "Tests/OutboxTests"),
         // Pure tests: no file, socket or child process, values and fakes in memory (`swift test --filter OutboxUnitTests`).
         .testTarget(name: "OutboxUnitTests", dependencies: ["Outbox", "OutboxTestSupport", "CZlib", "CFastGzip"], path: "Tests/OutboxUnitTests"),
-        .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "OutboxTestSupport"], path: "Tests/OutboxMockTests"),
+        .testTarget(name: "OutboxMockTests", dependencies: [
+            "OutboxMock", "OutboxTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], path: "Tests/OutboxMockTests"),
         .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]
 )

@@ -90,8 +90,6 @@ public final class MockServer: Sendable {
     /// Binds and starts accepting connections; returns once the port accepts them. Call it once.
     public func start() throws {
         let core = self.core
-        let bodyLimit = core.configuration.bodyLimit
-        let decompressedLimit = core.configuration.decompressedLimit
         let group = self.group
         do {
             try core.listener.start(group: group) {
@@ -103,13 +101,7 @@ public final class MockServer: Sendable {
                     .childChannelInitializer { channel in
                         guard core.listener.register(channel) else { return channel.close() }
                         return channel.eventLoop.makeCompletedFuture {
-                            let guardHandler = BodyLimitGuard(limit: bodyLimit)
-                            try channel.pipeline.syncOperations.addHandlers([
-                                ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
-                                guardHandler,
-                                NIOHTTPRequestDecompressor(limit: .size(decompressedLimit)),
-                                ConnectionHandler(core: core, guardHandler: guardHandler),
-                            ])
+                            try Self.addConnectionHandlers(to: channel, core: core)
                         }
                     }
             }
@@ -120,6 +112,19 @@ public final class MockServer: Sendable {
             throw MockServerError.cannotBind("\(core.configuration.host):\(core.configuration.port): \(error)")
         }
         core.scheduleOutages()
+    }
+
+    /// One connection's pipeline, on its event loop: HTTP/1.1 decoding, the wire-size guard, decompression
+    /// (bounded: a gzip bomb stops at `decompressedLimit`), then the handler that answers. The handler tests
+    /// put the same pipeline on an `EmbeddedChannel`.
+    static func addConnectionHandlers(to channel: Channel, core: MockCore) throws {
+        let guardHandler = BodyLimitGuard(limit: core.configuration.bodyLimit)
+        try channel.pipeline.syncOperations.addHandlers([
+            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
+            guardHandler,
+            NIOHTTPRequestDecompressor(limit: .size(core.configuration.decompressedLimit)),
+            ConnectionHandler(core: core, guardHandler: guardHandler),
+        ])
     }
 
     /// Closes the port and every connection, then stops the event loops. A second call does nothing.
