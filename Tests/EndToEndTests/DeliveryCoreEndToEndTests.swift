@@ -6,10 +6,6 @@ import Testing
 /// The delivery machine's rules with the real engine, the real store and the real mock over loopback.
 @Suite("Delivery core end to end (SPEC T6, R8, C5, N2)")
 struct DeliveryCoreEndToEndTests {
-    private func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
-        await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
-    }
-
     private func names(_ server: MockServer) -> [String] {
         server.uniqueLogs().compactMap(\.name)
     }

@@ -7,10 +7,6 @@ import Testing
 /// Assertions read the server's stats (STYLE 7).
 @Suite("Delivery end to end (SPEC C, R, W)")
 struct DeliveryEndToEndTests {
-    private func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
-        await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
-    }
-
     private func track(_ engine: OutboxEngine, count: Int, criticalEvery: Int = 10, name: String = "e2e") throws {
         for index in 0..<count {
             let critical = (index + 1) % criticalEvery == 0
@@ -303,7 +299,7 @@ struct DeliveryEndToEndTests {
         #expect(server.stats().requests == 4)
         #expect(status.pendingNormal + status.pendingCritical == 20)
         engine.retryNow()
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         #expect(server.stats().logsUnique == 20)
         #expect(try await engine.status().disabledReason == nil)
     }
@@ -334,9 +330,9 @@ struct DeliveryEndToEndTests {
         let server = try startMock("skewed-clock"); defer { try? server.stop() }
         let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try engine.trackEvent("learn")
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         try track(engine, count: 20, name: "skewed")
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         engine.shutdown()
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

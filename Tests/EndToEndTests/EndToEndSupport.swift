@@ -12,6 +12,11 @@ func startMock(_ fixture: String? = nil, scenario: Scenario? = nil) throws -> Mo
     return server
 }
 
+/// Sends now (`dispatch`) and returns once the attempt is answered: an event to wait on, not a sleep.
+func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
+    await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
+}
+
 /// Short intervals so that end-to-end tests run in seconds (SPEC defaults stay the defaults).
 func fastConfiguration(store: String, endpoint: String) -> Configuration {
     var configuration = Configuration(storePath: store)

@@ -18,7 +18,7 @@ struct ReachabilityNamespaceTests {
         try run(Self.ip, arguments.split(separator: " ").map(String.init)).status
     }
 
-    @Test func aNetworkChangeResetsBackOffAndSendsWithinASecond() async throws {
+    @Test func aNetworkChangeResetsBackOffAndSendsAtOnce() async throws {
         guard Self.canRun else {
             print("skipped: this test creates network namespaces and needs root and iproute2 (uid \(getuid()))")
             return
@@ -50,13 +50,23 @@ struct ReachabilityNamespaceTests {
         emit.executableURL = URL(fileURLWithPath: Self.ip)
         emit.arguments = ["netns", "exec", engineNS, outbox, "emit", "--store", dir.file(), "--count", "50",
                           "--endpoint", "http://\(serverAddress):\(port)", "--app-secret", "k", "--wait-delivered",
-                          "--timeout", "60", "--testing", "--interval", "0.05", "--retry-intervals", "0.1,300,300"]
-        let emitOutput = Pipe()
+                          "--timeout", "60", "--testing", "--interval", "0.05", "--retry-intervals", "0.1,300,300",
+                          "--log-level", "info"]
+        let emitOutput = Pipe(), emitLog = Pipe()
         emit.standardOutput = emitOutput
+        emit.standardError = emitLog
         try emit.run()
         defer { if emit.isRunning { kill(emit.processIdentifier, SIGKILL) } }
-        // Two refused attempts take ~0.2 s; give them a generous second (the child offers nothing to await).
-        try await Task.sleep(nanoseconds: 1_000_000_000)
+        // Wait for the events, not for time: the child logs each retry it schedules (R3, at info) and each change of
+        // the network it sees (N1). Two refused attempts: the second retry is minutes away. (Bounded: the child
+        // gives up after its --timeout, and its stderr then ends.)
+        let log = LineReader(emitLog.fileHandleForReading)
+        func awaitLogLines(containing text: String, count: Int) -> Bool {
+            var seen = 0
+            while seen < count, let line = log.next() { if line.contains(text) { seen += 1 } }
+            return seen == count
+        }
+        #expect(awaitLogLines(containing: "batch will be retried", count: 2))
 
         // Phase 2: offline (the link goes down, the default route with it). The server starts meanwhile.
         try ip("-n \(engineNS) link set vE\(suffix) down")
@@ -72,7 +82,8 @@ struct ReachabilityNamespaceTests {
         #expect(ready == "listening on http://\(serverAddress):\(port)")
         // Taken after the server started, so `serverStart + at` can only overstate the request's time.
         let serverStart = wallMs()
-        try await Task.sleep(nanoseconds: 500_000_000)
+        // The engine has seen the network go (R7: nothing is attempted while offline).
+        #expect(awaitLogLines(containing: "network offline", count: 1))
 
         // Phase 3: back online. R6: back-off reset, the waiting batch goes at once — not in 2.5–5 minutes.
         try ip("-n \(engineNS) link set vE\(suffix) up")
@@ -85,11 +96,13 @@ struct ReachabilityNamespaceTests {
         #expect(result["retries"] as? Int == 2)  // the 0.1 s retry and the 5-minute one; none while offline (R7)
 
         // The child exits right after its only request was answered: an upper bound on the time to that request.
-        #expect(doneAt - online < 1000, "delivered \(doneAt - online) ms after the network came back")
+        // "At once" against a back-off of 150–300 s: 3 s leaves a loaded 2-core machine room for netlink, a
+        // process exit and iproute2, and still tells the two apart by a factor of 50.
+        #expect(doneAt - online < 3000, "delivered \(doneAt - online) ms after the network came back")
         // The server's recording dates the first request (ms since the server started).
         let firstLine = (try? String(contentsOfFile: recording, encoding: .utf8))?.split(separator: "\n").first.map(String.init) ?? ""
         let firstAt = serverStart + Int64((jsonObject(firstLine)["at"] as? Int) ?? 1_000_000)
         print("network back -> first request: at most \(firstAt - online) ms; delivered and exited after \(doneAt - online) ms")
-        #expect(firstAt - online < 1000)
+        #expect(firstAt - online < 3000)
     }
 }
