@@ -6,7 +6,7 @@ DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-co
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 
-.PHONY: deps build test demo cli-check bench fuzz screenshot clean
+.PHONY: deps build test unit demo cli-check bench fuzz screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -40,6 +40,11 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) cli-check
+
+# The pure tests alone (OutboxUnitTests: no file, socket or child process), in seconds once built.
+unit: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter OutboxUnitTests
 
 demo: build
 	$(SWIFT) run outbox demo

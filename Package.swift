@@ -79,7 +79,7 @@ let package = Package(
         .executableTarget(name: "outbox-peak-rss", path: "Benchmarks/outbox-peak-rss"),
         .executableTarget(
             name: "outbox-mock-bench",
-            dependencies: ["OutboxMock", "CZlib",
+            dependencies: ["OutboxMock", "OutboxTestSupport",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio")],
@@ -88,9 +88,17 @@ let package = Package(
         // A child process for the crash tests: tracks events in a loop until it is killed.
         .executableTarget(name: "outbox-crash-child", dependencies: ["Outbox"], path: "Tests/CrashChild"),
 
-        .target(name: "OutboxTestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CFastGzip"], path: "Tests/OutboxTests"),
-        .testTarget(name: "OutboxMockTests", dependencies: ["OutboxMock", "CZlib"], path: "Tests/OutboxMockTests"),
-        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "CZlib"], path: "Tests/EndToEndTests"),
+        // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes.
+        .target(name: "OutboxTestSupport", dependencies: ["CZlib"], path: "Tests/TestSupport"),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim"], path: "Tests/OutboxTests"),
+        // Pure tests: no file, socket or child process, values and fakes in memory (`swift test --filter OutboxUnitTests`).
+        .testTarget(name: "OutboxUnitTests", dependencies: ["Outbox", "OutboxTestSupport", "CZlib", "CFastGzip"], path: "Tests/OutboxUnitTests"),
+        .testTarget(name: "OutboxMockTests", dependencies: [
+            "OutboxMock", "OutboxTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], path: "Tests/OutboxMockTests"),
+        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]
 )

@@ -1,9 +1,9 @@
-import CZlib
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import OutboxMock
+import OutboxTestSupport
 
 // outbox-mock-bench: how many 50-log gzip batches per second the mock server sustains (SPEC M6).
 //
@@ -83,26 +83,6 @@ enum LogMaker {
         }
     }
 
-    static func gzip(_ data: [UInt8]) -> [UInt8] {
-        var stream = z_stream()
-        guard deflateInit2_(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-                            Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return [] }
-        defer { deflateEnd(&stream) }
-        var input = data
-        var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, UInt(data.count))) + 32)
-        let produced: Int = input.withUnsafeMutableBufferPointer { inBuf in
-            out.withUnsafeMutableBufferPointer { outBuf in
-                stream.next_in = inBuf.baseAddress
-                stream.avail_in = UInt32(inBuf.count)
-                stream.next_out = outBuf.baseAddress
-                stream.avail_out = UInt32(outBuf.count)
-                _ = deflate(&stream, Z_FINISH)
-                return outBuf.count - Int(stream.avail_out)
-            }
-        }
-        return Array(out[0..<produced])
-    }
-
     /// gzip bodies, ready to write.
     static func requests(count: Int, batchSize: Int, host: String) -> (requests: [[UInt8]], plainBytes: Int) {
         let chunks = 2
@@ -124,7 +104,7 @@ enum LogMaker {
                                                      timestamp: timestamp, rng: &rng) }
                 let body = Array(#"{"sentAt":"\#(timestamp)","logs":[\#(logs.joined(separator: ","))]}"#.utf8)
                 plainBytes += body.count
-                let gz = gzip(body)
+                let gz = TestGzip.compress(body)
                 out.append(gz)
             }
             results.lock.lock()

@@ -64,7 +64,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             var body = spareBody ?? context.channel.allocator.buffer(capacity: min(max(expected, 0), 65536))
             spareBody = nil
             body.clear()
-            current = Incoming(head: head, startNs: MockClock.monotonicNs(), isIngestion: isIngestion,
+            current = Incoming(head: head, startNs: core.clock.monotonicNs(), isIngestion: isIngestion,
                                body: body, holdsSlot: isIngestion)
             if head.headers.first(name: "expect")?.lowercased() == "100-continue", !busy {
                 if expected <= core.configuration.bodyLimit {
@@ -221,7 +221,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .hang: "hang"
         case .malformed: "malformed"
         }
-        let elapsed = Double(MockClock.monotonicNs() - request.startNs) / 1_000_000
+        let elapsed = Double(core.clock.monotonicNs() - request.startNs) / 1_000_000
         return MockRequest(at: verdict.at, install: request.head.headers.first(name: "install-id"),
                            logs: verdict.logCount, status: status, action: action,
                            durationMs: (elapsed * 1000).rounded() / 1000)
@@ -255,7 +255,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// The `Date` header on the server's (skewed) clock, formatted once per second.
     private func date(skewMs: Int64) -> String {
-        let ms = MockClock.wallMs() + skewMs
+        let ms = core.clock.wallMs() + skewMs
         let second = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         if dateCache.second != second { dateCache = (second, HTTPDate.format(epochSeconds: second)) }
         return dateCache.text

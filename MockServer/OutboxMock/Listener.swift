@@ -25,10 +25,13 @@ final class Listener: Sendable {
     let host: String
     private let state: NIOLockedValueBox<State>
     private let log: (@Sendable (String) -> Void)?
+    /// Outage ends are monotonic readings of the server's clock.
+    private let clock: any MockClock
 
-    init(host: String, port: Int, log: (@Sendable (String) -> Void)?) {
+    init(host: String, port: Int, clock: any MockClock, log: (@Sendable (String) -> Void)?) {
         self.host = host
         self.state = NIOLockedValueBox(State(port: port))
+        self.clock = clock
         self.log = log
     }
 
@@ -81,7 +84,7 @@ final class Listener: Sendable {
             s.serverChannel = nil
             let children = Array(s.children.values)
             s.children.removeAll()
-            let delay = Int64(untilNs) - Int64(MockClock.monotonicNs())
+            let delay = Int64(untilNs) - Int64(clock.monotonicNs())
             s.timers.append(group.next().scheduleTask(in: .nanoseconds(max(0, delay))) { [weak self] in
                 self?.reopenIfDue()
             })
@@ -99,7 +102,7 @@ final class Listener: Sendable {
     }
 
     private func reopenIfDue(attempt: Int = 0) {
-        let now = MockClock.monotonicNs()
+        let now = clock.monotonicNs()
         guard let makeBootstrap = bootstrap.withLockedValue({ $0 }) else { return }
         let go = state.withLockedValue { s -> (EventLoopFuture<Channel>, Int, EventLoop)? in
             guard !s.stopped, s.serverChannel == nil, s.binding == nil, let group = s.group else { return nil }
@@ -152,7 +155,7 @@ final class Listener: Sendable {
         for task in old { task.cancel() }
         endOutage()
         guard loop != nil else { return }  // not started: start() schedules
-        let now = MockClock.monotonicNs()
+        let now = clock.monotonicNs()
         state.withLockedValue { s in
             guard !s.stopped, let loop = s.group?.next() else { return }
             for window in outages {

@@ -47,14 +47,16 @@ final class MockCore: Sendable {
     let replay: [RecordedExchange]
     let recorder: ExchangeRecorder?
     let listener: Listener
+    let clock: any MockClock
 
     init(configuration: MockServer.Configuration) throws {
         self.configuration = configuration
+        clock = configuration.clock
         state = NIOLockedValueBox(RecordedState(scenario: configuration.scenario ?? Scenario(),
-                                                now: MockClock.monotonicNs()))
+                                                now: clock.monotonicNs()))
         replay = try configuration.replayPath.map { try RecordedExchange.load(path: $0) } ?? []
         recorder = try configuration.recordPath.map { try ExchangeRecorder(path: $0) }
-        listener = Listener(host: configuration.host, port: configuration.port, log: configuration.log)
+        listener = Listener(host: configuration.host, port: configuration.port, clock: clock, log: configuration.log)
     }
 
     // MARK: - Requests
@@ -87,8 +89,8 @@ final class MockCore: Sendable {
 
     /// Decides the request's fate and records what it delivered, in one critical section (SPEC M2, M3).
     func decide(_ r: PreparedRequest) -> Verdict {
-        let now = MockClock.monotonicNs()
-        let wall = MockClock.wallMs()
+        let now = clock.monotonicNs()
+        let wall = clock.wallMs()
         return state.withLockedValue { s in
             s.requestCount += 1
             let at = r.startNs >= s.epochNs ? Int64((r.startNs - s.epochNs) / 1_000_000) : 0
@@ -177,7 +179,7 @@ final class MockCore: Sendable {
 
     /// Clears counts and logs and restarts the scenario clock, request numbers and random source.
     func reset() {
-        let now = MockClock.monotonicNs()
+        let now = clock.monotonicNs()
         let (generation, outages) = state.withLockedValue { s in
             s.reset(scenario: s.engine.scenario, now: now)
             return (s.generation, s.engine.scheduledOutages)

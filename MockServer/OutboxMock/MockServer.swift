@@ -41,12 +41,16 @@ public final class MockServer: Sendable {
         public var threads: Int
         /// Receives the server's rare diagnostics (a port that cannot be bound again). Never secrets.
         public var log: (@Sendable (String) -> Void)?
+        /// Where the server reads the time (scenario windows, `received_at`, delays, the `Date` header);
+        /// a test passes a `ManualMockClock` to move scenario time without sleeping.
+        public var clock: any MockClock
 
         public init(host: String = "127.0.0.1", port: Int = 0, scenario: Scenario? = nil, appSecret: String? = nil,
                     recordPath: String? = nil, replayPath: String? = nil,
                     reportTimeZone: TimeZone = TimeZone(identifier: "UTC") ?? .current,
                     bodyLimit: Int = 5 * 1024 * 1024, decompressedLimit: Int = 20 * 1024 * 1024,
-                    threads: Int = System.coreCount, log: (@Sendable (String) -> Void)? = nil) {
+                    threads: Int = System.coreCount, log: (@Sendable (String) -> Void)? = nil,
+                    clock: any MockClock = SystemMockClock()) {
             self.host = host
             self.port = port
             self.scenario = scenario
@@ -58,6 +62,7 @@ public final class MockServer: Sendable {
             self.decompressedLimit = decompressedLimit
             self.threads = threads
             self.log = log
+            self.clock = clock
         }
 
         func check() throws {
@@ -85,8 +90,6 @@ public final class MockServer: Sendable {
     /// Binds and starts accepting connections; returns once the port accepts them. Call it once.
     public func start() throws {
         let core = self.core
-        let bodyLimit = core.configuration.bodyLimit
-        let decompressedLimit = core.configuration.decompressedLimit
         let group = self.group
         do {
             try core.listener.start(group: group) {
@@ -98,13 +101,7 @@ public final class MockServer: Sendable {
                     .childChannelInitializer { channel in
                         guard core.listener.register(channel) else { return channel.close() }
                         return channel.eventLoop.makeCompletedFuture {
-                            let guardHandler = BodyLimitGuard(limit: bodyLimit)
-                            try channel.pipeline.syncOperations.addHandlers([
-                                ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
-                                guardHandler,
-                                NIOHTTPRequestDecompressor(limit: .size(decompressedLimit)),
-                                ConnectionHandler(core: core, guardHandler: guardHandler),
-                            ])
+                            try Self.addConnectionHandlers(to: channel, core: core)
                         }
                     }
             }
@@ -115,6 +112,19 @@ public final class MockServer: Sendable {
             throw MockServerError.cannotBind("\(core.configuration.host):\(core.configuration.port): \(error)")
         }
         core.scheduleOutages()
+    }
+
+    /// One connection's pipeline, on its event loop: HTTP/1.1 decoding, the wire-size guard, decompression
+    /// (bounded: a gzip bomb stops at `decompressedLimit`), then the handler that answers. The handler tests
+    /// put the same pipeline on an `EmbeddedChannel`.
+    static func addConnectionHandlers(to channel: Channel, core: MockCore) throws {
+        let guardHandler = BodyLimitGuard(limit: core.configuration.bodyLimit)
+        try channel.pipeline.syncOperations.addHandlers([
+            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
+            guardHandler,
+            NIOHTTPRequestDecompressor(limit: .size(core.configuration.decompressedLimit)),
+            ConnectionHandler(core: core, guardHandler: guardHandler),
+        ])
     }
 
     /// Closes the port and every connection, then stops the event loops. A second call does nothing.

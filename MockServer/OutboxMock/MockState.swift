@@ -1,21 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// Monotonic and wall clocks, read without Foundation on the hot path.
-enum MockClock {
-    static func monotonicNs() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
-
-    static func wallMs() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-}
-
 /// A log as stored: the accepted batch's facts plus when and from whom it arrived.
 struct StoredLog {
     var id: UUIDKey

@@ -9,9 +9,9 @@ struct AnalyticsEndToEndTests {
     // SPEC W2, A10, T7: a session with every log type is accepted by the mock server as the engine sends it —
     // with this machine's device context — and every log of the session carries its sid and the user.
     @Test func aSessionWithEveryLogTypeIsAcceptedByTheMockServer() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.sessionTracking = .automatic
         configuration.tracksAppLifecycle = true
         configuration.appVersion = "2.1"
@@ -53,9 +53,9 @@ struct AnalyticsEndToEndTests {
     // SPEC A10: a log is sent with the device context it was captured under — also after a restart, when the
     // context of the new run differs (the delivery driver reads the old version back from the store).
     @Test func logsKeepTheirCapturedContextAcrossARestart() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        var offline = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var offline = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         offline.endpoint = nil   // the first run only stores
         let first = try OutboxEngine(configuration: offline)
         try first.setCountryCode("TR")
@@ -63,7 +63,7 @@ struct AnalyticsEndToEndTests {
         await first.persisted()
         first.shutdown()
 
-        let second = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let second = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try second.trackEvent("captured without a country")
         #expect(await second.waitUntilDelivered(timeout: .seconds(20)))
         second.shutdown()

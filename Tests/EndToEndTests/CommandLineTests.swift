@@ -34,23 +34,23 @@ struct CommandLineTests {
         (["--wait-delivered"], "--wait-delivered"),
     ])
     func badEmitArgumentsExitNonZeroNamingTheOption(extra: [String], option: String) throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
-        let result = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.store, "--count", "1"] + extra)
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.file(), "--count", "1"] + extra)
         #expect(result.status != 0)
         #expect(result.status < 128, "killed by a signal: \(result.errors)")
         #expect(result.errors.contains(option), "message: \(result.errors)")
-        #expect(!FileManager.default.fileExists(atPath: dir.store))
+        #expect(!FileManager.default.fileExists(atPath: dir.file()))
     }
 }
 
 extension CommandLineTests {
     // SPEC X3, W1: `--compression zlib:9` reaches the engine; the mock inflates every body and stores every log.
     @Test func emitWithZlibCompressionDeliversEverything() throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
-        process.arguments = ["emit", "--store", dir.store, "--count", "300", "--payload-bytes", "200",
+        process.arguments = ["emit", "--store", dir.file(), "--count", "300", "--payload-bytes", "200",
                              "--endpoint", server.baseURL, "--app-secret", "k", "--compression", "zlib:9",
                              "--wait-delivered", "--timeout", "30"]
         let pipe = Pipe()
@@ -67,10 +67,10 @@ extension CommandLineTests {
 extension CommandLineTests {
     // SPEC X4: `outbox status` run as a process prints the store's counts as JSON with exactly X4's keys.
     @Test func statusPrintsTheStoresCounts() throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
-        let emitted = try runOutbox(["emit", "--store", dir.store, "--count", "25", "--critical-every", "5"], in: dir)
+        let dir = TempDirectory(); defer { dir.remove() }
+        let emitted = try runOutbox(["emit", "--store", dir.file(), "--count", "25", "--critical-every", "5"], in: dir)
         #expect(emitted.status == 0, "\(emitted.errors)")
-        let result = try runOutbox(["status", "--store", dir.store], in: dir)
+        let result = try runOutbox(["status", "--store", dir.file()], in: dir)
         #expect(result.status == 0, "\(result.errors)")
         let object = try #require(jsonLines(result.output).first)
         #expect(Set(object.keys) == ["pending_normal", "pending_critical", "in_flight", "bytes", "oldest_age_s",
@@ -83,7 +83,7 @@ extension CommandLineTests {
 
     // SPEC X5: `outbox demo` run as a process delivers through its flaky scenario and reports lost 0.
     @Test func demoRunsToItsReport() throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let result = try runOutbox(["demo", "--seconds", "3", "--rate", "100", "--directory", dir.path + "/demo"], in: dir)
         #expect(result.status == 0, "\(result.output)\n\(result.errors)")
         #expect(result.output.contains("lost"))

@@ -7,9 +7,9 @@ import Testing
 struct DeadLetterEndToEndTests {
     // SPEC R2: a requeued letter reaches delivery at once (no restart, no new log needed) and is sent under its id.
     @Test func aRequeuedLetterIsDeliveredUnderItsOwnID() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("poison"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         defer { engine.shutdown() }
         for index in 0..<5 { try engine.trackEvent(index == 2 ? "poison" : "fine", properties: ["i": .int(Int64(index))]) }
         #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))

@@ -6,10 +6,6 @@ import Testing
 /// The delivery machine's rules with the real engine, the real store and the real mock over loopback.
 @Suite("Delivery core end to end (SPEC T6, R8, C5, N2)")
 struct DeliveryCoreEndToEndTests {
-    private func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
-        await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
-    }
-
     private func names(_ server: MockServer) -> [String] {
         server.uniqueLogs().compactMap(\.name)
     }
@@ -18,12 +14,12 @@ struct DeliveryCoreEndToEndTests {
     // would resend it (retryNow, a network change) send nothing: the only requests after it carry the logs tracked
     // once collection is on again.
     @Test func optOutWithARetryPendingSendsNoEarlierLog() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [
             .init(match: .init(requests: try .init("1")), outcome: .respond(.init(status: 503))),
         ]))
         defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.dispatchInterval = .zero
         configuration.retryIntervals = [.seconds(3600)]
         let engine = try OutboxEngine(configuration: configuration)
@@ -46,13 +42,13 @@ struct DeliveryCoreEndToEndTests {
     // SPEC R8, R1: after a 401 sending stops and the data is kept; `update` with the right secret resumes it
     // without a restart, and a field that cannot change at run time is refused by name.
     @Test func anUpdateResumesAfterA401() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         var mockConfiguration = MockServer.Configuration()
         mockConfiguration.appSecret = "right"
         let server = try MockServer(configuration: mockConfiguration)
         try server.start()
         defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.appSecret = "wrong"
         configuration.dispatchInterval = .zero
         let engine = try OutboxEngine(configuration: configuration)
@@ -80,9 +76,9 @@ struct DeliveryCoreEndToEndTests {
 
     // SPEC C5: the engine's pause() stops sending while tracking goes on; resume() sends what accumulated.
     @Test func pauseAndResumeOfTheEngine() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         defer { engine.shutdown() }
         engine.pause()
         for index in 0..<120 { try engine.trackEvent("paused", properties: ["i": .int(Int64(index))]) }
@@ -98,9 +94,9 @@ struct DeliveryCoreEndToEndTests {
     // SPEC N2, R7, R6: the host's `.offline` stops every attempt whatever the watcher says; `.online` after it is a
     // network change and sends what waits at once.
     @Test func theHostsReachabilityOverridesTheWatcher() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.dispatchInterval = .zero
         let engine = try OutboxEngine(configuration: configuration)
         defer { engine.shutdown() }

@@ -9,16 +9,16 @@ struct DeliveryCrashTests {
     /// 10 times; a last run finishes. Every log must arrive, and duplicates may only come from batches whose
     /// answer was lost (the server's drop_after_body, or a kill between the server's answer and the delete).
     @Test(arguments: ["lost-ack", "flaky"]) func killingTheSenderLosesNothing(scenario: String) async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario); defer { try? server.stop() }
         let outbox = builtProduct("outbox")
         try #require(FileManager.default.isExecutableFile(atPath: outbox), "build the package first: \(outbox)")
         let total = 20_000
-        let stored = try run(outbox, ["emit", "--store", dir.store, "--count", "\(total)", "--critical-every", "7"])
+        let stored = try run(outbox, ["emit", "--store", dir.file(), "--count", "\(total)", "--critical-every", "7"])
         #expect(stored.status == 0)
         #expect(jsonObject(stored.output)["tracked"] as? Int == total)
 
-        let drain = ["emit", "--store", dir.store, "--count", "0", "--endpoint", server.baseURL, "--app-secret", "k",
+        let drain = ["emit", "--store", dir.file(), "--count", "0", "--endpoint", server.baseURL, "--app-secret", "k",
                      "--wait-delivered", "--timeout", "60", "--testing", "--batch-size", "20", "--interval", "0.02",
                      "--retry-intervals", "0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02"]
         var random = SystemRandomNumberGenerator()
@@ -68,7 +68,7 @@ struct DeliveryCrashTests {
         let lostAnswers = server.requests().filter { $0.action == "drop_after_body" }.reduce(0) { $0 + $1.logs }
         // A kill can lose the answers of at most the 3 requests in flight (20 logs each).
         #expect(stats.logsDuplicate <= lostAnswers + kills * 3 * 20)
-        let report = try StoreReport.read(path: dir.store)
+        let report = try StoreReport.read(path: dir.file())
         #expect(report.pendingNormal + report.pendingCritical + report.inFlight == 0)
     }
 }

@@ -7,10 +7,6 @@ import Testing
 /// Assertions read the server's stats (STYLE 7).
 @Suite("Delivery end to end (SPEC C, R, W)")
 struct DeliveryEndToEndTests {
-    private func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
-        await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
-    }
-
     private func track(_ engine: OutboxEngine, count: Int, criticalEvery: Int = 10, name: String = "e2e") throws {
         for index in 0..<count {
             let critical = (index + 1) % criticalEvery == 0
@@ -21,9 +17,9 @@ struct DeliveryEndToEndTests {
 
     // SPEC C1, C3, W1, W2: everything tracked arrives once, in batches of at most 50, at most 3 in flight.
     @Test func everyLogArrivesOnceWithAtMostThreeRequestsInFlight() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try track(engine, count: 2000)
         #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         let status = try await engine.status()
@@ -43,13 +39,13 @@ struct DeliveryEndToEndTests {
     @Test func bothBodyCompressorsDeliverGzipTheMockReads() async throws {
         var wireBytes: [Int] = []
         for compression in [BodyCompression.fast, .zlib(level: 6)] {
-            let dir = E2EDir(); defer { dir.cleanup() }
+            let dir = TempDirectory(); defer { dir.remove() }
             var mockConfiguration = MockServer.Configuration()
             mockConfiguration.recordPath = dir.path + "/exchanges.jsonl"
             let server = try MockServer(configuration: mockConfiguration)
             try server.start()
             defer { try? server.stop() }
-            var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+            var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
             configuration.bodyCompression = compression
             configuration.dispatchInterval = .zero  // manual: the batches are the same for both compressors
             let engine = try OutboxEngine(configuration: configuration)
@@ -73,9 +69,9 @@ struct DeliveryEndToEndTests {
     // One batch of 500 holds everything, so the order on the wire is the claim order (with 3 requests in
     // flight, arrival order across requests is not defined; the store tests check the claim order across batches).
     @Test func criticalLogsArriveBeforeNormalOnes() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.dispatchInterval = .zero  // manual: everything waits for dispatch()
         configuration.batchSize = 500
         let engine = try OutboxEngine(configuration: configuration)
@@ -94,9 +90,9 @@ struct DeliveryEndToEndTests {
 
     // SPEC R1, R3: 30 % 503s are retried until everything is delivered.
     @Test func aFlakyServerLosesNothing() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("flaky"); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.retryIntervals = Array(repeating: .milliseconds(60), count: 10)
         let engine = try OutboxEngine(configuration: configuration)
         try track(engine, count: 1000)
@@ -111,12 +107,12 @@ struct DeliveryEndToEndTests {
 
     // SPEC R1, R3, M3: while the port refuses connections, batches back off as configured, then deliver.
     @Test func anOutageIsRiddenOutWithRetriesSpacedAsConfigured() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [
             .init(match: .init(untilSeconds: 1.0), outcome: .refuse(durationSeconds: nil)),
         ]))
         defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.retryIntervals = [.milliseconds(400), .milliseconds(800), .milliseconds(1600)]
         let engine = try OutboxEngine(configuration: configuration)
         // The first request triggers the refusal window; the rest wait behind it.
@@ -136,12 +132,12 @@ struct DeliveryEndToEndTests {
 
     // SPEC R4: Retry-After pauses the pipeline for as long as the server asks.
     @Test func retryAfterIsHonoured() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [
             .init(match: .init(requests: try .init("1")), outcome: .respond(.init(status: 429, headers: ["Retry-After": "1"]))),
         ]))
         defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try track(engine, count: 10)
         #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
         engine.shutdown()
@@ -157,9 +153,9 @@ struct DeliveryEndToEndTests {
     // connections from 2 s to 12 s): an app tracking through the whole outage loses nothing, the server hears
     // nothing while it is down, and the backlog is delivered once it is back.
     @Test func theTenSecondOutageFixtureIsRiddenOut() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("outage"); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.retryIntervals = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(2), .seconds(2),
                                         .seconds(2), .seconds(2), .seconds(2), .seconds(2), .seconds(2)]
         let engine = try OutboxEngine(configuration: configuration)
@@ -198,9 +194,9 @@ struct DeliveryEndToEndTests {
     // Retry-After: 2). One batch, so one request at a time: each retry waits the 2 s the server asked for,
     // although the configured intervals are 100–400 ms.
     @Test func theThrottleFixtureIsHonoured() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("throttle"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try track(engine, count: 10, criticalEvery: 1000)
         #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         engine.shutdown()
@@ -214,9 +210,9 @@ struct DeliveryEndToEndTests {
 
     // SPEC R1, S6, M2: answers lost after the server recorded the logs cause re-sends the server de-duplicates.
     @Test func lostAcknowledgementsAreResentAndDeduplicated() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("lost-ack"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try track(engine, count: 100)
         #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
         engine.shutdown()
@@ -228,9 +224,9 @@ struct DeliveryEndToEndTests {
 
     // SPEC R1, R2: a 400 is bisected down to the refused log; only it is dead-lettered, its neighbours arrive.
     @Test func aPoisonLogIsDeadLetteredAndItsNeighboursDelivered() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("poison"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         for index in 0..<40 { try engine.trackEvent(index == 17 ? "poison" : "fine", properties: ["i": .int(Int64(index))]) }
         #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
         let status = try await engine.status()
@@ -242,14 +238,14 @@ struct DeliveryEndToEndTests {
         #expect(letters.count == 1)
         #expect(letters.first?.status == 400)
         #expect(letters.first?.reason.contains("poison") == true)
-        #expect(try StoreReport.read(path: dir.store).deadLetters == 1)
+        #expect(try StoreReport.read(path: dir.file()).deadLetters == 1)
     }
 
     // SPEC R1: 413 splits the batch until the server takes it; nothing is dead-lettered.
     @Test func tooLargeBatchesAreSplit() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("too-large"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try track(engine, count: 150)
         #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
         let status = try await engine.status()
@@ -261,9 +257,9 @@ struct DeliveryEndToEndTests {
 
     // SPEC R1: 401 stops sending and keeps the data; after the configuration is fixed (restart) it is delivered.
     @Test func unauthorizedStopsAndKeepsTheDataUntilFixed() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("unauthorized"); defer { try? server.stop() }
-        var engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        var engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try track(engine, count: 60)
         // The answer to the first request stops sending.
         #expect(await dispatchResult(engine) == .error)
@@ -272,12 +268,12 @@ struct DeliveryEndToEndTests {
         let requestsWhenStopped = server.stats().requests
         #expect(!(await engine.waitUntilDelivered(timeout: .milliseconds(500))))
         #expect(server.stats().requests == requestsWhenStopped)
-        #expect(try StoreReport.read(path: dir.store).disabledReason?.contains("401") == true)
+        #expect(try StoreReport.read(path: dir.file()).disabledReason?.contains("401") == true)
         engine.shutdown()
-        #expect(try StoreReport.read(path: dir.store).pendingNormal + StoreReport.read(path: dir.store).pendingCritical == 60)
+        #expect(try StoreReport.read(path: dir.file()).pendingNormal + StoreReport.read(path: dir.file()).pendingCritical == 60)
 
         server.setScenario(nil)  // the credentials are fixed
-        engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
         engine.shutdown()
         #expect(server.stats().logsUnique == 60)
@@ -285,12 +281,12 @@ struct DeliveryEndToEndTests {
 
     // SPEC R5: exhausted retries disable sending (data kept) until retryNow().
     @Test func exhaustedRetriesDisableSendingUntilRetryNow() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [
             .init(match: .init(requests: try .init("1-4")), outcome: .respond(.init(status: 503))),
         ]))
         defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         defer { engine.shutdown() }
         try track(engine, count: 20)
         // Each dispatch answers with the next request's result: four 503s use the four attempts.
@@ -303,7 +299,7 @@ struct DeliveryEndToEndTests {
         #expect(server.stats().requests == 4)
         #expect(status.pendingNormal + status.pendingCritical == 20)
         engine.retryNow()
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         #expect(server.stats().logsUnique == 20)
         #expect(try await engine.status().disabledReason == nil)
     }
@@ -311,12 +307,12 @@ struct DeliveryEndToEndTests {
     // SPEC R5: with three batches failing, the first to exhaust its attempts disables sending; the others hand
     // their rows back, and the probe then delivers everything without a restart or retryNow().
     @Test func theProbeRecoversWhenSeveralBatchesFail() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [
             .init(match: .init(requests: try .init("1-9")), outcome: .respond(.init(status: 503))),
         ]))
         defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.retryIntervals = [.milliseconds(40)]
         configuration.probeInterval = .milliseconds(300)
         let engine = try OutboxEngine(configuration: configuration)
@@ -330,13 +326,13 @@ struct DeliveryEndToEndTests {
 
     // SPEC A9: with the server's clock 1 h ahead, timestamps are sent in the server's time.
     @Test func timestampsFollowTheServersClock() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("skewed-clock"); defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         try engine.trackEvent("learn")
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         try track(engine, count: 20, name: "skewed")
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(10)))
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
         engine.shutdown()
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -352,9 +348,9 @@ struct DeliveryEndToEndTests {
 
     // SPEC C7: dispatch(completion:) reports each request, and .noData once drained.
     @Test func dispatchWithCompletionDrainsUntilNoData() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.dispatchInterval = .zero
         let engine = try OutboxEngine(configuration: configuration)
         defer { engine.shutdown() }
@@ -373,10 +369,10 @@ struct DeliveryEndToEndTests {
 
     // SPEC C8: shutdown(drainFor:) delivers within the deadline or leaves the rest stored; no handle leaks.
     @Test func shutdownDrainsWithinTheDeadlineOrKeepsTheRest() async throws {
-        let dir = E2EDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario: Scenario(seed: 1, rules: [.init(outcome: .hang)]))
         defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.store, endpoint: server.baseURL)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
         configuration.requestTimeout = .seconds(60)
         let engine = try OutboxEngine(configuration: configuration)
         try track(engine, count: 30)
@@ -387,14 +383,14 @@ struct DeliveryEndToEndTests {
         // blocking tests (crash children, namespaces) can hold for many seconds (20.9 s seen under load).
         #expect(wallMs() - start < 45_000)
         #expect(engine.dedicatedLoopCloseResult == 0)
-        let report = try StoreReport.read(path: dir.store)
+        let report = try StoreReport.read(path: dir.file())
         #expect(report.pendingNormal + report.pendingCritical == 30)
         #expect(report.inFlight == 0)
 
         server.setScenario(nil)
-        let again = try OutboxEngine(configuration: fastConfiguration(store: dir.store, endpoint: server.baseURL))
+        let again = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
         await again.shutdown(drainFor: .seconds(10))
         #expect(server.stats().logsUnique == 30)
-        #expect(try StoreReport.read(path: dir.store).pendingNormal == 0)
+        #expect(try StoreReport.read(path: dir.file()).pendingNormal == 0)
     }
 }

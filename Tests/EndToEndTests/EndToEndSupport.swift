@@ -3,17 +3,6 @@ import Foundation
 import OutboxMock
 @testable import Outbox
 
-/// A fresh directory per test.
-struct E2EDir {
-    let path: String
-    init(_ name: String = #function) {
-        path = NSTemporaryDirectory() + "outbox-e2e-\(name.filter { $0.isLetter })-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    var store: String { path + "/store.outbox" }
-    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// The real mock server in-process on 127.0.0.1 (port 0), with a scenario from Fixtures/scenarios/ or given.
 func startMock(_ fixture: String? = nil, scenario: Scenario? = nil) throws -> MockServer {
     var configuration = MockServer.Configuration()
@@ -21,6 +10,11 @@ func startMock(_ fixture: String? = nil, scenario: Scenario? = nil) throws -> Mo
     let server = try MockServer(configuration: configuration)
     try server.start()
     return server
+}
+
+/// Sends now (`dispatch`) and returns once the attempt is answered: an event to wait on, not a sleep.
+func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
+    await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
 }
 
 /// Short intervals so that end-to-end tests run in seconds (SPEC defaults stay the defaults).
@@ -63,7 +57,7 @@ func wallMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
 /// Runs the real `outbox` binary to completion; stdout and stderr go to files, so that neither pipe can fill
 /// while the other is read.
-func runOutbox(_ arguments: [String], in dir: E2EDir) throws -> (status: Int32, output: String, errors: String) {
+func runOutbox(_ arguments: [String], in dir: TempDirectory) throws -> (status: Int32, output: String, errors: String) {
     let outPath = dir.path + "/stdout-\(UUID().uuidString)"
     let errPath = dir.path + "/stderr-\(UUID().uuidString)"
     FileManager.default.createFile(atPath: outPath, contents: nil)

@@ -7,9 +7,9 @@ import Testing
 /// A real filesystem that fills up: a tmpfs of a few MiB mounted under a temporary directory. Needs root and a
 /// working `mount`; otherwise `mount` returns nil and says why.
 struct SmallDisk {
-    let dir: E2EDir
+    let dir: TempDirectory
     var path: String { dir.path }
-    var store: String { dir.store }
+    var store: String { dir.file() }
     var filler: String { path + "/filler" }
 
     static func mount(megabytes: Int, name: String = #function) -> SmallDisk? {
@@ -17,11 +17,11 @@ struct SmallDisk {
             print("skipped: mounting a tmpfs needs root (uid \(getuid()))")
             return nil
         }
-        let disk = SmallDisk(dir: E2EDir(name))
+        let disk = SmallDisk(dir: TempDirectory(name))
         let mounted = try? run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", disk.path])
         guard mounted?.status == 0 else {
             print("skipped: could not mount a tmpfs on \(disk.path) (status \(mounted.map { "\($0.status)" } ?? "unknown"))")
-            disk.dir.cleanup()
+            disk.dir.remove()
             return nil
         }
         return disk
@@ -30,7 +30,7 @@ struct SmallDisk {
     /// Unmounts (lazily, should a descriptor still be open) and removes the directory.
     func unmount() {
         _ = try? run("/usr/bin/umount", ["-l", path])
-        dir.cleanup()
+        dir.remove()
     }
 
     var availableBytes: Int { FileSystem.availableBytes(path) ?? -1 }

@@ -1,4 +1,5 @@
 import Foundation
+@_exported import OutboxTestSupport
 import Testing
 @testable import OutboxMock
 

@@ -8,9 +8,11 @@ struct RecordReplayTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("outbox-mock-\(UUID().uuidString)-\(name)").path
     }
 
-    /// The client's view of a sequence of requests, each on a new connection.
-    private func drive(_ port: Int, batches: [[[String: Any]]]) -> [String] {
-        batches.map { logs in outcome { try Wire.post(port, logs, timeout: 0.3) } }
+    /// The client's view of a sequence of requests, each on a new connection. Only the request that hangs gets
+    /// a short timeout (it can only time out); the others have the default 5 s, so that a slow answer on a
+    /// loaded machine is not mistaken for a hang.
+    private func drive(_ port: Int, batches: [[[String: Any]]], hanging: Int) -> [String] {
+        batches.indices.map { i in outcome { try Wire.post(port, batches[i], timeout: i == hanging ? 0.3 : 5) } }
     }
 
     // SPEC M5: --record writes each exchange; --replay answers with the recorded responses in order.
@@ -29,7 +31,7 @@ struct RecordReplayTests {
             """#.utf8))
         let batches = (0..<14).map { i in Wire.events(i % 3 + 1) }
         let recorded = try withServer(.init(scenario: scenario, recordPath: recording, threads: 2)) { server in
-            (drive(server.port, batches: batches), server.stats())
+            (drive(server.port, batches: batches, hanging: 5), server.stats())
         }
         #expect(recorded.0.prefix(6) == ["200", "reset", "closed", "429", "malformed", "timeout"])
         #expect(Set(recorded.0.dropFirst(6)) == ["200", "503"])
@@ -48,7 +50,7 @@ struct RecordReplayTests {
 
         // Replay, with no scenario at all: the same answers in the same order, then normal handling.
         let replayed = try withServer(.init(replayPath: recording, threads: 2)) { server in
-            let seen = drive(server.port, batches: batches)
+            let seen = drive(server.port, batches: batches, hanging: 5)
             let extra = outcome { try Wire.post(server.port, Wire.events(1)) }
             return (seen, extra, server.stats())
         }

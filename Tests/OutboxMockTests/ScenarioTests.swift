@@ -92,19 +92,20 @@ struct ScenarioTests {
     }
 
     // SPEC M3, X2 refuse + after_s/until_s: a pure time window takes the port down on a timer, even with
-    // no request in it, and a reset restarts the window.
+    // no request in it, and a reset restarts the window. Real time (the port's timers run on the event loop):
+    // the window opens 1 s after start, so that the first request lands before it on a loaded machine.
     @Test func refuseTimeWindowIsScheduled() throws {
-        let scenario = #"{"rules":[{"match":{"after_s":0.3,"until_s":0.9},"action":"refuse"}]}"#
+        let scenario = #"{"rules":[{"match":{"after_s":1,"until_s":2},"action":"refuse"}]}"#
         try withServer(scenario: scenario) { (server: MockServer) throws in
             let port = server.port
             #expect(try Wire.post(port, Wire.events(1)).status == 200)
-            #expect(eventually(timeout: 3) { outcome { try TestConnection(port: port).request("GET", "/_mock/stats") } == "refused" })
-            #expect(eventually(timeout: 3) { (try? TestConnection(port: port)) != nil })
+            #expect(eventually(timeout: 10) { outcome { try TestConnection(port: port).request("GET", "/_mock/stats") } == "refused" })
+            #expect(eventually(timeout: 10) { (try? TestConnection(port: port)) != nil })
             #expect(try Wire.post(port, Wire.events(1)).status == 200)
             // In-process reset restarts the scenario clock: the window comes again.
             server.reset()
-            #expect(eventually(timeout: 3) { outcome { try TestConnection(port: port).request("GET", "/_mock/stats") } == "refused" })
-            #expect(eventually(timeout: 3) { (try? TestConnection(port: port)) != nil })
+            #expect(eventually(timeout: 10) { outcome { try TestConnection(port: port).request("GET", "/_mock/stats") } == "refused" })
+            #expect(eventually(timeout: 10) { (try? TestConnection(port: port)) != nil })
         }
     }
 
@@ -175,21 +176,40 @@ struct ScenarioTests {
         }
     }
 
-    // SPEC X2 after_s / until_s: time windows since start or reset.
+    // SPEC X2 after_s / until_s: time windows since start or reset, on the server's (injected) clock: no sleeping.
     @Test func timeWindowMatches() throws {
         let scenario = #"{"rules":[{"match":{"after_s":0.4,"until_s":0.8},"respond":{"status":503}}]}"#
-        try withServer(scenario: scenario) { (server: MockServer) throws in
-            let start = Date()
+        let clock = ManualMockClock()
+        let configuration = MockServer.Configuration(scenario: try Scenario.decode(from: Data(scenario.utf8)),
+                                                     threads: 2, clock: clock)
+        try withServer(configuration) { (server: MockServer) throws in
             #expect(try Wire.post(server.port, Wire.events(1)).status == 200)
-            Thread.sleep(until: start.addingTimeInterval(0.5))  // scenario time must pass: it is what is tested
+            clock.advance(seconds: 0.399)
+            #expect(try Wire.post(server.port, Wire.events(1)).status == 200)   // not yet after_s
+            clock.advance(seconds: 0.101)
             #expect(try Wire.post(server.port, Wire.events(1)).status == 503)
-            Thread.sleep(until: start.addingTimeInterval(0.9))
+            clock.advance(seconds: 0.3)
+            #expect(try Wire.post(server.port, Wire.events(1)).status == 200)   // until_s is exclusive
+            clock.advance(seconds: 3600)
             #expect(try Wire.post(server.port, Wire.events(1)).status == 200)
             server.reset()
-            let again = Date()
             #expect(try Wire.post(server.port, Wire.events(1)).status == 200)
-            Thread.sleep(until: again.addingTimeInterval(0.5))
+            clock.advance(seconds: 0.5)
             #expect(try Wire.post(server.port, Wire.events(1)).status == 503)
+            #expect(try requestLines(server.port).map { $0["at"] as? Int } == [0, 500])
+        }
+    }
+
+    // SPEC X2 clock_skew_s, M7: received_at and the Date header are the injected wall clock plus the skew.
+    @Test func receivedAtAndTheDateHeaderFollowTheInjectedClock() throws {
+        let clock = ManualMockClock(wallMs: 1_795_332_826_000)   // 2026-11-22T07:33:46Z
+        let configuration = MockServer.Configuration(scenario: Scenario(clockSkewSeconds: -3600), threads: 2, clock: clock)
+        try withServer(configuration) { (server: MockServer) throws in
+            clock.advance(seconds: 2.5)
+            let response = try Wire.post(server.port, Wire.events(1))
+            #expect(response.status == 200)
+            #expect(response.header("Date") == "Sun, 22 Nov 2026 06:33:48 GMT")
+            #expect(server.uniqueLogs().map(\.receivedAtMs) == [1_795_332_828_500 - 3_600_000])
         }
     }
 

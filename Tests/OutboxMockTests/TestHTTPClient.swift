@@ -1,4 +1,3 @@
-import CZlib
 import Foundation
 
 #if canImport(Glibc)
@@ -176,29 +175,6 @@ enum HTTP {
     static func send(_ port: Int, _ method: String, _ path: String, body: String = "") throws -> TestResponse {
         try TestConnection(port: port).request(method, path, headers: [("Content-Type", "application/json")],
                                               body: Array(body.utf8))
-    }
-}
-
-enum Gzip {
-    /// gzip (RFC 1952) of `data`, through zlib.
-    static func compress(_ data: [UInt8], level: Int32 = 6) -> [UInt8] {
-        var stream = z_stream()
-        guard deflateInit2_(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-                            Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return [] }
-        defer { deflateEnd(&stream) }
-        var input = data
-        var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, UInt(data.count))) + 32)
-        let produced: Int = input.withUnsafeMutableBufferPointer { inBuf in
-            out.withUnsafeMutableBufferPointer { outBuf in
-                stream.next_in = inBuf.baseAddress
-                stream.avail_in = UInt32(inBuf.count)
-                stream.next_out = outBuf.baseAddress
-                stream.avail_out = UInt32(outBuf.count)
-                _ = deflate(&stream, Z_FINISH)
-                return outBuf.count - Int(stream.avail_out)
-            }
-        }
-        return Array(out[0..<produced])
     }
 }
 

@@ -83,7 +83,7 @@ enum Wire {
         let raw = body(logs)
         let conn = try connection ?? TestConnection(port: port, timeout: timeout)
         return try conn.request("POST", logsPath, headers: headers(install: install, gzip: gzip),
-                                body: gzip ? Gzip.compress(raw) : raw)
+                                body: gzip ? TestGzip.compress(raw) : raw)
     }
 
     /// A small JSON writer (sorted keys) that also emits `RawJSON` verbatim.

@@ -3,7 +3,7 @@ import Testing
 @testable import Outbox
 
 /// An engine on a manual clock (wall and CLOCK_BOOTTIME move only when the test says so).
-private func makeEngine(_ dir: TempDir, _ clock: ManualClock, _ configure: (inout Configuration) -> Void = { _ in }) throws -> OutboxEngine {
+private func makeEngine(_ dir: TempDirectory, _ clock: ManualClock, _ configure: (inout Configuration) -> Void = { _ in }) throws -> OutboxEngine {
     var configuration = testConfiguration(dir.file())
     configuration.clock = clock
     configuration.sessionTracking = .automatic   // SPEC A1's default (the shared test configuration turns it off)
@@ -41,7 +41,7 @@ struct AnalyticsEngineTests {
     // SPEC A4: a wall-clock jump of ±1 h while a timer runs leaves its duration unchanged (CLOCK_BOOTTIME).
     @Test(arguments: [Int64(3_600_000), Int64(-3_600_000)])
     func aWallClockJumpDuringATimerLeavesItsDurationUnchanged(jumpMs: Int64) async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock)
         defer { engine.shutdown() }
@@ -61,7 +61,7 @@ struct AnalyticsEngineTests {
     // SPEC A4: paused time and background time are excluded; a timer the user paused stays paused across
     // background/foreground; two timers of one name end independently by id; ending by name ends the latest.
     @Test func timersExcludePausedAndBackgroundTime() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock)
         defer { engine.shutdown() }
@@ -87,7 +87,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A4: ending a timer that never started tracks the event without a duration.
     @Test func endingATimerThatNeverStartedTracksTheEventWithoutADuration() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try makeEngine(dir, ManualClock())
         defer { engine.shutdown() }
         try engine.trackTimerEnd("never", properties: ["k": 1])
@@ -100,7 +100,7 @@ struct AnalyticsEngineTests {
     // SPEC A1: a session starts at engine start; back in the foreground just under the timeout keeps it, just over
     // starts a new one with a startSession log; every log carries the sid current at its call (SPEC T7).
     @Test func sessionsRenewOnlyAfterMoreThanTheTimeoutInTheBackground() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock) { $0.sessionTimeout = .seconds(20) }
         defer { engine.shutdown() }
@@ -129,7 +129,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A2: manual mode: sid = null before the first startSession(), a new id at every call.
     @Test func manualSessionsStartOnlyOnStartSessionWithANewIdEachTime() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock) { $0.sessionTracking = .manual }
         defer { engine.shutdown() }
@@ -153,7 +153,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A3: endSession() sends an endSession log with the session's duration; later logs have sid = null.
     @Test func endSessionSendsItsDuration() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock)
         defer { engine.shutdown() }
@@ -171,7 +171,7 @@ struct AnalyticsEngineTests {
     // SPEC A5: $is_first_time only on the first start of an install, also after restarts; $resume_from_background
     // on foreground; $AppEnd with the foreground stretch, also at shutdown.
     @Test func appStartIsFirstTimeOnlyOnTheInstallsFirstStart() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         var first = try makeEngine(dir, clock) { $0.tracksAppLifecycle = true }
         clock.advance(ms: 4000)
@@ -192,7 +192,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A5: without tracksAppLifecycle nothing of the kind is tracked.
     @Test func appLifecycleEventsAreOffByDefault() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try makeEngine(dir, ManualClock())
         defer { engine.shutdown() }
         engine.enterBackground()
@@ -203,7 +203,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A6: nested screens are tracked independently; each screen log has title, path and duration.
     @Test func nestedScreensAreTrackedIndependently() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock)
         defer { engine.shutdown() }
@@ -228,7 +228,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A7: a categorised name is kept whole and sent as a category path; an explicit duration in ms.
     @Test func categorisedEventsCarryTheirPathValueAndExplicitDuration() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try makeEngine(dir, ManualClock())
         defer { engine.shutdown() }
         try engine.trackEvent("Video>Music>Play", value: "clip-42", duration: .milliseconds(61_500))
@@ -245,7 +245,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A8, T7: setUserId is persisted across restarts and sent as userId on every later log; nil signs out.
     @Test func theUserIdIsPersistedAndStampedOnEveryLaterLog() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         var engine = try makeEngine(dir, clock)
         try engine.trackEvent("anonymous")
@@ -270,7 +270,7 @@ struct AnalyticsEngineTests {
 
     // SPEC A8: user properties as a userProperties log; a location log (Curio); validation errors.
     @Test func userPropertiesAndLocationsAreLogsOfTheirOwn() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try makeEngine(dir, ManualClock())
         defer { engine.shutdown() }
         try engine.setUserProperties(["plan": "pro", "seats": 3, "beta": true])
@@ -296,7 +296,7 @@ struct AnalyticsEngineTests {
     // setCountryCode overrides the country for logs tracked afterwards; each log keeps the context it was
     // captured under.
     @Test func theDeviceContextComesFromThisMachineAndTheCountryCodeCanBeSet() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try makeEngine(dir, ManualClock()) { $0.appVersion = "2.1"; $0.appBuild = "210"; $0.appNamespace = "com.example" }
         defer { engine.shutdown() }
         var device = try await engine.deviceContext()
@@ -340,7 +340,7 @@ struct AnalyticsEngineTests {
     // after a daylight-saving switch) makes a new context version; an unchanged machine makes none; the host's
     // country code survives.
     @Test func theRefreshPicksUpChangedFactsAndKeepsTheCountryCode() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try makeEngine(dir, ManualClock())
         defer { engine.shutdown() }
         try engine.setCountryCode("DE")
@@ -369,7 +369,7 @@ struct AnalyticsEngineTests {
 
     // SPEC T6: while disabled nothing is collected, also not the logs of the analytics model.
     @Test func nothingIsCollectedWhileDisabled() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         let engine = try makeEngine(dir, clock) { $0.tracksAppLifecycle = true }
         defer { engine.shutdown() }

@@ -10,7 +10,7 @@ struct CrashRecoveryTests {
     /// moment, 20 times over the same store. After each kill the store must hold every committed log exactly
     /// once, in a gap-free ascending sequence, with no row left in flight.
     @Test func killingTheWriterAtRandomMomentsLosesNoCommittedLog() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let store = dir.file()
         let child = builtProduct("outbox-crash-child")
         try #require(FileManager.default.isExecutableFile(atPath: child), "build the package first: \(child)")

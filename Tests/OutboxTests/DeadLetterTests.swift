@@ -177,7 +177,7 @@ struct DeadLetterTests {
 struct DeadLetterEngineTests {
     // SPEC R2: the engine lists, requeues (the logs are pending again, same ids) and purges, from any thread.
     @Test func theEngineListsRequeuesAndPurgesDeadLetters() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         defer { engine.shutdown() }
         for index in 0..<3 { try engine.trackEvent("refused", properties: ["i": .int(Int64(index))]) }
@@ -209,7 +209,7 @@ struct DeadLetterEngineTests {
 
     // SPEC R2: after a shutdown the calls fail with `shutDown` instead of waiting for a loop that is gone.
     @Test func theCallsFailAfterShutdown() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         engine.shutdown()
         await #expect(throws: OutboxError.self) { try await engine.requeueDeadLetters() }

@@ -3,8 +3,8 @@ import Testing
 @testable import Outbox
 
 /// A fake machine root: the files DeviceContext reads, under a temporary directory.
-private func machine(_ files: [String: String]) -> TempDir {
-    let dir = TempDir("device")
+private func machine(_ files: [String: String]) -> TempDirectory {
+    let dir = TempDirectory("device")
     for (path, text) in files {
         let full = dir.path + path
         try? FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -20,7 +20,7 @@ struct DeviceContextTests {
         let root = machine(["/sys/class/dmi/id/product_name": "ThinkPad X1 Carbon Gen 11\n",
                             "/sys/class/dmi/id/sys_vendor": "LENOVO\n",
                             "/proc/cpuinfo": "vendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Core(TM) i7\n"])
-        defer { root.cleanup() }
+        defer { root.remove() }
         let device = DeviceContext.collect(root: root.path)
         #expect(device.model == "ThinkPad X1 Carbon Gen 11")
         #expect(device.oemName == "LENOVO")
@@ -32,7 +32,7 @@ struct DeviceContextTests {
     @Test func boardsWithoutDMIUseTheDeviceTree() {
         let root = machine(["/sys/firmware/devicetree/base/model": "Raspberry Pi 4 Model B Rev 1.4\u{0}",
                             "/sys/firmware/devicetree/base/compatible": "raspberrypi,4-model-b\u{0}brcm,bcm2711\u{0}"])
-        defer { root.cleanup() }
+        defer { root.remove() }
         let device = DeviceContext.collect(root: root.path)
         #expect(device.model == "Raspberry Pi 4 Model B Rev 1.4")
         #expect(device.oemName == "raspberrypi")
@@ -44,7 +44,7 @@ struct DeviceContextTests {
         var header = Array("DSDT".utf8) + [0, 0, 0, 0, 2, 0] + Array("FIRECK".utf8) + Array("FCVMDSDT".utf8)
         header += [UInt8](repeating: 0, count: 16)
         let root = machine(["/proc/cpuinfo": "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n"])
-        defer { root.cleanup() }
+        defer { root.remove() }
         #expect(DeviceContext.collect(root: root.path).oemName == "AMD")   // no readable ACPI table: the CPU's maker
         try? FileManager.default.createDirectory(atPath: root.path + "/sys/firmware/acpi/tables", withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: root.path + "/sys/firmware/acpi/tables/DSDT", contents: Data(header))

@@ -7,7 +7,7 @@ import Testing
 struct EngineTests {
     // SPEC T5
     @Test func aCriticalLogIsCommittedBeforeTrackEventReturns() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         defer { engine.shutdown() }
         try engine.trackEvent("pay", flags: .critical)
@@ -17,7 +17,7 @@ struct EngineTests {
 
     // SPEC T5
     @Test func persistedReturnsOnceEverythingTrackedIsCommitted() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         var configuration = testConfiguration(dir.file())
         configuration.groupCommitWindow = .milliseconds(1000)
         let engine = try OutboxEngine(configuration: configuration)
@@ -29,7 +29,7 @@ struct EngineTests {
 
     // SPEC T1, T7: any thread may track; every log gets its own id and the fields of T7.
     @Test func manyThreadsTrackConcurrentlyAndEveryLogIsStoredOnce() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         defer { engine.shutdown() }
         let threads = 4, perThread = 5000
@@ -59,7 +59,7 @@ struct EngineTests {
 
     // SPEC T2: an empty name is refused and nothing is stored.
     @Test func anEmptyNameStoresNothing() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         defer { engine.shutdown() }
         #expect(throws: OutboxError.emptyEventName) { try engine.trackEvent("") }
@@ -70,7 +70,7 @@ struct EngineTests {
 
     // SPEC T4: the distinct-name limit holds across restarts.
     @Test func distinctEventNamesAreCappedAndRememberedAcrossRestarts() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         var configuration = testConfiguration(dir.file())
         configuration.maxDistinctEventNames = 3
         var engine = try OutboxEngine(configuration: configuration)
@@ -88,7 +88,7 @@ struct EngineTests {
 
     // SPEC T6
     @Test func disablingDeletesStoredLogsIgnoresNewOnesAndSurvivesRestart() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         var engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         #expect(engine.isEnabled)
         for _ in 0..<10 { try engine.trackEvent("before") }
@@ -114,7 +114,7 @@ struct EngineTests {
 
     // SPEC A8: the anonymous install id is created once and kept.
     @Test func theInstallIDIsPersisted() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let first = try OutboxEngine(configuration: testConfiguration(dir.file()))
         let id = first.installID
         first.shutdown()
@@ -126,7 +126,7 @@ struct EngineTests {
 
     // SPEC S1: one engine per file; the file is private to its user.
     @Test func aSecondEngineOnTheSameFileGetsStoreLockedAndTheFileIs0600() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         defer { engine.shutdown() }
         #expect(throws: OutboxError.storeLocked(path: dir.file())) { try OutboxEngine(configuration: testConfiguration(dir.file())) }
@@ -137,7 +137,7 @@ struct EngineTests {
 
     // SPEC S4: logs older than the maximum age are deleted at start and never sent.
     @Test func expiredLogsAreDeletedAtStart() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let clock = ManualClock()
         var configuration = testConfiguration(dir.file())
         configuration.clock = clock
@@ -156,7 +156,7 @@ struct EngineTests {
 
     // Back-pressure: a caller faster than the disk waits; nothing is dropped.
     @Test func aFullIntakeMakesTheCallerWaitAndLosesNothing() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         var configuration = testConfiguration(dir.file())
         configuration.intakeCapacity = 8
         let engine = try OutboxEngine(configuration: configuration)
@@ -169,7 +169,7 @@ struct EngineTests {
     // Back-pressure by bytes: large events fill the queue's 4 MiB long before its 100 000 logs; callers wait for
     // the loop to commit, and nothing is dropped.
     @Test func largeEventsWaitForRoomByBytesAndLoseNothing() async throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         var configuration = testConfiguration(dir.file())
         configuration.maxStorageSize = 256 << 20
         let engine = try OutboxEngine(configuration: configuration)
@@ -186,7 +186,7 @@ struct EngineTests {
     }
 
     @Test func callsAfterShutdownThrowShutDown() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let engine = try OutboxEngine(configuration: testConfiguration(dir.file()))
         engine.shutdown()
         #expect(throws: OutboxError.shutDown) { try engine.trackEvent("late") }

@@ -36,7 +36,7 @@ struct GoldenPayloadTests {
 
     /// One log of every type, from one session of a deterministic engine; request bodies by type.
     static func produceBodies() async throws -> [LogType: [UInt8]] {
-        let dir = TempDir("golden"); defer { dir.cleanup() }
+        let dir = TempDirectory("golden"); defer { dir.remove() }
         let clock = ManualClock(wallMs: 1_795_332_826_123, monoNs: 5_000_000_000)   // 2026-11-22T07:33:46.123Z
         var configuration = testConfiguration(dir.file())
         configuration.clock = clock

@@ -1,4 +1,3 @@
-import CLibUV
 import Foundation
 import Logging
 import Testing
@@ -10,7 +9,7 @@ struct HostLoopAnalyticsTests {
     // SPEC A1, A5: lifecycle calls made from the host's loop thread are applied in order; shutdown on that thread
     // writes $AppEnd, and the host's loop closes with no handle left.
     @Test func lifecycleCallsFromTheHostsLoopThreadAreRecordedInOrder() throws {
-        let dir = TempDir(); defer { dir.cleanup() }
+        let dir = TempDirectory(); defer { dir.remove() }
         let host = LifecycleHost()
         let done = DispatchSemaphore(value: 0)
         let thread = Thread { host.run(path: dir.file()); done.signal() }
@@ -33,31 +32,14 @@ final class LifecycleHost: @unchecked Sendable {
     var closeResult: Int32 = -1
 
     func run(path: String) {
-        let loop = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
-        defer { loop.deallocate() }
-        guard uv_loop_init(loop) == 0 else { return }
-        var configuration = testConfiguration(path)
-        configuration.runMode = .hostLoop(UnsafeMutableRawPointer(loop))
-        configuration.sessionTracking = .automatic
-        configuration.tracksAppLifecycle = true
-        guard let engine = try? OutboxEngine(configuration: configuration) else { return }
-
-        let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
-        defer { timer.deallocate() }
-        uv_timer_init(loop, timer)
-        timer.pointee.data = Unmanaged.passUnretained(engine).toOpaque()
-        uv_timer_start(timer, { timer in
-            guard let timer, let data = timer.pointee.data else { return }
-            let engine = Unmanaged<OutboxEngine>.fromOpaque(data).takeUnretainedValue()
+        let outcome = runHostProgram(path: path, configure: { configuration in
+            configuration.sessionTracking = .automatic
+            configuration.tracksAppLifecycle = true
+        }, onTimer: { engine in
             engine.enterBackground()
             engine.enterForeground()
             try? engine.trackEvent("on-loop")
-            uv_close(UnsafeMutableRawPointer(timer).assumingMemoryBound(to: uv_handle_t.self), nil)
-        }, 10, 0)
-
-        uv_run(loop, UV_RUN_DEFAULT)   // returns when the host's timer is done: the engine's handles are unref'd
-        engine.shutdown()
-        uv_run(loop, UV_RUN_DEFAULT)
-        closeResult = uv_loop_close(loop)
+        })
+        closeResult = outcome?.closeResult ?? -1
     }
 }

@@ -2,24 +2,6 @@ import Foundation
 import Logging
 @testable import Outbox
 
-/// A fresh directory under /tmp for one test's SQLite files; `remove()` deletes it.
-struct TempDirectory {
-    let path: String
-
-    init(base: String = "/tmp") {
-        var template = Array("\(base)/outbox-store-test-XXXXXX".utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { buffer in mkdtemp(buffer.baseAddress!) }
-        precondition(created != nil, "mkdtemp failed: \(String(cString: strerror(errno)))")
-        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    func file(_ name: String) -> String { "\(path)/\(name)" }
-
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-
-    func contents() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: path).sorted()) ?? [] }
-}
-
 /// Builders shared by the storage tests.
 enum Fixture {
     static let baseWallMs: Int64 = 1_700_000_000_000

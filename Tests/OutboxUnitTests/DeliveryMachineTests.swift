@@ -1,13 +1,7 @@
 import Foundation
 import Testing
+import OutboxTestSupport
 @testable import Outbox
-
-/// A seeded random source so that randomised intervals are reproducible.
-struct SeededRandom: RandomNumberGenerator {
-    var generator: IDGenerator
-    init(seed: UInt64) { generator = IDGenerator(seed: seed) }
-    mutating func next() -> UInt64 { generator.next() }
-}
 
 @Suite("Delivery machine over fakes (SPEC C, R, S4, T6)")
 struct DeliveryMachineTests {
@@ -209,7 +203,7 @@ struct DeliveryMachineTests {
     // SPEC R3: each interval is drawn uniformly in [i/2, i).
     @Test func randomisedIntervalsStayInHalfOpenRange() {
         let policy = RetryPolicy()
-        var random = SeededRandom(seed: 42)
+        var random = SplitMix64(seed: 42)
         for attempt in 1...3 {
             let interval = policy.intervalsMs[attempt - 1]
             var low = Int64.max, high = Int64.min

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import OutboxTestSupport
 @testable import Outbox
 
 /// An in-memory `BatchQueue`: logs by seq, leases by batch, dead letters. What the SQLite store does, minus the disk.
@@ -118,7 +119,7 @@ final class FakeSender: HTTPSender {
         let id = TransferID(rawValue: next)
         next += 1
         let gzipped = request.headers.contains { $0.0 == "Content-Encoding" && $0.1 == "gzip" }
-        let body = gzipped ? ((try? Gzip.decompress(request.body)) ?? []) : request.body
+        let body = gzipped ? ((try? TestGzip.decompress(request.body)) ?? []) : request.body
         let text = String(decoding: body, as: UTF8.self)
         let seqs = text.components(separatedBy: "\"i\":").dropFirst().compactMap { Int64($0.prefix { $0.isNumber }) }
         let sent = Sent(id: id, request: request, completion: completion, seqs: seqs)

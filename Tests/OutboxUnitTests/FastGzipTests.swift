@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import CFastGzip
 import CZlib
+import OutboxTestSupport
 @testable import Outbox
 
 /// SPEC W1: the default body compressor (`BodyCompression.fast`, Sources/CFastGzip) writes gzip that zlib's

@@ -1,0 +1,211 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import Testing
+@testable import OutboxMock
+
+/// One connection of the mock on an `EmbeddedChannel`: the server's own pipeline (`MockServer.addConnectionHandlers`),
+/// a manual clock, and the loop's time moved by hand. No socket, no thread, no sleep.
+private final class EmbeddedConnection {
+    let channel = EmbeddedChannel()
+    let core: MockCore
+    let clock = ManualMockClock()
+    private var written: [UInt8] = []
+
+    init(scenario: Scenario? = nil, bodyLimit: Int = 5 * 1024 * 1024, decompressedLimit: Int = 20 * 1024 * 1024) throws {
+        core = try MockCore(configuration: .init(scenario: scenario, bodyLimit: bodyLimit,
+                                                 decompressedLimit: decompressedLimit, threads: 1, clock: clock))
+        try MockServer.addConnectionHandlers(to: channel, core: core)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
+    }
+
+    /// Feeds `bytes` to the pipeline as if they arrived from the client.
+    func receive(_ bytes: [UInt8]) throws {
+        try channel.writeInbound(channel.allocator.buffer(bytes: bytes))
+    }
+
+    /// Everything the handler has written so far (also after the channel closed).
+    func output() throws -> [UInt8] {
+        while let buffer = try channel.readOutbound(as: ByteBuffer.self) {
+            written += buffer.readableBytesView
+        }
+        return written
+    }
+
+    /// The complete HTTP responses written so far, in order.
+    func responses() throws -> [TestResponse] { HTTPBytes.responses(in: try output()) }
+
+    func advance(ms: Int64) { channel.embeddedEventLoop.advanceTime(by: .milliseconds(ms)) }
+
+    var isOpen: Bool { channel.isActive }
+}
+
+/// Raw HTTP/1.1 bytes, written and read without a client library.
+enum HTTPBytes {
+    static func request(_ method: String = "POST", _ path: String = Wire.logsPath,
+                        headers: [(String, String)] = Wire.headers(), body: [UInt8] = Wire.body(Wire.events(1)))
+        -> [UInt8] {
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if !body.isEmpty || method == "POST" { head += "Content-Length: \(body.count)\r\n" }
+        return Array((head + "\r\n").utf8) + body
+    }
+
+    /// Splits `bytes` into responses framed by Content-Length; an incomplete tail is left out.
+    static func responses(in bytes: [UInt8]) -> [TestResponse] {
+        var result: [TestResponse] = []
+        var rest = bytes[...]
+        let separator = Array("\r\n\r\n".utf8)
+        while let end = rest.firstRange(of: separator) {
+            let lines = String(decoding: rest[rest.startIndex..<end.lowerBound], as: UTF8.self)
+                .components(separatedBy: "\r\n")
+            let statusWords = lines[0].split(separator: " ")
+            guard statusWords.count >= 2, statusWords[0] == "HTTP/1.1", let status = Int(statusWords[1]) else { break }
+            let headers = lines.dropFirst().compactMap { line -> (String, String)? in
+                guard let colon = line.firstIndex(of: ":") else { return nil }
+                return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            }
+            let length = headers.first { $0.0.lowercased() == "content-length" }.flatMap { Int($0.1) } ?? 0
+            guard rest.distance(from: end.upperBound, to: rest.endIndex) >= length else { break }
+            let bodyEnd = rest.index(end.upperBound, offsetBy: length)
+            result.append(TestResponse(status: status, headers: headers, body: Array(rest[end.upperBound..<bodyEnd])))
+            rest = rest[bodyEnd...]
+        }
+        return result
+    }
+}
+
+private func scenario(_ json: String) throws -> Scenario { try Scenario.decode(from: Data(json.utf8)) }
+
+@Suite("Connection handler on an EmbeddedChannel (SPEC M1, M3, X2)")
+struct ConnectionHandlerTests {
+    // SPEC M1: HTTP/1.1 keep-alive — two requests one after the other on one connection are both answered, and the
+    // connection stays open for a third.
+    @Test func keepAliveAnswersEachRequestAndStaysOpen() throws {
+        let connection = try EmbeddedConnection()
+        try connection.receive(HTTPBytes.request())
+        #expect(try connection.responses().map(\.status) == [200])
+        try connection.receive(HTTPBytes.request())
+        let responses = try connection.responses()
+        #expect(responses.map(\.status) == [200, 200])
+        #expect(responses.allSatisfy { $0.header("Connection")?.lowercased() != "close" })
+        #expect(connection.isOpen)
+        #expect(connection.core.stats().logsUnique == 2)
+    }
+
+    // SPEC M1, X2 delay_ms: pipelined requests are answered in the order they arrived, even when the first one's
+    // answer is delayed and the second's is not.
+    @Test func pipelinedRequestsAreAnsweredInOrder() throws {
+        let connection = try EmbeddedConnection(
+            scenario: try scenario(#"{"rules":[{"match":{"requests":"1"},"respond":{"status":202,"delay_ms":100}}]}"#))
+        try connection.receive(HTTPBytes.request() + HTTPBytes.request())
+        #expect(try connection.output().isEmpty)
+        connection.advance(ms: 100)
+        #expect(try connection.responses().map(\.status) == [202, 200])
+        #expect(connection.isOpen)
+    }
+
+    // SPEC M1: a body over the wire limit gets 413 and the connection closes (the rest of the body is not read).
+    @Test func aBodyOverTheLimitGets413AndCloses() throws {
+        let connection = try EmbeddedConnection(bodyLimit: 1024, decompressedLimit: 4096)
+        try connection.receive(HTTPBytes.request(body: Wire.body(Wire.events(20))))
+        let responses = try connection.responses()
+        #expect(responses.map(\.status) == [413])
+        #expect(responses.first?.json["reason"] as? String == "body larger than 1024 bytes")
+        #expect(responses.first?.header("Connection")?.lowercased() == "close")
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().logsUnique == 0)
+    }
+
+    // SPEC M1: a gzip bomb — small on the wire, over the limit once inflated — gets 413 and the connection closes.
+    @Test func aGzipBombGets413AndCloses() throws {
+        let connection = try EmbeddedConnection(bodyLimit: 1024, decompressedLimit: 4096)
+        let bomb = TestGzip.compress([UInt8](repeating: UInt8(ascii: " "), count: 200_000), level: 9)
+        #expect(bomb.count < 1024)
+        try connection.receive(HTTPBytes.request(headers: Wire.headers(gzip: true), body: bomb))
+        let responses = try connection.responses()
+        #expect(responses.map(\.status) == [413])
+        #expect(responses.first?.json["reason"] as? String == "decompressed body larger than 4096 bytes")
+        #expect(!connection.isOpen)
+    }
+
+    // SPEC X2 respond: the rule's status, headers and body are written as given, and the connection stays open.
+    @Test func respondWritesTheRuleStatusHeadersAndBody() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(
+            #"{"rules":[{"respond":{"status":429,"headers":{"Retry-After":"7"},"body":"slow down"}}]}"#))
+        try connection.receive(HTTPBytes.request())
+        let response = try #require(try connection.responses().first)
+        #expect(response.status == 429)
+        #expect(response.header("Retry-After") == "7")
+        #expect(response.header("Content-Type") == "text/plain; charset=utf-8")
+        #expect(response.text == "slow down")
+        #expect(connection.isOpen)
+        #expect(connection.core.stats().logsUnique == 0)   // not 2xx: the client sends them again (SPEC M2)
+    }
+
+    // SPEC X2 respond delay_ms: nothing is written before the delay has passed on the loop's clock, then the answer.
+    @Test func respondWithDelayWritesOnlyAfterTheDelay() throws {
+        let connection = try EmbeddedConnection(
+            scenario: try scenario(#"{"rules":[{"respond":{"delay_ms":250}}]}"#))
+        try connection.receive(HTTPBytes.request())
+        connection.advance(ms: 249)
+        #expect(try connection.output().isEmpty)
+        connection.advance(ms: 1)
+        #expect(try connection.responses().map(\.status) == [200])
+        #expect(connection.isOpen)
+    }
+
+    // SPEC X2 refuse: the connection is closed without a byte written (the port goes down when the server listens).
+    @Test func refuseClosesWithoutAnswering() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"action":"refuse","duration_s":5}]}"#))
+        try connection.receive(HTTPBytes.request())
+        #expect(try connection.output().isEmpty)
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().faults == ["refuse": 1])
+        #expect(connection.core.stats().logsUnique == 0)
+    }
+
+    // SPEC X2 reset: closed without an answer and without recording (on a socket, SO_LINGER 0 makes it an RST; an
+    // EmbeddedChannel has no socket options, so here the close is what can be seen).
+    @Test func resetClosesWithoutAnsweringOrRecording() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"action":"reset"}]}"#))
+        try connection.receive(HTTPBytes.request())
+        #expect(try connection.output().isEmpty)
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().faults == ["reset": 1])
+        #expect(connection.core.stats().logsUnique == 0)
+    }
+
+    // SPEC X2 drop_after_body, M2: the body is read and its logs recorded, then the connection closes unanswered.
+    @Test func dropAfterBodyRecordsThenClosesWithoutAnswering() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"action":"drop_after_body"}]}"#))
+        try connection.receive(HTTPBytes.request(body: Wire.body(Wire.events(3))))
+        #expect(try connection.output().isEmpty)
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().logsUnique == 3)
+    }
+
+    // SPEC X2 hang: nothing is ever written, the connection stays open and the request stays in flight until the
+    // client gives up.
+    @Test func hangNeverAnswersAndHoldsTheRequestInFlight() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"action":"hang"}]}"#))
+        try connection.receive(HTTPBytes.request())
+        connection.advance(ms: 3_600_000)
+        #expect(try connection.output().isEmpty)
+        #expect(connection.isOpen)
+        #expect(connection.core.state.withLockedValue { $0.inFlight } == 1)
+        try connection.channel.close().wait()
+        #expect(connection.core.state.withLockedValue { $0.inFlight } == 0)
+    }
+
+    // SPEC X2 malformed: bytes that are not an HTTP response are written, then the connection closes.
+    @Test func malformedWritesGarbageThenCloses() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"action":"malformed"}]}"#))
+        try connection.receive(HTTPBytes.request())
+        let written = String(decoding: try connection.output(), as: UTF8.self)
+        #expect(written == "HTTP/1.1 2OO 0K\r\nContent-Length: banana\r\n\u{0}\u{1}\r\n{\"status\":")
+        #expect(HTTPBytes.responses(in: try connection.output()).isEmpty)
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().faults == ["malformed": 1])
+    }
+}
