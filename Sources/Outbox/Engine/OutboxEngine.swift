@@ -249,13 +249,11 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     private func makeStatus() throws -> EngineStatus {
-        let counts = try core.store.counts()
-        let now = configuration.clock.wallMs()
-        return EngineStatus(
-            pendingNormal: counts.pendingNormal, pendingCritical: counts.pendingCritical, inFlight: counts.inFlight,
-            bytes: counts.bytes, oldestAgeSeconds: counts.oldestWallMs.map { Double(max(0, now - $0)) / 1000 },
-            deadLetters: counts.deadLetters, enabled: intake.isEnabled, disabledReason: core.delivery?.disabledReason,
-            installID: installID.uuidString.lowercased(), stored: core.counters.stored,
+        EngineStatus(
+            store: StoreReport(counts: try core.store.counts(), enabled: intake.isEnabled,
+                               disabledReason: core.delivery?.disabledReason,
+                               installID: installID.uuidString.lowercased(), nowMs: configuration.clock.wallMs()),
+            stored: core.counters.stored,
             // The store's count: evictions made for a claim or a meta write (S7 too) are evictions all the same.
             evicted: core.store.evictedTotal, rejected: core.counters.rejected,
             expired: core.store.expiredTotal,
@@ -308,17 +306,11 @@ public final class OutboxEngine: @unchecked Sendable {
     var openHandleCount: Int { loop.openHandleCount }
 }
 
-/// A snapshot of the engine (SPEC X4).
+/// A snapshot of the engine: what the store holds (SPEC X4, the same `StoreReport` that `outbox status` prints,
+/// whose fields read through: `status.pendingNormal`) and what this engine did since it started.
+@dynamicMemberLookup
 public struct EngineStatus: Sendable, Equatable, Codable {
-    public var pendingNormal: Int
-    public var pendingCritical: Int
-    public var inFlight: Int
-    public var bytes: Int
-    public var oldestAgeSeconds: Double?
-    public var deadLetters: Int
-    public var enabled: Bool
-    public var disabledReason: String?
-    public var installID: String
+    public var store: StoreReport
     /// Since this engine started.
     public var stored: Int
     public var evicted: Int
@@ -328,6 +320,8 @@ public struct EngineStatus: Sendable, Equatable, Codable {
     public var deadLettered: Int
     public var retries: Int
     public var requests: Int
+
+    public subscript<T>(dynamicMember keyPath: KeyPath<StoreReport, T>) -> T { store[keyPath: keyPath] }
 }
 
 /// SPEC N2: what the host says about the network.

@@ -2,7 +2,7 @@ import Foundation
 
 /// What `outbox status` prints (SPEC X4), read from a store file without taking it over: works while an engine
 /// runs on it (SQLite WAL readers do not block the writer).
-public struct StoreReport: Sendable, Equatable {
+public struct StoreReport: Sendable, Equatable, Codable {
     public var pendingNormal: Int
     public var pendingCritical: Int
     public var inFlight: Int
@@ -15,11 +15,20 @@ public struct StoreReport: Sendable, Equatable {
 
     public static func read(path: String, clock: any OutboxClock = SystemClock()) throws -> StoreReport {
         let (counts, meta) = try StoreInspector.inspect(path: path)
-        let now = clock.wallMs()
-        return StoreReport(
-            pendingNormal: counts.pendingNormal, pendingCritical: counts.pendingCritical, inFlight: counts.inFlight,
-            bytes: counts.bytes, oldestAgeSeconds: counts.oldestWallMs.map { Double(max(0, now - $0)) / 1000 },
-            deadLetters: counts.deadLetters, enabled: meta[MetaKey.enabled] != "0",
-            disabledReason: meta[MetaKey.disabledReason], installID: meta[MetaKey.installID])
+        return StoreReport(counts: counts, enabled: meta[MetaKey.enabled] != "0",
+                           disabledReason: meta[MetaKey.disabledReason], installID: meta[MetaKey.installID],
+                           nowMs: clock.wallMs())
+    }
+
+    init(counts: StoreCounts, enabled: Bool, disabledReason: String?, installID: String?, nowMs: Int64) {
+        pendingNormal = counts.pendingNormal
+        pendingCritical = counts.pendingCritical
+        inFlight = counts.inFlight
+        bytes = counts.bytes
+        oldestAgeSeconds = counts.oldestWallMs.map { Double(max(0, nowMs - $0)) / 1000 }
+        deadLetters = counts.deadLetters
+        self.enabled = enabled
+        self.disabledReason = disabledReason
+        self.installID = installID
     }
 }

@@ -201,16 +201,8 @@ extension LogStore {
     /// Reads the dead letters of the store file at `path` without taking it over, like `inspect`: works while
     /// an engine runs on it (SPEC X6).
     static func inspectDeadLetters(path: String, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
-        guard FileSystem.exists(path) else {
-            throw .io(path: path, message: "no store at this path (check --store)")
-        }
-        let db = try Database(path: path, flags: [.readOnly, .noMutex])
+        let db = try StoreInspector.openReadOnly(path: path)
         defer { db.close() }
-        // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
-        sqlite3_busy_timeout(db.handle, 2000)
-        let version = try db.userVersion
-        if version > schemaVersion { throw .storeTooNew(version: version, supported: schemaVersion) }
-        if version == 0 { throw .io(path: path, message: "not an Outbox store (no schema)") }
         return try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
             try records(db, ids: ids)
         }

@@ -3,23 +3,33 @@ import CSQLite
 /// Reading a store file without taking it over (SPEC X4, R2): read-only, without the lock, recovery, migration or
 /// expiry, so that `outbox status` works while an engine runs on the file (WAL readers do not block the writer).
 enum StoreInspector {
-    /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
-    /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
-    static func inspect(path: String) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
+    /// The store at `path`, read-only; refused when it is missing, not a store, or of a newer schema (SPEC S7).
+    /// The caller closes it.
+    static func openReadOnly(path: String) throws(OutboxError) -> Database {
         guard FileSystem.exists(path) else {
             throw .io(path: path, message: "no store at this path (check --store)")
         }
         let db = try Database(path: path, flags: [.readOnly, .noMutex])
+        do throws(OutboxError) {
+            // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
+            sqlite3_busy_timeout(db.handle, 2000)
+            let version = try db.userVersion
+            if version > LogStore.schemaVersion {
+                throw .storeTooNew(version: version, supported: LogStore.schemaVersion)
+            }
+            if version == 0 { throw .io(path: path, message: "not an Outbox store (no schema)") }
+            return db
+        } catch {
+            db.close()
+            throw error
+        }
+    }
+
+    /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
+    /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
+    static func inspect(path: String) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
+        let db = try openReadOnly(path: path)
         defer { db.close() }
-        // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
-        sqlite3_busy_timeout(db.handle, 2000)
-        let version = try db.userVersion
-        if version > LogStore.schemaVersion {
-            throw .storeTooNew(version: version, supported: LogStore.schemaVersion)
-        }
-        if version == 0 {
-            throw .io(path: path, message: "not an Outbox store (no schema)")
-        }
         let counts = try readCounts(db)
         var meta: [String: String] = [:]
         let select = try db.prepare("SELECT key, value FROM meta")
