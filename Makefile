@@ -1,7 +1,7 @@
 # Outbox — the two commands: `make demo` and `make test`. Both install what is missing first.
 SHELL := /bin/bash
 SWIFT ?= swift
-DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-config
+DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 

@@ -1,4 +1,6 @@
 import CFastGzip
+import CLibDeflate
+import Foundation
 
 /// How request bodies of 1400 bytes and more are gzip-compressed (SPEC W1). Both give a standard gzip member
 /// (`Content-Encoding: gzip`) that any server inflates.
@@ -56,16 +58,49 @@ final class FastGzip {
     }
 }
 
+/// libdeflate's gzip compressor at one level, kept for many bodies (its state is allocated once). Not thread-safe:
+/// one owner (the delivery driver on the loop thread).
+final class LibDeflateGzip {
+    private let compressor: OpaquePointer
+
+    /// Nil when the level is outside libdeflate's 0–12 or the state cannot be allocated.
+    init?(level: Int) {
+        guard (0...12).contains(level), let compressor = libdeflate_alloc_compressor(Int32(level)) else { return nil }
+        self.compressor = compressor
+    }
+
+    deinit { libdeflate_free_compressor(compressor) }
+
+    /// One gzip member holding `bytes`; nil only if libdeflate wrote nothing (never within its bound).
+    func compress(_ bytes: [UInt8]) -> [UInt8]? {
+        let bound = libdeflate_gzip_compress_bound(compressor, bytes.count)
+        let output = bytes.withUnsafeBufferPointer { input in
+            [UInt8](unsafeUninitializedCapacity: bound) { output, count in
+                count = libdeflate_gzip_compress(compressor, input.baseAddress, input.count, output.baseAddress, bound)
+            }
+        }
+        return output.isEmpty ? nil : output
+    }
+}
+
 /// The compressor a `BodyCompression` names, built once.
 enum BodyCompressor {
     case fast(FastGzip)
     case zlib(Deflater)
+    case libdeflate(LibDeflateGzip)
 
     /// Nil when the compressor cannot start (out of memory, or a level that `Configuration.validate()` refuses):
     /// bodies then go uncompressed.
     init?(_ choice: BodyCompression) {
         switch choice {
         case .fast:
+            // EXPERIMENT (branch deflate): `OUTBOX_BENCH_LIBDEFLATE_LEVEL=N` makes `.fast` libdeflate at level N, for
+            // `outbox-bench delivery` to compare the two in one sitting. Not to be merged as is.
+            if let level = ProcessInfo.processInfo.environment["OUTBOX_BENCH_LIBDEFLATE_LEVEL"].flatMap({ Int($0) }) {
+                guard let libdeflate = LibDeflateGzip(level: level) else { return nil }
+                self = .libdeflate(libdeflate)
+                return
+            }
             guard let fast = FastGzip() else { return nil }
             self = .fast(fast)
         case .zlib(let level):
@@ -78,6 +113,7 @@ enum BodyCompressor {
         switch self {
         case .fast(let fast): return fast.compress(bytes)
         case .zlib(let deflater): return try? deflater.compress(bytes)
+        case .libdeflate(let libdeflate): return libdeflate.compress(bytes)
         }
     }
 }
