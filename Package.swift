@@ -21,6 +21,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3"),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl"),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib"),
+        // Only for `outbox-bench compression`, which measures it against CFastGzip (BENCHMARKS.md).
         .systemLibrary(name: "CLibDeflate", path: "Sources/CLibDeflate", pkgConfig: "libdeflate"),
         // Swift cannot call C variadic functions: curl_easy_setopt & co. get fixed-type wrappers.
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
@@ -33,7 +34,7 @@ let package = Package(
         .target(
             name: "Outbox",
             dependencies: [
-                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CLibDeflate", "CFileSync",
+                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Outbox"

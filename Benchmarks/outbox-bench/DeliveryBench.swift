@@ -96,16 +96,8 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     let stats = server.stats()
     let wireBytes = server.wireBytes()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compressionLabel(compression))","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"wire_bytes":\#(wireBytes),"wire_bytes_per_event":\#(String(format: "%.1f", Double(wireBytes) / Double(max(1, stats.logsUnique)))),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
+    print(#"{"bench":"end to end","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"wire_bytes":\#(wireBytes),"wire_bytes_per_event":\#(String(format: "%.1f", Double(wireBytes) / Double(max(1, stats.logsUnique)))),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
     return rate
-}
-
-/// The compressor a delivery used: `OUTBOX_BENCH_LIBDEFLATE_LEVEL` (branch deflate's experiment) swaps `.fast`'s.
-func compressionLabel(_ compression: BodyCompression) -> String {
-    if compression == .fast, let level = ProcessInfo.processInfo.environment["OUTBOX_BENCH_LIBDEFLATE_LEVEL"] {
-        return "libdeflate:\(level)"
-    }
-    return "\(compression)"
 }
 
 /// `delivery [EVENTS] [MOCK_THREADS] [fast|zlib:LEVEL] [pinned]`: the mock's event-loop threads default to one per

@@ -1,6 +1,4 @@
 import CFastGzip
-import CLibDeflate
-import Foundation
 
 /// How request bodies of 1400 bytes and more are gzip-compressed (SPEC W1). Both give a standard gzip member
 /// (`Content-Encoding: gzip`) that any server inflates.
@@ -9,8 +7,10 @@ import Foundation
 /// configuration.bodyCompression = .zlib(level: 6)   // smaller bodies, more CPU per batch
 /// ```
 public enum BodyCompression: Sendable, Equatable {
-    /// Outbox's own compressor (the default): greedy LZ77 with deflate's fixed Huffman codes. On batches of
-    /// analytics JSON it runs about 3× as fast as zlib's level 1 and writes ~25 % more bytes (BENCHMARKS.md).
+    /// Outbox's own compressor (the default): greedy LZ77 with deflate's fixed Huffman codes, in one pass with a
+    /// small table. It costs the loop thread the least time per batch, and writes more bytes than compressors that
+    /// build Huffman codes per block (zlib, libdeflate): the default for that, `zlib` the choice for metered links.
+    /// BENCHMARKS.md has the figures, and why libdeflate did not replace it.
     case fast
     /// zlib, level 1 (fastest) to 9 (smallest).
     case zlib(level: Int)
@@ -27,8 +27,8 @@ public enum BodyCompression: Sendable, Equatable {
     }
 }
 
-/// The fast compressor's state (a 128 KB hash table and the code tables), kept for many bodies. Not thread-safe:
-/// one owner (the delivery driver on the loop thread).
+/// The fast compressor's state (a 16 KB hash table and the code tables, ~19 KB in all), kept for many bodies. Not
+/// thread-safe: one owner (the delivery driver on the loop thread).
 final class FastGzip {
     private let state: OpaquePointer
 
@@ -58,49 +58,16 @@ final class FastGzip {
     }
 }
 
-/// libdeflate's gzip compressor at one level, kept for many bodies (its state is allocated once). Not thread-safe:
-/// one owner (the delivery driver on the loop thread).
-final class LibDeflateGzip {
-    private let compressor: OpaquePointer
-
-    /// Nil when the level is outside libdeflate's 0–12 or the state cannot be allocated.
-    init?(level: Int) {
-        guard (0...12).contains(level), let compressor = libdeflate_alloc_compressor(Int32(level)) else { return nil }
-        self.compressor = compressor
-    }
-
-    deinit { libdeflate_free_compressor(compressor) }
-
-    /// One gzip member holding `bytes`; nil only if libdeflate wrote nothing (never within its bound).
-    func compress(_ bytes: [UInt8]) -> [UInt8]? {
-        let bound = libdeflate_gzip_compress_bound(compressor, bytes.count)
-        let output = bytes.withUnsafeBufferPointer { input in
-            [UInt8](unsafeUninitializedCapacity: bound) { output, count in
-                count = libdeflate_gzip_compress(compressor, input.baseAddress, input.count, output.baseAddress, bound)
-            }
-        }
-        return output.isEmpty ? nil : output
-    }
-}
-
 /// The compressor a `BodyCompression` names, built once.
 enum BodyCompressor {
     case fast(FastGzip)
     case zlib(Deflater)
-    case libdeflate(LibDeflateGzip)
 
     /// Nil when the compressor cannot start (out of memory, or a level that `Configuration.validate()` refuses):
     /// bodies then go uncompressed.
     init?(_ choice: BodyCompression) {
         switch choice {
         case .fast:
-            // EXPERIMENT (branch deflate): `OUTBOX_BENCH_LIBDEFLATE_LEVEL=N` makes `.fast` libdeflate at level N, for
-            // `outbox-bench delivery` to compare the two in one sitting. Not to be merged as is.
-            if let level = ProcessInfo.processInfo.environment["OUTBOX_BENCH_LIBDEFLATE_LEVEL"].flatMap({ Int($0) }) {
-                guard let libdeflate = LibDeflateGzip(level: level) else { return nil }
-                self = .libdeflate(libdeflate)
-                return
-            }
             guard let fast = FastGzip() else { return nil }
             self = .fast(fast)
         case .zlib(let level):
@@ -113,7 +80,6 @@ enum BodyCompressor {
         switch self {
         case .fast(let fast): return fast.compress(bytes)
         case .zlib(let deflater): return try? deflater.compress(bytes)
-        case .libdeflate(let libdeflate): return libdeflate.compress(bytes)
         }
     }
 }
