@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 # nginx and openssl: the transport tests run a real nginx (HTTP/1.1, TLS, HTTP/2) with a throwaway certificate.
-DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev pkg-config nginx openssl
+# libdeflate: the compression benchmark's comparison (outbox-bench compression).
+DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev pkg-config nginx openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 

@@ -16,11 +16,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
     ],
     targets: [
-        // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev).
+        // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev).
         .systemLibrary(name: "CLibUV", path: "Sources/CLibUV", pkgConfig: "libuv"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3"),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl"),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib"),
+        // Only for `outbox-bench compression`, which measures it against CFastGzip (BENCHMARKS.md).
+        .systemLibrary(name: "CLibDeflate", path: "Sources/CLibDeflate", pkgConfig: "libdeflate"),
         // Swift cannot call C variadic functions: curl_easy_setopt & co. get fixed-type wrappers.
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
         // rtnetlink socket helpers for the reachability watcher (SPEC N1).
@@ -72,7 +74,7 @@ let package = Package(
         // Benchmarks: `make bench` builds this in release mode.
         .executableTarget(
             name: "outbox-bench",
-            dependencies: ["Outbox", "OutboxMock", "CSQLite"],
+            dependencies: ["Outbox", "OutboxMock", "CSQLite", "CFastGzip", "CLibDeflate"],
             path: "Benchmarks/outbox-bench"
         ),
         // Runs a command and prints its peak RSS: `outbox-bench memory` measures the CLI through it.

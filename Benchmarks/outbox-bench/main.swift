@@ -160,6 +160,8 @@ case "committed":
     print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours.rate / raw))}"#)
 case "delivery":
     try benchDelivery()
+case "compression":
+    try benchCompression()
 case "idle":
     try benchIdle(seconds: argumentsList.count > 1 ? Int(argumentsList[1]) ?? 60 : 60)
 case "memory":
@@ -175,7 +177,7 @@ case "all":
     try benchMemory()
     try benchIdle(seconds: 60)
 default:
-    print("usage: outbox-bench [all|caller|committed|delivery|idle|memory] [COUNT|SECONDS]")
+    print("usage: outbox-bench [all|caller|committed|delivery|compression|idle|memory] [COUNT|SECONDS]")
     exit(2)
 }
 try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "outbox-bench-\(getpid())")

@@ -93,6 +93,7 @@ final class MockCore: Sendable {
         let wall = clock.wallMs()
         return state.withLockedValue { s in
             s.requestCount += 1
+            s.wireBytes += r.wireBytes
             let at = r.startNs >= s.epochNs ? Int64((r.startNs - s.epochNs) / 1_000_000) : 0
             var outcome: Scenario.Outcome?
             var fault: String?
@@ -202,6 +203,8 @@ final class MockCore: Sendable {
     // MARK: - Snapshots
 
     func stats() -> MockStats { state.withLockedValue { $0.stats() } }
+
+    func wireBytes() -> Int { state.withLockedValue { $0.wireBytes } }
 
     func histogram() -> DelayHistogram { state.withLockedValue { $0.delayHistogram } }
 

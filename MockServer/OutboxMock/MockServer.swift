@@ -146,6 +146,10 @@ public final class MockServer: Sendable {
     /// What `GET /_mock/stats` answers.
     public func stats() -> MockStats { core.stats() }
 
+    /// Body bytes of the ingestion requests since start or reset, as sent (compressed bodies count compressed):
+    /// what benchmarks call bytes on the wire. Not part of `GET /_mock/stats`, whose keys SPEC X1 fixes.
+    public func wireBytes() -> Int { core.wireBytes() }
+
     /// Unique logs in arrival order (what `GET /_mock/logs` answers).
     public func uniqueLogs() -> [MockLog] {
         core.storedLogs().map { log in

@@ -20,6 +20,8 @@ struct RecordedState {
     /// Bumped by every reset or scenario swap, so timers of the previous scenario do nothing.
     var generation = 0
     var requestCount = 0
+    /// Ingestion request bodies' bytes as they came over the wire (compressed), for benchmarks; not in `MockStats`.
+    var wireBytes = 0
     var statusCounts: [Int: Int] = [:]
     var faults: [String: Int] = [:]
     var logsReceived = 0

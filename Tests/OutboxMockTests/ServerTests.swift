@@ -100,6 +100,10 @@ struct ServerTests {
             #expect(server.stats().logsUnique == 50)
             let ids = Set(server.uniqueLogs().map(\.id))
             #expect(ids == Set(logs.compactMap { $0["id"] as? String }))
+            // Bytes on the wire count the body as sent, compressed; a reset clears them.
+            #expect(server.wireBytes() == TestGzip.compress(Wire.body(logs)).count)
+            server.reset()
+            #expect(server.wireBytes() == 0)
         }
     }
 

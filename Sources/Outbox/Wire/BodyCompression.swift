@@ -7,8 +7,10 @@ import CFastGzip
 /// configuration.bodyCompression = .zlib(level: 6)   // smaller bodies, more CPU per batch
 /// ```
 public enum BodyCompression: Sendable, Equatable {
-    /// Outbox's own compressor (the default): greedy LZ77 with deflate's fixed Huffman codes. On batches of
-    /// analytics JSON it runs about 3× as fast as zlib's level 1 and writes ~25 % more bytes (BENCHMARKS.md).
+    /// Outbox's own compressor (the default): greedy LZ77 with deflate's fixed Huffman codes, in one pass with a
+    /// small table. It costs the loop thread the least time per batch, and writes more bytes than compressors that
+    /// build Huffman codes per block (zlib, libdeflate): the default for that, `zlib` the choice for metered links.
+    /// BENCHMARKS.md has the figures, and why libdeflate did not replace it.
     case fast
     /// zlib, level 1 (fastest) to 9 (smallest).
     case zlib(level: Int)
@@ -25,8 +27,8 @@ public enum BodyCompression: Sendable, Equatable {
     }
 }
 
-/// The fast compressor's state (a 128 KB hash table and the code tables), kept for many bodies. Not thread-safe:
-/// one owner (the delivery driver on the loop thread).
+/// The fast compressor's state (a 16 KB hash table and the code tables, ~19 KB in all), kept for many bodies. Not
+/// thread-safe: one owner (the delivery driver on the loop thread).
 final class FastGzip {
     private let state: OpaquePointer
 
