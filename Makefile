@@ -52,7 +52,7 @@ demo: build
 
 # The release CLI (Debian's libcurl) against a local server over HTTP and HTTPS, with and without --ca-file.
 cli-check: deps
-	$(call install-missing,python3 openssl,cli-check)
+	$(call install-missing,python3 openssl nginx,cli-check)
 	$(SWIFT) build -c release --product outbox
 	scripts/cli-check.sh .build/release/outbox
 

@@ -7,21 +7,20 @@
 # 2. over HTTPS to a server with a fresh self-signed certificate, nothing is delivered (verification is on) and
 #    the 40 events stay stored;
 # 3. with that certificate as --ca-file, all 40 are delivered.
-# The server is scripts/https-test-server.py (Python's http.server on 127.0.0.1; the TLS tests use it too).
-# Skipped, saying why, without python3 or openssl.
+# The server is Debian's nginx on 127.0.0.1 with a fresh self-signed certificate, as in the transport tests.
+# Skipped, saying why, without python3, openssl or nginx.
 set -euo pipefail
 
 cli=${1:?usage: cli-check.sh CLI}
-server=$(cd "$(dirname "$0")" && pwd)/https-test-server.py
 count=40
-for tool in python3 openssl; do
+nginx=/usr/sbin/nginx
+for tool in python3 openssl "$nginx"; do
     command -v "$tool" >/dev/null || { echo "cli-check: skipped: no $tool"; exit 0; }
 done
 
 work=$(mktemp -d)
-pids=()
 cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    if [ -s "$work/nginx.pid" ]; then kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -30,23 +29,38 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyou
     -out "$work/cert.pem" -days 2 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
     >/dev/null 2>&1
 
-# Started from this shell, not from a $(…) subshell: `cleanup` must know their pids, or they outlive the check.
-start_server() {   # MODE: in the background; it writes its port to $work/MODE.port
-    python3 "$server" "$1" "$work/cert.pem" "$work/key.pem" > "$work/$1.port" 2>/dev/null &
-    pids+=($!)
+# Two free ports on loopback (bound and let go: nginx takes them right after).
+read -r plain tls < <(python3 -c 'import socket
+ss = [socket.socket() for _ in range(2)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])')
+# nginx answers every request to /logs with 200 (the engine's delivery counts the 2xx; the mock's checks are the
+# end-to-end tests' business), over plain HTTP and over TLS with the throwaway certificate.
+cat > "$work/nginx.conf" <<CONF
+pid $work/nginx.pid;
+worker_processes 1;
+error_log $work/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path $work/body;
+    client_max_body_size 64m;
+    server { listen 127.0.0.1:$plain; location /logs { return 200; } }
+    server {
+        listen 127.0.0.1:$tls ssl;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
+        location /logs { return 200; }
+    }
 }
-port_of() {   # MODE → its port, once it listens
+CONF
+"$nginx" -p "$work" -c "$work/nginx.conf"   # daemonises; its pid file is how cleanup stops it
+for port in "$plain" "$tls"; do
     for _ in $(seq 1 100); do
-        if [ -s "$work/$1.port" ]; then head -1 "$work/$1.port"; return; fi
-        sleep 0.1
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        sleep 0.05
     done
-    echo "cli-check: the $1 server did not start" >&2
-    exit 1
-}
-start_server plain
-start_server tls
-plain=$(port_of plain)
-tls=$(port_of tls)
+done
 
 field() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }
 emit() {   # STORE ENDPOINT TIMEOUT [options] → the emit's JSON line
