@@ -16,9 +16,8 @@
 #endif
 
 enum {
-    // 4096 slots (16 KB). A body is compressed between SQLite's and the kernel's work, which evict the table: with
-    // 32768 slots (128 KB) most lookups missed the cache, and the load of `head[slot]` took over half of the
-    // compressor's time in a profile of delivery. At batch 50 (~20 KB bodies) the output grows ~1 % (BENCHMARKS.md).
+    // 4096 slots (16 KB). A body is compressed between SQLite's and the kernel's work, which evict the table from
+    // the cache: a table that stays small enough to come back quickly beats a larger one that finds more matches.
     hash_bits = 12,
     window = 32768,
     min_match = 4,
@@ -191,8 +190,8 @@ size_t outbox_fast_gzip_compress(outbox_fast_gzip *state, const uint8_t *input, 
     return (size_t)(out - output);
 }
 
-// CRC-32 (gzip's, as zlib's crc32_z computes it). zlib 1.2.13 spends ~3.9 instructions per byte on it, 10 % of the
-// loop's work per delivered log; carry-less multiplication folds 16 bytes in a few instructions.
+// CRC-32 (gzip's, as zlib's crc32_z computes it). zlib's byte-table version is a visible share of the loop's work per
+// delivered log; carry-less multiplication folds 16 bytes in a few instructions.
 
 /// The CRC register after `data`, starting from `state`, without gzip's inversions before and after.
 static uint32_t crc32_register(uint32_t state, const uint8_t *data, size_t length) {

@@ -57,7 +57,7 @@ public struct Configuration: Sendable {
     /// always stays on.
     public var caFile: String? = nil
     /// SPEC W1: how bodies of 1400 bytes and more are gzip-compressed. `.fast` (default): Outbox's own compressor,
-    /// about 3× faster than zlib's level 1 for ~25 % more bytes; `.zlib(level:)` 1–9 for smaller bodies.
+    /// the least CPU on the loop for somewhat larger bodies; `.zlib(level:)` 1–9 for smaller bodies (BENCHMARKS.md).
     public var bodyCompression: BodyCompression = .fast
     /// SPEC A9: server clock offsets above this correct timestamps; default 1 s.
     public var clockSkewThreshold: Duration = .seconds(1)

@@ -18,8 +18,8 @@ struct LeaseStretch: Equatable, Sendable {
 /// the table in the transaction and this after its commit). A claim consults it for every row it reads; the
 /// table is what survives a crash and what `outbox status` reads.
 ///
-/// Leases as stretches rather than one row per log: marking and unmarking 50 logs one row at a time was half of
-/// SQLite's work per delivered log (BENCHMARKS.md, "range leases").
+/// Leases as stretches rather than one row per log: marking and unmarking 50 logs one row at a time would be most
+/// of SQLite's work per delivered log.
 struct Leases: Sendable {
     /// Per priority (by raw value), sorted by `first`.
     private(set) var byPriority: [[LeaseStretch]] = [[], []]

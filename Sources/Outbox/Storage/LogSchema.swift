@@ -10,8 +10,8 @@
 ///
 /// Leases (C9) are stretches of seqs, `leases(batch, priority, first, last)`, since version 3 (see `LeaseStretch`):
 /// one row per batch and priority, where version 2's `in_flight(seq, batch)` took one row per log, and version 1
-/// UPDATEd each claimed log (SQLite rewrites a whole record on UPDATE). Each step was measured as the most
-/// expensive part of delivery in its time (BENCHMARKS.md). `logs.batch` is unused since version 2.
+/// UPDATEd each claimed log (SQLite rewrites a whole record on UPDATE): each step removed the costliest write of
+/// delivery at the time. `logs.batch` is unused since version 2.
 enum LogSchema {
     static let migrator = Migrator([
         Migration(version: 1, name: "initial schema") { (db: Database) throws(OutboxError) in
@@ -117,7 +117,7 @@ enum LogSchema {
     /// (`?3`) when released. Indexed by `Priority.rawValue`. The priority is a literal here too, for another
     /// reason: with `priority = ?`, SQLite's planner matches the partial index `logs_critical` against the value
     /// bound at the time, so each new binding of that parameter expired the statement and SQLite compiled it again
-    /// at its next step (`SQLITE_STMTSTATUS_REPREPARE`) — once per delivered batch, ~42 000 instructions.
+    /// at its next step (`SQLITE_STMTSTATUS_REPREPARE`) — a full compile once per delivered batch.
     static let deleteStretch = Priority.allCases.sorted().map {
         "DELETE FROM logs WHERE priority = \($0.rawValue) AND seq BETWEEN ?1 AND ?2"
     }

@@ -223,19 +223,7 @@ extension LogStore {
     /// The log's JSON object as `BatchEncoder` writes it into a request body, timestamped with its capture time.
     static func sentJSON(of row: DeadLetterRow, device: [UInt8]?) -> [UInt8] {
         var writer = JSONWriter(capacity: row.payload.count + (device?.count ?? 0) + 64)
-        writer.raw(#"{"timestamp":"#)
-        writer.timestamp(ms: row.wallMs)
-        if let device {
-            writer.raw(#","device":"#)
-            writer.raw(device)
-        }
-        // The payload is a JSON object: drop its opening brace and keep the rest.
-        if row.payload.count > 2 {
-            writer.raw(UInt8(ascii: ","))
-            row.payload.withUnsafeBytes { writer.raw(UnsafeRawBufferPointer(rebasing: $0.dropFirst())) }
-        } else {
-            writer.raw(UInt8(ascii: "}"))
-        }
+        BatchEncoder.write(row.payload, timestampMs: row.wallMs, device: device, into: &writer)
         return writer.bytes
     }
 

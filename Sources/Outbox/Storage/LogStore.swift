@@ -99,8 +99,7 @@ final class LogStore {
     /// is truncated back to when it is reset after a checkpoint. Together they bound the -wal file at about the
     /// larger of twice the checkpoint size and the biggest single transaction. The limit is twice the checkpoint
     /// size so the file is not cut and regrown every cycle. A checkpoint syncs twice on the loop thread, and
-    /// meanwhile nothing is sent: draining 100 000 logs into a 1 GiB store took 58 syncs (~230 ms) at 1000 pages,
-    /// 16 (~145 ms) at 4096 (BENCHMARKS.md).
+    /// meanwhile nothing is sent: large stores checkpoint less often, in larger steps.
     var walAutocheckpointPages: Int { max(16, min(1000, maxPages / 4), min(4096, maxPages / 16)) }
     var walSizeLimit: Int { max(1024 * 1024, 2 * walAutocheckpointPages * pageSize) }
 
@@ -473,8 +472,8 @@ final class LogStore {
     }
 
     /// Logs waiting to be claimed, by priority, from the row count kept in memory, the critical logs' index and
-    /// the leases: unlike `counts()`, no scan of the table (`count(*)` and `min(wall_ms)` read every page: ~0.5 s per
-    /// million stored logs, at every engine start).
+    /// the leases: unlike `counts()`, no scan of the table (`count(*)` and `min(wall_ms)` read every page, which a
+    /// large store would pay at every engine start).
     func waitingCounts() throws(OutboxError) -> (normal: Int, critical: Int) {
         try guarded { () throws(OutboxError) -> (normal: Int, critical: Int) in
             let split = try Self.splitByState(db, total: logCount, inFlightSQL: LogSchema.countInFlight)

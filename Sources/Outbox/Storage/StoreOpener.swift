@@ -41,10 +41,9 @@ enum StoreOpener {
 
     /// SQLite's page cache per store, in KiB: a 256th of the cap, between 1 MiB and 4 MiB (SQLite's default is
     /// 2 000 KiB whatever the file). Delivery reads each row once, in order, so what a cache must hold is the
-    /// b-trees' interior pages, whose number follows the store's size: ~1.2 MB of them for a million logs. Below
-    /// a 256 MiB cap 1 MiB holds them all (an intake group commit that outgrows it writes pages to the WAL
-    /// early); a 1 GiB cap gets 4 MiB. It follows the configuration, not the backlog: a process's memory does
-    /// not grow with what it stores (BENCHMARKS.md, memory).
+    /// b-trees' interior pages, whose number follows the store's size. Below a 256 MiB cap 1 MiB holds them all
+    /// (an intake group commit that outgrows it writes pages to the WAL early); a 1 GiB cap gets 4 MiB. It follows
+    /// the configuration, not the backlog: a process's memory does not grow with what it stores.
     static func pageCacheKiB(for maxStorageSize: Int) -> Int {
         min(4096, max(1024, maxStorageSize / 256 / 1024))
     }
@@ -69,10 +68,10 @@ enum StoreOpener {
             }
             // NORMAL in WAL mode: a commit survives a killed process (the kernel has the write, T5); a power
             // loss may roll back the commits since the last WAL sync but never corrupts. FULL would sync on
-            // every commit (DESIGN: ~56k vs ~6k commits/s).
+            // every commit (DESIGN.md compares the two).
             try db.exec("PRAGMA synchronous = NORMAL")
             // Debian builds SQLite with SECURE_DELETE, which overwrites every deleted row with zeros: for a
-            // delivered log that is work without a purpose (~2 300 instructions per log, BENCHMARKS.md). When the
+            // delivered log that is work without a purpose, on the loop, for every log. When the
             // user opts out (T6), `deleteAllLogs` rebuilds the file, which scrubs the free pages anyway.
             try db.exec("PRAGMA secure_delete = OFF")
             // Before quick_check, which reads every page of the file through the cache.
@@ -99,8 +98,8 @@ enum StoreOpener {
     }
 
     /// `PRAGMA quick_check`: verifies every b-tree page's structure (not index contents), so a truncated or
-    /// scribbled file is caught at open instead of at a random later query. It reads the whole file; opening
-    /// a full 10 MiB store, this check included, takes ~25 ms here.
+    /// scribbled file is caught at open instead of at a random later query. It reads the whole file, which is why a
+    /// cleanly closed file skips it.
     static func quickCheck(_ db: Database) throws(OutboxError) {
         let check = try db.prepare("PRAGMA quick_check(1)")
         guard try check.step() else { return }

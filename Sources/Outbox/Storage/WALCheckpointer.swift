@@ -7,8 +7,8 @@ import Glibc
 /// In WAL mode with `synchronous = NORMAL` the only syncs are the checkpoint's, which SQLite runs inside the commit
 /// that crosses the threshold: it syncs the WAL, copies its pages into the database file and syncs that. A
 /// drain writes the WAL without ever syncing it, so at the checkpoint the kernel still holds all of it (up to
-/// 16 MiB) dirty, and the loop waits while the WAL's sync writes it out — with no request leaving meanwhile
-/// (BENCHMARKS.md, Delivery). Here, every `writeBackPages` new frames the kernel is told to start writing the
+/// 16 MiB) dirty, and the loop waits while the WAL's sync writes it out — with no request leaving meanwhile.
+/// Here, every `writeBackPages` new frames the kernel is told to start writing the
 /// WAL out (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait for the device), so the checkpoint's
 /// sync finds it written. Durability is unchanged: the same syncs happen at the same moments.
 ///
@@ -58,9 +58,8 @@ final class WALCheckpointer {
         if fd >= 0 { Glibc.close(fd) }
     }
 
-    /// Every `writeBackBytes` of new WAL (1 MiB), and at least four times per checkpoint: measured on this
-    /// machine's disk, writing back every 1 MiB took the checkpoint's WAL sync from 65–85 ms to 3–4 ms per
-    /// 16 MiB, for 14–16 ms of write-back calls spread over the 16 MiB; every 256 KiB cost 34–48 ms of calls.
+    /// Every `writeBackBytes` of new WAL (1 MiB), and at least four times per checkpoint: often enough that the
+    /// checkpoint's sync finds the WAL written, rarely enough that the write-back calls cost less than they save.
     static let writeBackBytes = 1 << 20
 
     static func writeBackPages(checkpointPages: Int, pageSize: Int) -> Int {

@@ -1,8 +1,7 @@
 import CCurlShim
 
 /// A curl easy handle with the options every request of one transport shares, kept between requests.
-/// Creating, configuring and freeing a handle for every request cost ~20 000 instructions (curl's own advice is to
-/// reuse them); a reused handle keeps its options, and a request sets only what is its own (body, callbacks' data,
+/// Creating, configuring and freeing a handle for every request is wasted work (curl's own advice is to reuse them); a reused handle keeps its options, and a request sets only what is its own (body, callbacks' data,
 /// and the URL or header list when they differ from the last request's). Loop thread only.
 final class EasyHandle {
     /// `CURL *`.
@@ -351,7 +350,7 @@ final class CurlTransfer {
     /// CURLOPT_HEADERFUNCTION: called once per header line, status lines included. A new status line starts a
     /// new header block (a `100 Continue` or a proxy's `200 Connection established` come before the real one).
     // Parsed as bytes, not Characters: `String.firstIndex(of:)` and friends walk grapheme clusters, and this runs
-    // for every header line of every response (it was ~30 000 instructions per request).
+    // for every header line of every response.
     fileprivate func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         guard let data else { return count }
         headerBytes += count
