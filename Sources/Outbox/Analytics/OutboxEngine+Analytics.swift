@@ -265,12 +265,6 @@ extension OutboxEngine {
 }
 
 extension Duration {
-    /// Nanoseconds, saturating at `Int64.max` (a duration of centuries is not worth a trap).
-    var clampedNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? Int64.min : Int64.max }
-        let (sum, overflow2) = product.addingReportingOverflow(attoseconds / 1_000_000_000)
-        return overflow2 ? (product < 0 ? Int64.min : Int64.max) : sum
-    }
+    /// Nanoseconds, saturating at Int64's bounds (a duration of centuries is not worth a trap).
+    var clampedNanoseconds: Int64 { saturated(unitsPerSecond: 1_000_000_000) }
 }

@@ -165,11 +165,14 @@ public struct Configuration: Sendable {
 extension Duration {
     /// Whole milliseconds, saturating at Int64's bounds (a `Duration` of more than 292 million years does not trap:
     /// `Configuration.validate()` names it as out of range).
-    var milliseconds: Int64 {
+    var milliseconds: Int64 { saturated(unitsPerSecond: 1000) }
+
+    /// Whole units of `1 / unitsPerSecond` s, saturating at Int64's bounds instead of trapping on overflow.
+    func saturated(unitsPerSecond: Int64) -> Int64 {
         let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: unitsPerSecond)
         if overflow { return seconds < 0 ? Int64.min : Int64.max }
-        let (sum, carry) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        let (sum, carry) = scaled.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
         return carry ? (seconds < 0 ? Int64.min : Int64.max) : sum
     }
 }
