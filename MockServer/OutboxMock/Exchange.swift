@@ -71,7 +71,7 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
 
 /// Appends exchanges to the `--record` file, one line each, in the order they were decided. Plain POSIX file
 /// calls, not `FileHandle`: the release `outbox` (which runs this mock for its demo) must not link Foundation
-/// proper (BENCHMARKS.md, memory).
+/// proper (CoreFoundation and ICU: megabytes of start-up memory).
 final class ExchangeRecorder: Sendable {
     private let fd: NIOLockedValueBox<Int32?>
     private let encoder: JSONEncoder

@@ -426,7 +426,7 @@ private func rejectUnknownKeys(_ decoder: Decoder, allowed: [String]) throws {
 
 extension Substring {
     /// Foundation's `trimmingCharacters(in: .whitespaces)` without Foundation proper, which the release `outbox`
-    /// (running this mock for its demo) must not link (BENCHMARKS.md, memory). Public for the CLI's own parsing.
+    /// (running this mock for its demo) must not link. Public for the CLI's own parsing.
     public var trimmingSpaceAndTab: Substring {
         func isSpace(_ c: Character) -> Bool {
             c.unicodeScalars.allSatisfy { $0.value == 0x09 || $0.properties.generalCategory == .spaceSeparator }
