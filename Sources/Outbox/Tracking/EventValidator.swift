@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Validates an event against SPEC T2–T3 and writes the event-specific part of its JSON
 /// (`"name":…,"typedProperties":[…]`). Pure: runs on the caller's thread, so that errors reach the caller.
