@@ -220,7 +220,7 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop thread (inline when already there); `orElse` runs when the engine is shut down.
-    private func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
+    func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
         if loop.isOnLoopThread {
             guard !core.isStopped else { orElse?(); return }
             body(core)
@@ -248,7 +248,7 @@ public final class OutboxEngine: @unchecked Sendable {
         }
     }
 
-    private func makeStatus() throws -> EngineStatus {
+    func makeStatus() throws -> EngineStatus {
         let counts = try core.store.counts()
         let now = configuration.clock.wallMs()
         return EngineStatus(
