@@ -48,17 +48,17 @@ struct JSONScanner {
 
     // MARK: - Documents
 
-    /// A flat object of strings, numbers and booleans (`outbox_track`'s properties). A duplicate key is refused:
-    /// which of the two the caller meant is not ours to guess.
-    mutating func properties() throws(JSONError) -> [String: PropertyValue] {
+    /// A flat object of strings, numbers and booleans (`outbox_track`'s properties): `each` receives every member
+    /// in the text's order (the caller sorts them and refuses a key given twice).
+    @inline(__always)
+    mutating func properties(_ each: (String, PropertyValue) throws(JSONError) -> Void) throws(JSONError) {
         skipSpace()
         try expect(UInt8(ascii: "{"))
-        var result: [String: PropertyValue] = [:]
         skipSpace()
         if peek() == UInt8(ascii: "}") {
             index += 1
             try end()
-            return result
+            return
         }
         while true {
             skipSpace()
@@ -85,11 +85,11 @@ struct JSONScanner {
             default:
                 throw fail("property '\(key)': expected a string, a number or a boolean")
             }
-            guard result.updateValue(value, forKey: key) == nil else { throw fail("property '\(key)' appears twice") }
+            try each(key, value)
             skipSpace()
             switch next() {
             case UInt8(ascii: ","): continue
-            case UInt8(ascii: "}"): try end(); return result
+            case UInt8(ascii: "}"): try end(); return
             default: throw fail("expected ',' or '}' after property '\(key)'")
             }
         }
@@ -156,19 +156,77 @@ struct JSONScanner {
     private mutating func string() throws(JSONError) -> String {
         index += 1
         let start = index
+        var high: UInt8 = 0
+        // Eight bytes at a time while none is a quote, a backslash, a control character or non-ASCII: the usual
+        // property value is plain ASCII, and this loop runs for every byte of it on the caller's thread.
+        if let base = bytes.baseAddress {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            while index + 8 <= bytes.count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                let quote = word ^ (ones &* 0x22)
+                let backslash = word ^ (ones &* 0x5C)
+                let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
+                if special & highs != 0 { break }
+                index += 8
+            }
+        }
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let span = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                guard let text = String(validating: span, as: UTF8.self) else { throw fail("invalid UTF-8 in a string", at: start) }
-                return text
+                guard high < 0x80 || Self.isValidUTF8(span) else { throw fail("invalid UTF-8 in a string", at: start) }
+                return String(decoding: span, as: UTF8.self)
             }
             if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
             if byte < 0x20 { throw fail("control character in a string (escape it)") }
+            high |= byte
             index += 1
         }
         throw fail("unterminated string", at: start - 1)
+    }
+
+    /// Well-formed UTF-8 as Unicode's table 3-7 defines it: no overlong forms, no surrogates, nothing above U+10FFFF.
+    /// Ours rather than `String(validating:as:)`, which is generic over the encoding and, unspecialized across the
+    /// module boundary, looks up type metadata at run time on every call of `outbox_track`.
+    /// Validated, `String(decoding:as:)` then copies the bytes without repairing anything.
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            let b0 = bytes[i]
+            if b0 < 0x80 { i += 1; continue }
+            func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+                i + offset < n && range.contains(bytes[i + offset])
+            }
+            switch b0 {
+            case 0xC2...0xDF:
+                guard continuation(1) else { return false }
+                i += 2
+            case 0xE0:
+                guard continuation(1, 0xA0...0xBF), continuation(2) else { return false }
+                i += 3
+            case 0xE1...0xEC, 0xEE...0xEF:
+                guard continuation(1), continuation(2) else { return false }
+                i += 3
+            case 0xED:
+                guard continuation(1, 0x80...0x9F), continuation(2) else { return false }
+                i += 3
+            case 0xF0:
+                guard continuation(1, 0x90...0xBF), continuation(2), continuation(3) else { return false }
+                i += 4
+            case 0xF1...0xF3:
+                guard continuation(1), continuation(2), continuation(3) else { return false }
+                i += 4
+            case 0xF4:
+                guard continuation(1, 0x80...0x8F), continuation(2), continuation(3) else { return false }
+                i += 4
+            default:
+                return false
+            }
+        }
+        return true
     }
 
     private mutating func escapedString(from start: Int) throws(JSONError) -> String {
@@ -179,8 +237,9 @@ struct JSONScanner {
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                guard let text = String(validating: scratch, as: UTF8.self) else { throw fail("invalid UTF-8 in a string", at: start) }
-                return text
+                let valid = scratch.withUnsafeBufferPointer { Self.isValidUTF8($0) }
+                guard valid else { throw fail("invalid UTF-8 in a string", at: start) }
+                return String(decoding: scratch, as: UTF8.self)
             case UInt8(ascii: "\\"):
                 guard let escape = next() else { throw fail("unterminated string", at: start - 1) }
                 switch escape {

@@ -2,7 +2,7 @@ import COutboxSupport
 import Dispatch
 import Glibc
 import Logging
-@_spi(Blocking) import Outbox
+@_spi(CInterface) import Outbox
 import Synchronization
 
 // SPEC E2–E3: the functions of include/outbox.h. Each one catches every error and returns a code with a message
@@ -95,31 +95,72 @@ public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePoint
                          _ propertiesJSON: UnsafePointer<CChar>?, _ flags: Int32) -> Int32 {
     guard let c = open(handle, "outbox_track") else { return handle == nil ? EINVAL : ECLOSED }
     guard let name else { return fail(EINVAL, "outbox_track: the event name is NULL") }
-    guard let eventName = String(validatingCString: name) else {
-        return fail(EINVAL, "outbox_track: the event name is not valid UTF-8")
-    }
+    let nameBytes = UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
+    guard JSONScanner.isValidUTF8(nameBytes) else { return fail(EINVAL, "outbox_track: the event name is not valid UTF-8") }
+    let eventName = String(decoding: nameBytes, as: UTF8.self)
     guard flags & ~1 == 0 else { return fail(EINVAL, "outbox_track: unknown flags \(flags) (0 or OUTBOX_CRITICAL)") }
-    var properties: [String: PropertyValue] = [:]
-    if let propertiesJSON {
+    let engine = c.engine
+    let logFlags: LogFlags = flags & 1 != 0 ? .critical : .normal
+    guard let propertiesJSON else {
+        return track(engine, eventName, UnsafeBufferPointer(start: nil, count: 0), logFlags)
+    }
+    let text = UnsafeBufferPointer(start: UnsafeRawPointer(propertiesJSON).assumingMemoryBound(to: UInt8.self),
+                                   count: strlen(propertiesJSON))
+    // The usual handful of properties stays on the stack: a heap allocation on the caller's thread shows in the
+    // slowest calls. More than `onStack` (beyond the 20 kept, but all take part in the key order) go to an array.
+    let onStack = 32
+    let result = withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self, capacity: onStack) { buffer in
+        var count = 0
+        // One element at a time: the destroy of the concrete type, not the runtime's generic array destroy.
+        defer { for index in 0..<count { _ = buffer.moveElement(from: index) } }
         do throws(JSONError) {
-            var scanner = JSONScanner(UnsafeBufferPointer(
-                start: UnsafeRawPointer(propertiesJSON).assumingMemoryBound(to: UInt8.self), count: strlen(propertiesJSON)))
-            properties = try scanner.properties()
+            var scanner = JSONScanner(text)
+            try scanner.properties { key, value throws(JSONError) in
+                guard count < onStack else { throw JSONError(message: "") }
+                buffer.initializeElement(at: count, to: (key, value))
+                count += 1
+            }
         } catch {
-            return fail(EINVAL, "outbox_track '\(eventName)': properties: \(error.message)")
+            guard error.message.isEmpty else { return fail(EINVAL, "outbox_track '\(eventName)': properties: \(error.message)") }
+            return Int32.min
+        }
+        return trackSorted(engine, eventName, UnsafeMutableBufferPointer(rebasing: buffer[0..<count]), logFlags)
+    }
+    guard result == Int32.min else { return result }
+    var many: [(key: String, value: PropertyValue)] = []
+    do throws(JSONError) {
+        var scanner = JSONScanner(text)
+        try scanner.properties { key, value throws(JSONError) in many.append((key, value)) }
+    } catch {
+        return fail(EINVAL, "outbox_track '\(eventName)': properties: \(error.message)")
+    }
+    return many.withUnsafeMutableBufferPointer { trackSorted(engine, eventName, $0, logFlags) }
+}
+
+/// Sorts the properties by key (the order `trackEvent` keeps the first 20 in), refuses a key given twice, tracks.
+@inline(__always)
+private func trackSorted(_ engine: OutboxEngine, _ name: String, _ properties: UnsafeMutableBufferPointer<(key: String, value: PropertyValue)>,
+                         _ flags: LogFlags) -> Int32 {
+    var properties = properties
+    properties.sort { $0.key < $1.key }
+    if properties.count > 1 {
+        for index in 1..<properties.count where properties[index].key == properties[index - 1].key {
+            return fail(EINVAL, "outbox_track '\(name)': properties: property '\(properties[index].key)' appears twice")
         }
     }
-    let engine = c.engine
-    guard engine.isEnabled else {
-        return fail(EDISABLED, "outbox_track: tracking is off (outbox_set_enabled(e, 0)); nothing was stored")
-    }
-    do {
-        try engine.trackEvent(eventName, properties: properties, flags: flags & 1 != 0 ? .critical : .normal)
+    return track(engine, name, UnsafeBufferPointer(properties), flags)
+}
+
+@inline(__always)
+private func track(_ engine: OutboxEngine, _ name: String, _ properties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                   _ flags: LogFlags) -> Int32 {
+    do throws(OutboxError) {
+        guard try engine.trackEvent(name, sortedProperties: properties, flags: flags) else {
+            return fail(EDISABLED, "outbox_track: tracking is off (outbox_set_enabled(e, 0)); nothing was stored")
+        }
         return 0
-    } catch let error as OutboxError {
-        return fail(code(for: error), "outbox_track: \(error)")
     } catch {
-        return fail(EINVAL, "outbox_track: \(error)")
+        return fail(code(for: error), "outbox_track: \(error)")
     }
 }
 

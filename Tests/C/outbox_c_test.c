@@ -418,10 +418,28 @@ static void test_bad_input(void) {
     CHECK(outbox_track(e, "a", "{\"k\":1e999}", 0) == OUTBOX_EINVAL, "track: infinite number");
     CHECK(outbox_track(e, "a", "{\"k\":\"\\ud800\"}", 0) == OUTBOX_EINVAL, "track: lone surrogate");
     CHECK(outbox_track(e, "a", "", 0) == OUTBOX_EINVAL, "track: empty properties text");
+    CHECK(outbox_track(e, "a", "{\"k\":\"abcdefghijklmnop\x01q\"}", 0) == OUTBOX_EINVAL && error_names("control"),
+          "track: a raw control character after 16 plain bytes");
+    CHECK(outbox_track(e, "a", "{\"k\":\"abcdefghijklmnopqrstuvw\xF0\x9F\x98\x80xyz\xED\xA0\x80\"}", 0) == OUTBOX_EINVAL &&
+          error_names("UTF-8"), "track: an encoded surrogate after valid text");
+    CHECK(outbox_track(e, "a", "{\"abcdefghijklmnopq\":\"abcdefgh\\\"ijklmnopqrst\xC3\xA9\"}", 0) == 0,
+          "track: long key, escape and non-ASCII after plain bytes");
     CHECK(outbox_track(e, "a", NULL, 4) == OUTBOX_EINVAL, "track: unknown flag");
     CHECK(outbox_track(e, "a", "{\"s\":\"\\u00e9\\ud83d\\ude00\",\"n\":-0.5e1,\"i\":-9223372036854775808,\"b\":true}", 0) == 0,
           "track: every kind of value");
     CHECK(outbox_track(e, "b", " { } ", OUTBOX_CRITICAL) == 0, "track: an empty object, critical");
+    {
+        /* More properties than fit the parser's stack buffer: all take part in the key order, 20 are kept. */
+        char many[2048];
+        size_t used = (size_t)snprintf(many, sizeof many, "{");
+        for (int i = 0; i < 40; i++)
+            used += (size_t)snprintf(many + used, sizeof many - used, "%s\"k%02d\":%d", i ? "," : "", 39 - i, i);
+        snprintf(many + used, sizeof many - used, "}");
+        CHECK(outbox_track(e, "a", many, 0) == 0, "track: 40 properties");
+        many[used] = ',';
+        snprintf(many + used + 1, sizeof many - used - 1, "\"k07\":1}");
+        CHECK(outbox_track(e, "a", many, 0) == OUTBOX_EINVAL && error_names("k07"), "track: a duplicate among 41");
+    }
     CHECK(outbox_track(e, "c", NULL, 0) == OUTBOX_ELIMIT, "track: a third name beyond maxDistinctEventNames 2");
     CHECK(outbox_update(e, NULL) == OUTBOX_EINVAL, "update: NULL");
     CHECK(outbox_update(e, "{\"appSecret\":") == OUTBOX_EINVAL, "update: malformed");
@@ -449,7 +467,7 @@ static void test_bad_input(void) {
     CHECK(e != NULL, "reopen");
     if (e) {
         char *status = outbox_status(e);
-        CHECK(status && strstr(status, "\"pending_normal\":1,\"pending_critical\":1"), "kept: %s", status ? status : "");
+        CHECK(status && strstr(status, "\"pending_normal\":3,\"pending_critical\":1"), "kept: %s", status ? status : "");
         outbox_free(status);
         CHECK(outbox_close(e, 0) == 0, "close a store-only engine");
         outbox_free(e);

@@ -103,13 +103,14 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// `admit` with the log's JSON apart from the draft (whose own `body` is empty): the intake copies it into its
-    /// queue, so an event's JSON can stay on the caller's stack.
-    func admit(_ draft: consuming EventDraft, body: UnsafeRawBufferPointer, name: String?) throws(OutboxError) {
+    /// queue, so an event's JSON can stay on the caller's stack. False when tracking is off (SPEC T6).
+    @discardableResult
+    func admit(_ draft: consuming EventDraft, body: UnsafeRawBufferPointer, name: String?) throws(OutboxError) -> Bool {
         let priority = draft.priority
         let onLoopThread = loop.isOnLoopThread
         let waiter = priority == .critical && !onLoopThread ? CommitWaiter() : nil
         draft.waiter = waiter
-        guard try intake.admit(name: name, draft: draft, body: body, onLoopThread: onLoopThread) == .accepted else { return }
+        guard try intake.admit(name: name, draft: draft, body: body, onLoopThread: onLoopThread) == .accepted else { return false }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
             let queue = intake.peek()
@@ -117,6 +118,7 @@ public final class OutboxEngine: @unchecked Sendable {
         } else if let waiter, let error = waiter.wait() {
             throw error
         }
+        return true
     }
 
     func warn(name: String, _ adjustments: EventValidator.Adjustments) {

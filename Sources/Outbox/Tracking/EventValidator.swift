@@ -56,6 +56,22 @@ struct EventValidator {
         }
     }
 
+    /// `validate` for properties already sorted by key, each key once (the C interface parses them so): no
+    /// dictionary to build, hash and sort again on the caller's thread.
+    @inline(__always)
+    static func validate<R>(name rawName: String, sortedProperties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                            _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
+        throws(OutboxError) -> R {
+        guard !rawName.isEmpty else { throw .emptyEventName }
+        var adjustments = Adjustments()
+        var name = rawName
+        if exceeds(name, maxNameLength) {
+            name = String(name.prefix(maxNameLength))
+            adjustments.nameTruncated = true
+        }
+        return try write(name: name, category: categoryPath(name), properties: sortedProperties, adjustments: &adjustments, then)
+    }
+
     /// Writes the body of an event into a buffer sized for it: no escapes, nothing truncated, it is written there
     /// whole (a longer one moves on to the heap).
     // Inlined, as `withSorted`: within one function the optimizer drops most retains and releases of what the

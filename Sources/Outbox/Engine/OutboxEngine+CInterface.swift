@@ -1,19 +1,33 @@
 import CLibUV
 import Dispatch
 
-/// Synchronous forms of the engine's `async` calls, for hosts without Swift concurrency: the C interface
-/// (`Sources/OutboxC`, SPEC E2–E3) blocks a C caller's thread instead of awaiting, and starts no thread of
-/// Swift's cooperative pool (SPEC E3: every thread the engine starts is named `outbox-…`).
+/// What the C interface (`Sources/OutboxC`, SPEC E2–E3) needs beyond the public API: synchronous forms of the
+/// `async` calls — it blocks a C caller's thread instead of awaiting, and starts no thread of Swift's cooperative
+/// pool (SPEC E3: every thread the engine starts is named `outbox-…`) — and a `trackEvent` for properties that
+/// arrive as JSON rather than as a dictionary.
 extension OutboxEngine {
+    /// `trackEvent` with the properties sorted by key and each key once, as the C interface parses them: no
+    /// dictionary is built, hashed and sorted on the caller's thread. Returns false, having stored nothing, when
+    /// tracking is off (SPEC T6), where `trackEvent` returns silently.
+    @_spi(CInterface) public func trackEvent(_ name: String, sortedProperties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                                           flags: LogFlags) throws(OutboxError) -> Bool {
+        try EventValidator.validate(name: name, sortedProperties: sortedProperties) { name, body, adjustments throws(OutboxError) in
+            if !adjustments.isEmpty { warn(name: name, adjustments) }
+            let clock = configuration.clock
+            return try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: []),
+                             body: body, name: name)
+        }
+    }
+
     /// True on the thread that runs the engine's loop: where a blocking call would wait for itself.
-    @_spi(Blocking) public var isOnEngineLoopThread: Bool { loop.isOnLoopThread }
+    @_spi(CInterface) public var isOnEngineLoopThread: Bool { loop.isOnLoopThread }
 
     /// Whether the engine runs on the host's loop (`RunMode.hostLoop`).
-    @_spi(Blocking) public var runsOnHostLoop: Bool { loop.isHosted }
+    @_spi(CInterface) public var runsOnHostLoop: Bool { loop.isHosted }
 
     /// `status()` without `await`: on the loop thread it commits what is queued and reads at once; elsewhere it
     /// waits for the loop's next turn (in host mode, the host must be running its loop).
-    @_spi(Blocking) public func statusWaiting() throws -> EngineStatus {
+    @_spi(CInterface) public func statusWaiting() throws -> EngineStatus {
         if loop.isOnLoopThread {
             guard !core.isStopped else { throw OutboxError.shutDown }
             core.commitNow()
@@ -38,7 +52,7 @@ extension OutboxEngine {
     /// `finished` runs from a timer callback, never inside delivery's own bookkeeping, so it may call `shutdown()`
     /// in host mode. In host mode the deadline timer is ref'd: it keeps the host's loop running until `finished`,
     /// since every other handle of the engine is unref'd. Without delivery `finished(true)` runs at the next turn.
-    @_spi(Blocking) public func drain(forMs drainMs: UInt64, finished: @escaping @Sendable (_ drained: Bool) -> Void) {
+    @_spi(CInterface) public func drain(forMs drainMs: UInt64, finished: @escaping @Sendable (_ drained: Bool) -> Void) {
         try? intake.submit(.analytics(.engineStopping(Moment.now(configuration.clock))), urgent: false)
         // On the loop thread the body below runs inline, before the group commit: what was tracked must be in the
         // store to be sent. Elsewhere it runs as an intake task, after everything queued before it was stored.
