@@ -93,6 +93,8 @@ bench: deps
 	$(SWIFT) build -c release --product outbox-mock-bench
 	$(SWIFT) build -c release --product outbox-peak-rss
 	OUTBOX_CLI=.build/release/outbox .build/release/outbox-bench all
+	$(MAKE) c-install
+	scripts/c-bench.sh "$(C_PREFIX)" .build/release/outbox-bench
 	.build/release/outbox-mock-bench
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
