@@ -103,10 +103,15 @@ bench: deps
 # 200). FUZZ_ITERATIONS inputs (~7 ms each in a debug build), FUZZ_SEED to start elsewhere.
 FUZZ_ITERATIONS ?= 50000
 FUZZ_SEED ?= 5
+# Then the C interface's JSON readers (outbox_track's properties, outbox_open's configuration): JSON_FUZZ_ITERATIONS
+# mutated inputs (a few µs each), none of which may crash or fail without a message.
+JSON_FUZZ_ITERATIONS ?= 1000000
 fuzz: deps
 	$(SWIFT) build --build-tests
 	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
+	$(MAKE) c-install
+	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps
