@@ -155,8 +155,10 @@ int outbox_update(outbox_engine *engine, const char *config_json);
 int outbox_close(outbox_engine *engine, int drain_ms);
 
 /*
- * Frees a string returned by outbox_status, or an engine after outbox_close (an engine still open is closed
- * first, with drain_ms 0). NULL is ignored. Thread: any (an engine: once, when no other thread uses it).
+ * Frees a string returned by outbox_status, or an engine after outbox_close. An engine still open is closed first,
+ * with drain_ms 0; with a caller's loop that needs the loop's thread, and from another thread the engine is left
+ * open and not freed (outbox_last_error says so). NULL is ignored. Thread: any (an engine: once, when no other
+ * thread uses it).
  */
 void outbox_free(void *pointer);
 

@@ -180,13 +180,17 @@ public func outbox_dispatch(_ handle: UnsafeMutableRawPointer?, _ done: CDone?, 
         return 0
     }
     let callback = CCallback(function: done, context: context)
-    c.engine.dispatch { result in
-        let value: Int32 = switch result {
-        case .good: 0
-        case .noData: 1
-        case .error: 2
+    do {
+        try c.engine.dispatchReporting { result in
+            let value: Int32 = switch result {
+            case .good: 0
+            case .noData: 1
+            case .error: 2
+            }
+            callback.function(value, callback.context)
         }
-        callback.function(value, callback.context)
+    } catch {
+        return fail(ECLOSED, "outbox_dispatch: the engine is closed")
     }
     return 0
 }

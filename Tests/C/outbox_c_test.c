@@ -218,6 +218,14 @@ static void *track_and_count(void *arg) {
     return NULL;
 }
 
+struct close_attempt { outbox_engine *engine; int rc; };
+
+static void *close_from_elsewhere(void *arg) {
+    struct close_attempt *attempt = arg;
+    attempt->rc = outbox_close(attempt->engine, 0);
+    return NULL;
+}
+
 static void test_host_loop(void) {
     struct mock m;
     CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
@@ -235,6 +243,15 @@ static void test_host_loop(void) {
     h.engine = outbox_open(config, &h.loop);
     CHECK(h.engine != NULL, "outbox_open on the host's loop");
     if (!h.engine) { mock_stop(&m); return; }
+    {
+        /* With a caller's loop, outbox_close belongs to the loop's thread: from another one it is refused, and the
+           engine stays open. */
+        struct close_attempt attempt = {h.engine, 1};
+        pthread_t other;
+        pthread_create(&other, NULL, close_from_elsewhere, &attempt);
+        pthread_join(other, NULL);
+        CHECK(attempt.rc == OUTBOX_EINVAL, "outbox_close from another thread than the loop's: %d", attempt.rc);
+    }
     uv_async_init(&h.loop, &h.finished, host_thread_finished);
     h.finished.data = &h;
     uv_timer_init(&h.loop, &h.keepalive);
