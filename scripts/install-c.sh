@@ -32,6 +32,14 @@ while ((${#pending[@]})); do
   done
 done
 
+# SPEC E3: Foundation proper (CoreFoundation, ICU's data) stays out; one `import Foundation` in Sources/Outbox brings it.
+for heavy in libFoundation.so libFoundationInternationalization.so lib_FoundationICU.so; do
+  if [[ -n "${copied[$heavy]:-}" ]]; then
+    echo "install-c: libOutbox.so.0 needs $heavy: a file of the library imports Foundation; import FoundationEssentials" >&2
+    exit 1
+  fi
+done
+
 # Nothing may be left for the dynamic linker to find in a toolchain the host does not have.
 if missing=$(env -u LD_LIBRARY_PATH ldd "$prefix/lib/libOutbox.so.0" | grep 'not found'); then
   echo "install-c: libOutbox.so.0 would not load: $missing" >&2
