@@ -6,8 +6,14 @@ SWIFT ?= swift
 DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev pkg-config nginx openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
+# SPEC E1: where `make install` puts include/outbox.h, lib/libOutbox.so.0 (+ the Swift runtime) and outbox.pc.
+PREFIX ?= /usr/local
+# The C tests and the Node example build against an installation here, as a host would.
+C_PREFIX ?= $(CURDIR)/.build/c-prefix
+NODE ?= node
+export NODE
 
-.PHONY: deps build test unit demo cli-check bench fuzz screenshot clean
+.PHONY: deps build test unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -41,6 +47,8 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) cli-check
+	$(MAKE) c-test
+	$(MAKE) node-test
 
 # The pure tests alone (OutboxUnitTests: no file, socket or child process), in seconds once built.
 unit: deps
@@ -56,6 +64,34 @@ cli-check: deps
 	$(SWIFT) build -c release --product outbox
 	scripts/cli-check.sh .build/release/outbox
 
+# SPEC E: libOutbox.so (the OutboxC product), release build.
+c-lib: deps
+	$(SWIFT) build -c release --product OutboxC
+
+install: c-lib
+	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(PREFIX)"
+
+c-install: c-lib
+	rm -rf "$(C_PREFIX)"
+	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(C_PREFIX)"
+
+# SPEC E1–E3 from C: Tests/C/outbox_c_test.c, built only against the installed header, library and outbox.pc, on
+# its own uv_loop_t and in own-thread mode, against outbox-mock. C_SANITIZE=address runs it under AddressSanitizer.
+c-test: c-install
+	$(SWIFT) build --product outbox-mock
+	scripts/c-test.sh "$(C_PREFIX)" .build/debug/outbox-mock
+
+# SPEC E4: the N-API addon of examples/node, built with the C compiler and Node's own headers.
+node-example: c-install
+	scripts/node-example.sh "$(C_PREFIX)"
+
+# SPEC E4: node examples/node/demo.js against outbox-mock; skipped, and said so, without node or its headers.
+node-test: c-install
+	@status=0; scripts/node-example.sh "$(C_PREFIX)" || status=$$?; \
+	if [ $$status = 3 ]; then echo "node-test: SKIPPED (node or its headers are not installed)"; exit 0; fi; \
+	[ $$status = 0 ] || exit $$status; \
+	$(SWIFT) build --product outbox-mock && scripts/node-test.sh .build/debug/outbox-mock
+
 # Speed and memory targets (BENCHMARKS.md). Release builds; takes a few minutes plus the 60 s idle measurement.
 bench: deps
 	$(SWIFT) build -c release --product outbox
@@ -63,6 +99,8 @@ bench: deps
 	$(SWIFT) build -c release --product outbox-mock-bench
 	$(SWIFT) build -c release --product outbox-peak-rss
 	OUTBOX_CLI=.build/release/outbox .build/release/outbox-bench all
+	$(MAKE) c-install
+	scripts/c-bench.sh "$(C_PREFIX)" .build/release/outbox-bench
 	.build/release/outbox-mock-bench
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
@@ -71,10 +109,15 @@ bench: deps
 # 200). FUZZ_ITERATIONS inputs (~7 ms each in a debug build), FUZZ_SEED to start elsewhere.
 FUZZ_ITERATIONS ?= 50000
 FUZZ_SEED ?= 5
+# Then the C interface's JSON readers (outbox_track's properties, outbox_open's configuration): JSON_FUZZ_ITERATIONS
+# mutated inputs (a few µs each), none of which may crash or fail without a message.
+JSON_FUZZ_ITERATIONS ?= 1000000
 fuzz: deps
 	$(SWIFT) build --build-tests
 	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
+	$(MAKE) c-install
+	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps

@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "OutboxMock", targets: ["OutboxMock"]),
         .executable(name: "outbox", targets: ["outbox"]),
         .executable(name: "outbox-mock", targets: ["outbox-mock"]),
+        // SPEC E: libOutbox.so for C hosts (`make install` installs it as libOutbox.so.0, with include/outbox.h).
+        .library(name: "OutboxC", type: .dynamic, targets: ["OutboxC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -38,6 +40,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Outbox"
+        ),
+        // SPEC E2–E3: the C interface. Exports only the functions of include/outbox.h (a version script), has the
+        // SONAME it is installed under, and finds the Swift runtime beside itself ($ORIGIN) rather than in a
+        // toolchain the host does not have.
+        .target(name: "COutboxSupport", path: "Sources/COutboxSupport"),
+        .target(
+            name: "OutboxC",
+            dependencies: ["Outbox", "COutboxSupport", .product(name: "Logging", package: "swift-log")],
+            path: "Sources/OutboxC",
+            exclude: ["exports.map"],
+            linkerSettings: [.unsafeFlags(["-use-ld=bfd", "-Xlinker", "--version-script=Sources/OutboxC/exports.map",
+                                           "-Xlinker", "-soname=libOutbox.so.0", "-no-toolchain-stdlib-rpath",
+                                           "-Xlinker", "-rpath=$ORIGIN"])]
         ),
         .executableTarget(
             name: "outbox",

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// SPEC A10: the device context sent with every log, read from Linux's own sources. Each field remembers where

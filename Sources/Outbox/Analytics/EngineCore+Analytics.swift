@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// The loop thread's side of the analytics model: sessions, lifecycle and user (SPEC A1–A3, A5, A8) applied in

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Result of one `dispatch(completion:)` (SPEC C7; Google Analytics' GAIDispatchResult).

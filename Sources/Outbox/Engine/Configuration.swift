@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Everything an engine needs, validated once when the engine starts (STYLE 6). Defaults are SPEC.md's.

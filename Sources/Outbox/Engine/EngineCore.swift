@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Everything the loop thread owns (DESIGN "Ownership and threads"): the store, the id generator, the counters.

@@ -1,6 +1,8 @@
 import CLibUV
 import CNetlink
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// How the engine runs its libuv loop (DESIGN "Ownership and threads").
 public enum RunMode: @unchecked Sendable {

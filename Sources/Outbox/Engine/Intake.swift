@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 
 /// An event validated on the caller's thread, waiting for the loop to give it an id and store it.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Dead letters (SPEC R2, X6): the logs the server refused, listed, put back in the queue or deleted.

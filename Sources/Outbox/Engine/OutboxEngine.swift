@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -103,13 +103,14 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// `admit` with the log's JSON apart from the draft (whose own `body` is empty): the intake copies it into its
-    /// queue, so an event's JSON can stay on the caller's stack.
-    func admit(_ draft: consuming EventDraft, body: UnsafeRawBufferPointer, name: String?) throws(OutboxError) {
+    /// queue, so an event's JSON can stay on the caller's stack. False when tracking is off (SPEC T6).
+    @discardableResult
+    func admit(_ draft: consuming EventDraft, body: UnsafeRawBufferPointer, name: String?) throws(OutboxError) -> Bool {
         let priority = draft.priority
         let onLoopThread = loop.isOnLoopThread
         let waiter = priority == .critical && !onLoopThread ? CommitWaiter() : nil
         draft.waiter = waiter
-        guard try intake.admit(name: name, draft: draft, body: body, onLoopThread: onLoopThread) == .accepted else { return }
+        guard try intake.admit(name: name, draft: draft, body: body, onLoopThread: onLoopThread) == .accepted else { return false }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
             let queue = intake.peek()
@@ -117,6 +118,7 @@ public final class OutboxEngine: @unchecked Sendable {
         } else if let waiter, let error = waiter.wait() {
             throw error
         }
+        return true
     }
 
     func warn(name: String, _ adjustments: EventValidator.Adjustments) {
@@ -220,7 +222,7 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop thread (inline when already there); `orElse` runs when the engine is shut down.
-    private func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
+    func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
         if loop.isOnLoopThread {
             guard !core.isStopped else { orElse?(); return }
             body(core)
@@ -248,7 +250,7 @@ public final class OutboxEngine: @unchecked Sendable {
         }
     }
 
-    private func makeStatus() throws -> EngineStatus {
+    func makeStatus() throws -> EngineStatus {
         EngineStatus(
             store: StoreReport(counts: try core.store.counts(), enabled: intake.isEnabled,
                                disabledReason: core.delivery?.disabledReason,

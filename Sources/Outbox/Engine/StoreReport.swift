@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What `outbox status` prints (SPEC X4), read from a store file without taking it over: works while an engine
 /// runs on it (SQLite WAL readers do not block the writer).

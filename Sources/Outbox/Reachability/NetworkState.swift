@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// SPEC N1: "online" means a non-loopback interface is up with an address and there is a default route.

@@ -1,6 +1,7 @@
 import CLibUV
 import CNetlink
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 
 /// SPEC N1: listens to rtnetlink (links, addresses, routes) through the loop — a `uv_poll_t` on the netlink

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// SPEC R3: the retry intervals of one batch, each drawn uniformly from [interval/2, interval).
 struct RetryPolicy: Sendable, Equatable {

@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// The dead-letter table (SPEC R2): logs the server refused, kept for inspection under a cap.

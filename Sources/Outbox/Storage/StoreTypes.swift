@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Priority of a stored log (SPEC C4, S2): critical logs are sent first and evicted last.
 public enum Priority: Int, Sendable, Comparable, CaseIterable {

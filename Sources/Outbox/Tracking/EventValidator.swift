@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Validates an event against SPEC T2–T3 and writes the event-specific part of its JSON
 /// (`"name":…,"typedProperties":[…]`). Pure: runs on the caller's thread, so that errors reach the caller.
@@ -54,6 +54,22 @@ struct EventValidator {
         return try withSorted(properties) { sorted throws(OutboxError) in
             try write(name: name, category: category, properties: sorted, adjustments: &adjustments, then)
         }
+    }
+
+    /// `validate` for properties already sorted by key, each key once (the C interface parses them so): no
+    /// dictionary to build, hash and sort again on the caller's thread.
+    @inline(__always)
+    static func validate<R>(name rawName: String, sortedProperties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+                            _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
+        throws(OutboxError) -> R {
+        guard !rawName.isEmpty else { throw .emptyEventName }
+        var adjustments = Adjustments()
+        var name = rawName
+        if exceeds(name, maxNameLength) {
+            name = String(name.prefix(maxNameLength))
+            adjustments.nameTruncated = true
+        }
+        return try write(name: name, category: categoryPath(name), properties: sortedProperties, adjustments: &adjustments, then)
     }
 
     /// Writes the body of an event into a buffer sized for it: no escapes, nothing truncated, it is written there

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A typed event property (SPEC T3; App Center's typed properties).
 ///

@@ -1,0 +1,12 @@
+#ifndef COUTBOX_SUPPORT_H
+#define COUTBOX_SUPPORT_H
+
+#include <stddef.h>
+
+/* The parts of the C interface that C does best: the thread-local error message (E3) and the version string. The
+   exported functions themselves (outbox_last_error, outbox_version) are defined in support.c. */
+
+/* Sets the calling thread's message (copied, cut at a character boundary to fit) and returns `code`. */
+int outboxc_fail(int code, const char *message, size_t length);
+
+#endif

@@ -1,0 +1,31 @@
+#include "COutboxSupport.h"
+#include "../../include/outbox.h"
+
+#include <string.h>
+
+#define OUTBOX_STRINGIFY2(x) #x
+#define OUTBOX_STRINGIFY(x) OUTBOX_STRINGIFY2(x)
+
+/* Initial-exec TLS would fail to dlopen once the static TLS reserve is used up (Node loads addons late);
+   global-dynamic costs one __tls_get_addr per failure, which only error paths pay. */
+static __thread char last_error[1024] __attribute__((tls_model("global-dynamic")));
+
+int outboxc_fail(int code, const char *message, size_t length) {
+    if (length >= sizeof last_error) {
+        length = sizeof last_error - 1;
+        /* Never cut a UTF-8 sequence in two: back up over continuation bytes. */
+        while (length > 0 && ((unsigned char)message[length] & 0xC0) == 0x80) length--;
+    }
+    memcpy(last_error, message, length);
+    last_error[length] = '\0';
+    return code;
+}
+
+const char *outbox_last_error(void) {
+    return last_error;
+}
+
+const char *outbox_version(void) {
+    return OUTBOX_STRINGIFY(OUTBOX_VERSION_MAJOR) "." OUTBOX_STRINGIFY(OUTBOX_VERSION_MINOR) "."
+        OUTBOX_STRINGIFY(OUTBOX_VERSION_PATCH);
+}

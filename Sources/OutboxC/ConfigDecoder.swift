@@ -1,0 +1,152 @@
+import Glibc
+import Logging
+import Outbox
+
+/// A refused configuration: `code` is OUTBOX_EINVAL (not JSON, a wrong type) or OUTBOX_ECONFIG (a key unknown,
+/// missing, fixed at start or out of bounds).
+struct ConfigError: Error {
+    var code: Int32
+    var message: String
+}
+
+/// SPEC E3: the configuration JSON of `outbox_open` and `outbox_update`. Keys are the Swift `Configuration`'s
+/// field names, durations in milliseconds with an `Ms` suffix, sizes in bytes, enums as strings; `logLevel` picks
+/// the swift-log level of the engine's log handler. `runMode`, `logger` and `clock` have no key: the C caller
+/// chooses the loop through `outbox_open`'s argument and the log handler through `outbox_set_log_handler`.
+enum ConfigDecoder {
+    /// Every key `outbox_open` accepts.
+    static let keys: [String] = [
+        "storePath", "maxStorageSize", "maxLogCount", "maxLogAgeMs", "maxDistinctEventNames", "groupCommitWindowMs",
+        "intakeCapacity", "endpoint", "appSecret", "batchSize", "transmissionIntervalMs",
+        "criticalTransmissionIntervalMs", "retryIntervalsMs", "maxRetryAfterMs", "probeIntervalMs",
+        "dispatchIntervalMs", "requestTimeoutMs", "caFile", "bodyCompression", "clockSkewThresholdMs",
+        "watchesNetwork", "appVersion", "appBuild", "appNamespace", "sessionTimeoutMs", "sessionTracking",
+        "tracksAppLifecycle", "testingAllowsValuesBelowBounds", "logLevel",
+    ]
+    /// SPEC R8: the keys `outbox_update` accepts.
+    static let updateKeys: Set<String> = ["endpoint", "appSecret", "caFile", "requestTimeoutMs"]
+
+    /// The members of a configuration object, or why the text is not one.
+    static func members(_ text: UnsafePointer<CChar>?) throws(ConfigError) -> [(key: String, value: JSONValue)] {
+        guard let text else { throw ConfigError(code: invalid, message: "the configuration JSON is NULL") }
+        let length = strlen(text)
+        let document: JSONValue
+        do {
+            var scanner = JSONScanner(UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: length))
+            document = try scanner.document()
+        } catch {
+            throw ConfigError(code: invalid, message: "configuration: \(error.message)")
+        }
+        guard case .object(let members) = document else {
+            throw ConfigError(code: invalid, message: "the configuration must be a JSON object, got \(document.typeName)")
+        }
+        for member in members where !keys.contains(member.key) {
+            throw ConfigError(code: configError, message: "unknown configuration key '\(member.key)'")
+        }
+        return members
+    }
+
+    /// `outbox_open`'s configuration, and the log level its logger gets. `storePath` is required.
+    static func configuration(_ members: [(key: String, value: JSONValue)]) throws(ConfigError) -> (Configuration, Logger.Level) {
+        guard let storePath = members.first(where: { $0.key == "storePath" }) else {
+            throw ConfigError(code: configError, message: "missing configuration key 'storePath' (the SQLite file of the engine)")
+        }
+        var configuration = Configuration(storePath: try string(storePath.value, storePath.key))
+        var level = Logger.Level.warning
+        for (key, value) in members where key != "storePath" {
+            if key == "logLevel" {
+                let name = try string(value, key)
+                guard let parsed = Logger.Level(rawValue: name) else {
+                    throw ConfigError(code: configError, message: "logLevel must be one of trace, debug, info, notice, warning, error, critical; got '\(name)'")
+                }
+                level = parsed
+            } else {
+                try apply(key, value, to: &configuration)
+            }
+        }
+        return (configuration, level)
+    }
+
+    /// Sets one field. Bounds are left to `Configuration.validate()`, which names the field and its range.
+    static func apply(_ key: String, _ value: JSONValue, to c: inout Configuration) throws(ConfigError) {
+        switch key {
+        case "storePath": c.storePath = try string(value, key)
+        case "maxStorageSize": c.maxStorageSize = try int(value, key)
+        case "maxLogCount": c.maxLogCount = try optional(value) { v throws(ConfigError) in try int(v, key) }
+        case "maxLogAgeMs": c.maxLogAge = try duration(value, key)
+        case "maxDistinctEventNames": c.maxDistinctEventNames = try int(value, key)
+        case "groupCommitWindowMs": c.groupCommitWindow = try duration(value, key)
+        case "intakeCapacity": c.intakeCapacity = try int(value, key)
+        case "endpoint": c.endpoint = try optional(value) { v throws(ConfigError) in try string(v, key) }
+        case "appSecret": c.appSecret = try string(value, key)
+        case "batchSize": c.batchSize = try int(value, key)
+        case "transmissionIntervalMs": c.transmissionInterval = try duration(value, key)
+        case "criticalTransmissionIntervalMs": c.criticalTransmissionInterval = try duration(value, key)
+        case "retryIntervalsMs":
+            guard case .array(let items) = value else { throw wrongType(key, "an array of integers (ms)", value) }
+            var intervals: [Duration] = []
+            for item in items { intervals.append(try duration(item, key)) }
+            c.retryIntervals = intervals
+        case "maxRetryAfterMs": c.maxRetryAfter = try duration(value, key)
+        case "probeIntervalMs": c.probeInterval = try optional(value) { v throws(ConfigError) in try duration(v, key) }
+        case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(ConfigError) in try duration(v, key) }
+        case "requestTimeoutMs": c.requestTimeout = try duration(value, key)
+        case "caFile": c.caFile = try optional(value) { v throws(ConfigError) in try string(v, key) }
+        case "bodyCompression":
+            let text = try string(value, key)
+            guard let compression = BodyCompression(argument: text) else {
+                throw ConfigError(code: configError, message: "bodyCompression must be \"fast\" or \"zlib:1\" … \"zlib:9\", got '\(text)'")
+            }
+            c.bodyCompression = compression
+        case "clockSkewThresholdMs": c.clockSkewThreshold = try duration(value, key)
+        case "watchesNetwork": c.watchesNetwork = try bool(value, key)
+        case "appVersion": c.appVersion = try string(value, key)
+        case "appBuild": c.appBuild = try string(value, key)
+        case "appNamespace": c.appNamespace = try optional(value) { v throws(ConfigError) in try string(v, key) }
+        case "sessionTimeoutMs": c.sessionTimeout = try duration(value, key)
+        case "sessionTracking":
+            switch try string(value, key) {
+            case "automatic": c.sessionTracking = .automatic
+            case "manual": c.sessionTracking = .manual
+            case let other: throw ConfigError(code: configError, message: "sessionTracking must be \"automatic\" or \"manual\", got '\(other)'")
+            }
+        case "tracksAppLifecycle": c.tracksAppLifecycle = try bool(value, key)
+        case "testingAllowsValuesBelowBounds": c.testingAllowsValuesBelowBounds = try bool(value, key)
+        default: throw ConfigError(code: configError, message: "unknown configuration key '\(key)'")
+        }
+    }
+
+    // MARK: - Types
+
+    private static let invalid: Int32 = -1
+    private static let configError: Int32 = -2
+
+    private static func wrongType(_ key: String, _ expected: String, _ value: JSONValue) -> ConfigError {
+        ConfigError(code: invalid, message: "configuration key '\(key)' must be \(expected), got \(value.typeName)")
+    }
+
+    private static func string(_ value: JSONValue, _ key: String) throws(ConfigError) -> String {
+        guard case .string(let text) = value else { throw wrongType(key, "a string", value) }
+        return text
+    }
+
+    private static func int(_ value: JSONValue, _ key: String) throws(ConfigError) -> Int {
+        guard case .integer(let number) = value else { throw wrongType(key, "an integer", value) }
+        return Int(number)
+    }
+
+    private static func bool(_ value: JSONValue, _ key: String) throws(ConfigError) -> Bool {
+        guard case .bool(let flag) = value else { throw wrongType(key, "true or false", value) }
+        return flag
+    }
+
+    private static func duration(_ value: JSONValue, _ key: String) throws(ConfigError) -> Duration {
+        guard case .integer(let ms) = value else { throw wrongType(key, "an integer of milliseconds", value) }
+        return .milliseconds(ms)
+    }
+
+    private static func optional<T>(_ value: JSONValue, _ body: (JSONValue) throws(ConfigError) -> T) throws(ConfigError) -> T? {
+        if case .null = value { return nil }
+        return try body(value)
+    }
+}

@@ -1,0 +1,378 @@
+import Glibc
+import Outbox
+
+/// Why a JSON text was refused: the message names the byte offset, and the key when one is known.
+struct JSONError: Error {
+    var message: String
+}
+
+/// A JSON value of the configuration: small documents, read once per `outbox_open` or `outbox_update`.
+enum JSONValue {
+    case string(String)
+    case integer(Int64)
+    case double(Double)
+    case bool(Bool)
+    case null
+    case array([JSONValue])
+    case object([(key: String, value: JSONValue)])
+
+    var typeName: String {
+        switch self {
+        case .string: "a string"
+        case .integer: "an integer"
+        case .double: "a number"
+        case .bool: "a boolean"
+        case .null: "null"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
+
+/// A strict RFC 8259 reader over UTF-8 bytes, of our own rather than a general JSON library: `outbox_track`
+/// parses a properties object on the caller's thread for every event, and SPEC E's speed bound (at most 1.5× the
+/// cost of Swift's `trackEvent`) leaves no room for building a generic tree, boxing numbers or going through
+/// Foundation. The properties path (`properties`) reads a flat object straight into the engine's
+/// `PropertyValue`s; `value()` builds a tree for the configuration. Invalid UTF-8, lone surrogates, control
+/// characters in strings, leading zeros, trailing garbage and nesting deeper than 64 are all refused.
+struct JSONScanner {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+    /// Decoded strings with escapes are assembled here; reused across the strings of one document.
+    private var scratch: [UInt8] = []
+    private static let maxDepth = 64
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    // MARK: - Documents
+
+    /// A flat object of strings, numbers and booleans (`outbox_track`'s properties): `each` receives every member
+    /// in the text's order (the caller sorts them and refuses a key given twice).
+    @inline(__always)
+    mutating func properties(_ each: (String, PropertyValue) throws(JSONError) -> Void) throws(JSONError) {
+        skipSpace()
+        try expect(UInt8(ascii: "{"))
+        skipSpace()
+        if peek() == UInt8(ascii: "}") {
+            index += 1
+            try end()
+            return
+        }
+        while true {
+            skipSpace()
+            guard peek() == UInt8(ascii: "\"") else { throw fail("expected a property name in quotes") }
+            let key = try string()
+            skipSpace()
+            try expect(UInt8(ascii: ":"))
+            skipSpace()
+            let value: PropertyValue
+            switch peek() {
+            case UInt8(ascii: "\""): value = .string(try string())
+            case UInt8(ascii: "t"): try literal("true"); value = .bool(true)
+            case UInt8(ascii: "f"): try literal("false"); value = .bool(false)
+            case UInt8(ascii: "-"), .some(UInt8(ascii: "0")...UInt8(ascii: "9")):
+                switch try number() {
+                case .integer(let int): value = .int(int)
+                case .double(let double): value = .double(double)
+                default: throw fail("property '\(key)': not a number")
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                throw fail("property '\(key)': properties are a flat object of strings, numbers and booleans, not nested")
+            case UInt8(ascii: "n"):
+                throw fail("property '\(key)': null is not a property value (leave the key out)")
+            default:
+                throw fail("property '\(key)': expected a string, a number or a boolean")
+            }
+            try each(key, value)
+            skipSpace()
+            switch next() {
+            case UInt8(ascii: ","): continue
+            case UInt8(ascii: "}"): try end(); return
+            default: throw fail("expected ',' or '}' after property '\(key)'")
+            }
+        }
+    }
+
+    /// Any JSON document, as a tree (the configuration).
+    mutating func document() throws(JSONError) -> JSONValue {
+        let value = try value(depth: 0)
+        try end()
+        return value
+    }
+
+    // MARK: - Values
+
+    private mutating func value(depth: Int) throws(JSONError) -> JSONValue {
+        guard depth < Self.maxDepth else { throw fail("nested deeper than \(Self.maxDepth) levels") }
+        skipSpace()
+        switch peek() {
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "-"), .some(UInt8(ascii: "0")...UInt8(ascii: "9")): return try number()
+        case UInt8(ascii: "["):
+            index += 1
+            var items: [JSONValue] = []
+            skipSpace()
+            if peek() == UInt8(ascii: "]") { index += 1; return .array(items) }
+            while true {
+                items.append(try value(depth: depth + 1))
+                skipSpace()
+                switch next() {
+                case UInt8(ascii: ","): continue
+                case UInt8(ascii: "]"): return .array(items)
+                default: throw fail("expected ',' or ']' in an array")
+                }
+            }
+        case UInt8(ascii: "{"):
+            index += 1
+            var members: [(key: String, value: JSONValue)] = []
+            skipSpace()
+            if peek() == UInt8(ascii: "}") { index += 1; return .object(members) }
+            while true {
+                skipSpace()
+                guard peek() == UInt8(ascii: "\"") else { throw fail("expected a key in quotes") }
+                let key = try string()
+                if members.contains(where: { $0.key == key }) { throw fail("key '\(key)' appears twice") }
+                skipSpace()
+                try expect(UInt8(ascii: ":"))
+                members.append((key, try value(depth: depth + 1)))
+                skipSpace()
+                switch next() {
+                case UInt8(ascii: ","): continue
+                case UInt8(ascii: "}"): return .object(members)
+                default: throw fail("expected ',' or '}' after key '\(key)'")
+                }
+            }
+        case nil: throw fail("unexpected end of the text")
+        default: throw fail("unexpected character")
+        }
+    }
+
+    /// A string starting at the opening quote. Without escapes the bytes are validated and copied once.
+    private mutating func string() throws(JSONError) -> String {
+        index += 1
+        let start = index
+        var high: UInt8 = 0
+        // Eight bytes at a time while none is a quote, a backslash, a control character or non-ASCII: the usual
+        // property value is plain ASCII, and this loop runs for every byte of it on the caller's thread.
+        if let base = bytes.baseAddress {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            while index + 8 <= bytes.count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                let quote = word ^ (ones &* 0x22)
+                let backslash = word ^ (ones &* 0x5C)
+                let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
+                if special & highs != 0 { break }
+                index += 8
+            }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let span = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                guard high < 0x80 || Self.isValidUTF8(span) else { throw fail("invalid UTF-8 in a string", at: start) }
+                return String(decoding: span, as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
+            if byte < 0x20 { throw fail("control character in a string (escape it)") }
+            high |= byte
+            index += 1
+        }
+        throw fail("unterminated string", at: start - 1)
+    }
+
+    /// Well-formed UTF-8 as Unicode's table 3-7 defines it: no overlong forms, no surrogates, nothing above U+10FFFF.
+    /// Ours rather than `String(validating:as:)`, which is generic over the encoding and, unspecialized across the
+    /// module boundary, looks up type metadata at run time on every call of `outbox_track`.
+    /// Validated, `String(decoding:as:)` then copies the bytes without repairing anything.
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            let b0 = bytes[i]
+            if b0 < 0x80 { i += 1; continue }
+            func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+                i + offset < n && range.contains(bytes[i + offset])
+            }
+            switch b0 {
+            case 0xC2...0xDF:
+                guard continuation(1) else { return false }
+                i += 2
+            case 0xE0:
+                guard continuation(1, 0xA0...0xBF), continuation(2) else { return false }
+                i += 3
+            case 0xE1...0xEC, 0xEE...0xEF:
+                guard continuation(1), continuation(2) else { return false }
+                i += 3
+            case 0xED:
+                guard continuation(1, 0x80...0x9F), continuation(2) else { return false }
+                i += 3
+            case 0xF0:
+                guard continuation(1, 0x90...0xBF), continuation(2), continuation(3) else { return false }
+                i += 4
+            case 0xF1...0xF3:
+                guard continuation(1), continuation(2), continuation(3) else { return false }
+                i += 4
+            case 0xF4:
+                guard continuation(1, 0x80...0x8F), continuation(2), continuation(3) else { return false }
+                i += 4
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    private mutating func escapedString(from start: Int) throws(JSONError) -> String {
+        scratch.removeAll(keepingCapacity: true)
+        scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                let valid = scratch.withUnsafeBufferPointer { Self.isValidUTF8($0) }
+                guard valid else { throw fail("invalid UTF-8 in a string", at: start) }
+                return String(decoding: scratch, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard let escape = next() else { throw fail("unterminated string", at: start - 1) }
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scratch.append(escape)
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard next() == UInt8(ascii: "\\"), next() == UInt8(ascii: "u") else {
+                            throw fail("a lone high surrogate \\u escape")
+                        }
+                        let low = try hex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw fail("a high surrogate without its low half") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00...0xDFFF).contains(scalar) {
+                        throw fail("a lone low surrogate \\u escape")
+                    }
+                    guard let unicode = Unicode.Scalar(scalar) else { throw fail("not a Unicode scalar") }
+                    scratch.append(contentsOf: UTF8.encode(unicode)!)
+                default:
+                    throw fail("unknown escape \\\(Character(Unicode.Scalar(escape)))")
+                }
+            default:
+                if byte < 0x20 { throw fail("control character in a string (escape it)") }
+                scratch.append(byte)
+            }
+        }
+        throw fail("unterminated string", at: start - 1)
+    }
+
+    private mutating func hex4() throws(JSONError) -> UInt32 {
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            guard let byte = next() else { throw fail("a \\u escape needs 4 hex digits") }
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw fail("a \\u escape needs 4 hex digits")
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+
+    /// RFC 8259's number grammar. Integers within Int64 stay integers; everything else is a Double.
+    private mutating func number() throws(JSONError) -> JSONValue {
+        let start = index
+        var negative = false
+        if peek() == UInt8(ascii: "-") { negative = true; index += 1 }
+        guard let first = peek(), isDigit(first) else { throw fail("a digit must follow '-'") }
+        var integral = true
+        var magnitude: UInt64 = 0
+        var overflow = false
+        if first == UInt8(ascii: "0") {
+            index += 1
+            if let after = peek(), isDigit(after) { throw fail("a number with a leading zero", at: start) }
+        } else {
+            while let digit = peek(), isDigit(digit) {
+                let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
+                let (sum, o2) = times10.addingReportingOverflow(UInt64(digit - UInt8(ascii: "0")))
+                magnitude = sum
+                overflow = overflow || o1 || o2
+                index += 1
+            }
+        }
+        if peek() == UInt8(ascii: ".") {
+            integral = false
+            index += 1
+            guard let digit = peek(), isDigit(digit) else { throw fail("a digit must follow '.'") }
+            while let digit = peek(), isDigit(digit) { index += 1 }
+        }
+        if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+            integral = false
+            index += 1
+            if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+            guard let digit = peek(), isDigit(digit) else { throw fail("a digit must follow the exponent") }
+            while let digit = peek(), isDigit(digit) { index += 1 }
+        }
+        if integral && !overflow {
+            if negative, magnitude <= UInt64(Int64.max) + 1 { return .integer(magnitude == UInt64(Int64.max) + 1 ? .min : -Int64(magnitude)) }
+            if !negative, magnitude <= UInt64(Int64.max) { return .integer(Int64(magnitude)) }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        guard let double = Double(text), double.isFinite else { throw fail("number out of range", at: start) }
+        return .double(double)
+    }
+
+    // MARK: - Bytes
+
+    private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func next() -> UInt8? {
+        guard index < bytes.count else { return nil }
+        defer { index += 1 }
+        return bytes[index]
+    }
+
+    private mutating func skipSpace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func expect(_ byte: UInt8) throws(JSONError) {
+        guard peek() == byte else { throw fail("expected '\(Character(Unicode.Scalar(byte)))'") }
+        index += 1
+    }
+
+    private mutating func literal(_ word: StaticString) throws(JSONError) {
+        let start = index
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - index >= count,
+              memcmp(bytes.baseAddress! + index, word.utf8Start, count) == 0 else { throw fail("unexpected word", at: start) }
+        index += count
+    }
+
+    private mutating func end() throws(JSONError) {
+        skipSpace()
+        guard index == bytes.count else { throw fail("unexpected text after the JSON value") }
+    }
+
+    private func fail(_ message: String, at offset: Int? = nil) -> JSONError {
+        JSONError(message: "malformed JSON at byte \(min(offset ?? index, bytes.count)): \(message)")
+    }
+}

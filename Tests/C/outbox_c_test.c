@@ -1,0 +1,585 @@
+/*
+ * SPEC E1–E3 from a C host, built only against the installed outbox.h and libOutbox.so (`make c-test`).
+ * Usage: outbox_c_test PATH-TO-outbox-mock
+ * Each scenario starts its own outbox-mock (--port 0) and reads /_mock/stats for what arrived.
+ */
+#define _GNU_SOURCE
+#include <outbox.h>
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+static int passed, failed;
+static const char *mock_binary;
+static char temp_dir[256];
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (cond) {                                                                       \
+            passed++;                                                                     \
+        } else {                                                                          \
+            failed++;                                                                     \
+            fprintf(stderr, "FAIL %s:%d: %s — ", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fprintf(stderr, " (last error: %s)\n", outbox_last_error());                  \
+        }                                                                                 \
+    } while (0)
+
+/* ---- The mock server ---- */
+
+struct mock {
+    pid_t pid;
+    char url[128];
+};
+
+static int mock_start(struct mock *m, const char *extra_arg, const char *extra_value) {
+    int out[2];
+    if (pipe(out) != 0) return -1;
+    m->pid = fork();
+    if (m->pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        if (extra_arg)
+            execl(mock_binary, mock_binary, "--port", "0", extra_arg, extra_value, (char *)NULL);
+        else
+            execl(mock_binary, mock_binary, "--port", "0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    FILE *f = fdopen(out[0], "r");
+    char line[256];
+    int ok = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *at = strstr(line, "listening on ");
+        if (at) {
+            snprintf(m->url, sizeof m->url, "%s", at + strlen("listening on "));
+            m->url[strcspn(m->url, "\r\n")] = '\0';
+            ok = 0;
+            break;
+        }
+    }
+    /* The mock keeps writing nothing else of interest; leave the pipe open so it never gets SIGPIPE. */
+    return ok;
+}
+
+static void mock_stop(struct mock *m) {
+    if (m->pid > 0) {
+        kill(m->pid, SIGTERM);
+        waitpid(m->pid, NULL, 0);
+        m->pid = 0;
+    }
+}
+
+struct buffer { char data[65536]; size_t len; };
+
+static size_t collect(char *ptr, size_t size, size_t n, void *user) {
+    struct buffer *b = user;
+    size_t take = size * n;
+    if (take > sizeof b->data - 1 - b->len) take = sizeof b->data - 1 - b->len;
+    memcpy(b->data + b->len, ptr, take);
+    b->len += take;
+    b->data[b->len] = '\0';
+    return size * n;
+}
+
+/* A number field of /_mock/stats, or -1. */
+static long mock_stat(struct mock *m, const char *field) {
+    static struct buffer body;
+    char url[256], key[64];
+    snprintf(url, sizeof url, "%s/_mock/stats", m->url);
+    body.len = 0;
+    body.data[0] = '\0';
+    CURL *curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    CURLcode rc = curl_easy_perform(curl);
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK) return -1;
+    snprintf(key, sizeof key, "\"%s\"", field);
+    char *at = strstr(body.data, key);
+    if (!at) return -1;
+    at = strchr(at, ':');
+    return at ? strtol(at + 1, NULL, 10) : -1;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void store_path(char *out, size_t size, const char *name) {
+    snprintf(out, size, "%s/%s.outbox", temp_dir, name);
+}
+
+/* ---- The log handler ---- */
+
+static atomic_int log_lines;
+
+static void on_log(int level, const char *message, void *ctx) {
+    (void)ctx;
+    if (level >= OUTBOX_LOG_TRACE && level <= OUTBOX_LOG_CRITICAL && message && message[0]) atomic_fetch_add(&log_lines, 1);
+}
+
+/* ---- Tracking from several threads ---- */
+
+#define THREADS 4
+#define PER_THREAD 250
+
+struct tracker {
+    outbox_engine *engine;
+    int index;
+    int errors;
+    uv_async_t *finished; /* host mode: tells the loop this thread is done */
+};
+
+static void *track_many(void *arg) {
+    struct tracker *t = arg;
+    char name[32], props[128];
+    for (int i = 0; i < PER_THREAD; i++) {
+        snprintf(name, sizeof name, "thread-%d", t->index);
+        snprintf(props, sizeof props, "{\"i\":%d,\"ratio\":%d.5,\"even\":%s,\"who\":\"t\\u00e9st %d\"}", i, i,
+                 i % 2 ? "false" : "true", t->index);
+        /* The last one critical: on disk when the call returns, also from a thread that is not the loop's. */
+        if (outbox_track(t->engine, name, props, i == PER_THREAD - 1 ? OUTBOX_CRITICAL : 0) != 0) t->errors++;
+    }
+    if (t->finished) uv_async_send(t->finished);
+    return NULL;
+}
+
+/* ---- (a) a host on its own uv_loop_t ---- */
+
+#define LOOP_EVENTS 10
+
+struct host {
+    uv_loop_t loop;
+    uv_async_t finished;
+    uv_timer_t keepalive; /* the host's own handle: the engine's are unref'd */
+    outbox_engine *engine;
+    atomic_int threads_done;
+    int dispatches, last_result, loop_errors, close_result;
+    pthread_t loop_thread;
+    int done_on_loop_thread;
+};
+
+static void host_dispatched(int result, void *ctx);
+
+static void host_close(struct host *h) {
+    h->close_result = outbox_close(h->engine, 3000);
+    uv_close((uv_handle_t *)&h->finished, NULL);
+    uv_close((uv_handle_t *)&h->keepalive, NULL);
+}
+
+static void host_dispatched(int result, void *ctx) {
+    struct host *h = ctx;
+    h->last_result = result;
+    if (!pthread_equal(pthread_self(), h->loop_thread)) h->done_on_loop_thread = 0;
+    if (result != OUTBOX_DISPATCH_NO_DATA && ++h->dispatches < 200) {
+        outbox_dispatch(h->engine, host_dispatched, h);
+        return;
+    }
+    host_close(h);
+}
+
+static void host_thread_finished(uv_async_t *async) {
+    struct host *h = async->data;
+    /* uv_async_send coalesces: count the threads that are done rather than the callbacks. */
+    if (atomic_load(&h->threads_done) < THREADS) return;
+    if (h->dispatches > 0) return;
+    for (int i = 0; i < LOOP_EVENTS; i++) {
+        if (outbox_track(h->engine, "from-loop", "{\"i\":1}", i == 0 ? OUTBOX_CRITICAL : 0) != 0) h->loop_errors++;
+    }
+    h->dispatches = 1;
+    outbox_dispatch(h->engine, host_dispatched, h);
+}
+
+static void host_keepalive(uv_timer_t *timer) { (void)timer; }
+
+struct counted_tracker { struct tracker t; struct host *h; };
+
+static void *track_and_count(void *arg) {
+    struct counted_tracker *c = arg;
+    c->t.finished = NULL;
+    track_many(&c->t);
+    atomic_fetch_add(&c->h->threads_done, 1);
+    uv_async_send(&c->h->finished);
+    return NULL;
+}
+
+struct close_attempt { outbox_engine *engine; int rc; };
+
+static void *close_from_elsewhere(void *arg) {
+    struct close_attempt *attempt = arg;
+    attempt->rc = outbox_close(attempt->engine, 0);
+    return NULL;
+}
+
+static void test_host_loop(void) {
+    struct mock m;
+    CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
+    struct host h;
+    memset(&h, 0, sizeof h);
+    h.done_on_loop_thread = 1;
+    h.loop_thread = pthread_self();
+    CHECK(uv_loop_init(&h.loop) == 0, "uv_loop_init");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "host");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"s\",\"sessionTracking\":\"manual\","
+             "\"logLevel\":\"info\",\"retryIntervalsMs\":[1000,1000]}",
+             path, m.url);
+    h.engine = outbox_open(config, &h.loop);
+    CHECK(h.engine != NULL, "outbox_open on the host's loop");
+    if (!h.engine) { mock_stop(&m); return; }
+    {
+        /* With a caller's loop, outbox_close belongs to the loop's thread: from another one it is refused, and the
+           engine stays open. */
+        struct close_attempt attempt = {h.engine, 1};
+        pthread_t other;
+        pthread_create(&other, NULL, close_from_elsewhere, &attempt);
+        pthread_join(other, NULL);
+        CHECK(attempt.rc == OUTBOX_EINVAL, "outbox_close from another thread than the loop's: %d", attempt.rc);
+    }
+    uv_async_init(&h.loop, &h.finished, host_thread_finished);
+    h.finished.data = &h;
+    uv_timer_init(&h.loop, &h.keepalive);
+    uv_timer_start(&h.keepalive, host_keepalive, 1000, 1000);
+
+    struct counted_tracker trackers[THREADS];
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        trackers[i] = (struct counted_tracker){{h.engine, i, 0, NULL}, &h};
+        pthread_create(&threads[i], NULL, track_and_count, &trackers[i]);
+    }
+    int rc = uv_run(&h.loop, UV_RUN_DEFAULT); /* returns by itself once the engine has stopped */
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK(trackers[i].t.errors == 0, "thread %d tracked without error", i);
+    }
+    CHECK(rc == 0, "uv_run returned by itself with nothing active (%d)", rc);
+    CHECK(h.loop_errors == 0, "tracking from the loop thread");
+    CHECK(h.last_result == OUTBOX_DISPATCH_NO_DATA, "dispatch drained to NO_DATA (last %d after %d)", h.last_result,
+          h.dispatches);
+    CHECK(h.done_on_loop_thread, "done ran on the loop thread");
+    CHECK(h.close_result == 0, "outbox_close on the loop thread returns 0 at once");
+    CHECK(uv_loop_close(&h.loop) == 0, "uv_loop_close returns 0: no handle of the engine left");
+    CHECK(outbox_track(h.engine, "late", NULL, 0) == OUTBOX_ECLOSED, "tracking after close");
+    outbox_free(h.engine);
+    long unique = mock_stat(&m, "logs_unique");
+    CHECK(unique == THREADS * PER_THREAD + LOOP_EVENTS, "the mock has every log: %ld of %d", unique,
+          THREADS * PER_THREAD + LOOP_EVENTS);
+    CHECK(atomic_load(&log_lines) > 0, "the log handler received lines (%d)", atomic_load(&log_lines));
+    mock_stop(&m);
+}
+
+/* ---- (b) own-thread mode ---- */
+
+struct waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, result;
+};
+
+static void waiter_done(int result, void *ctx) {
+    struct waiter *w = ctx;
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    w->result = result;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* One outbox_dispatch, waited for; the result given to done. */
+static int dispatch_and_wait(outbox_engine *e) {
+    struct waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1};
+    if (outbox_dispatch(e, waiter_done, &w) != 0) return -100;
+    pthread_mutex_lock(&w.lock);
+    while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    return w.result;
+}
+
+static int drain(outbox_engine *e) {
+    int result = -1;
+    for (int i = 0; i < 200 && result != OUTBOX_DISPATCH_NO_DATA; i++) result = dispatch_and_wait(e);
+    return result;
+}
+
+static void test_own_thread(void) {
+    struct mock m;
+    CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "own");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"s\",\"sessionTracking\":\"manual\"}", path,
+             m.url);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "outbox_open on a thread of its own");
+    if (!e) { mock_stop(&m); return; }
+    struct tracker trackers[THREADS];
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        trackers[i] = (struct tracker){e, i, 0, NULL};
+        pthread_create(&threads[i], NULL, track_many, &trackers[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK(trackers[i].errors == 0, "thread %d tracked without error", i);
+    }
+    char *status = outbox_status(e);
+    CHECK(status && strstr(status, "\"pending_normal\":") && strstr(status, "\"install_id\":\""), "status: %s",
+          status ? status : "NULL");
+    /* Every log whose outbox_track returned is counted (SPEC E3), committed or not. */
+    long pending = -1, critical = -1;
+    if (status) {
+        char *at = strstr(status, "\"pending_normal\":");
+        if (at) pending = strtol(at + 17, NULL, 10);
+        at = strstr(status, "\"pending_critical\":");
+        if (at) critical = strtol(at + 19, NULL, 10);
+    }
+    outbox_free(status);
+    CHECK(pending + critical <= THREADS * PER_THREAD && pending + critical >= 0, "pending counts: %ld + %ld", pending,
+          critical);
+    CHECK(drain(e) == OUTBOX_DISPATCH_NO_DATA, "dispatch drains to NO_DATA");
+    CHECK(outbox_close(e, 3000) == 0, "outbox_close: everything delivered");
+    CHECK(outbox_close(e, 3000) == OUTBOX_ECLOSED, "a second close");
+    outbox_free(e);
+    long unique = mock_stat(&m, "logs_unique");
+    CHECK(unique == THREADS * PER_THREAD, "the mock has every log: %ld of %d", unique, THREADS * PER_THREAD);
+    mock_stop(&m);
+}
+
+/* ---- (c) bad input ---- */
+
+static int error_names(const char *word) { return strstr(outbox_last_error(), word) != NULL; }
+
+static void *fresh_thread_error(void *arg) {
+    const char **out = arg;
+    *out = outbox_last_error();
+    return NULL;
+}
+
+static void test_bad_input(void) {
+    char path[512], config[1024];
+    store_path(path, sizeof path, "bad");
+
+    const char *fresh = NULL;
+    pthread_t t;
+    pthread_create(&t, NULL, fresh_thread_error, &fresh);
+    pthread_join(t, NULL);
+    CHECK(fresh != NULL && fresh[0] == '\0', "outbox_last_error on a fresh thread is \"\"");
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", OUTBOX_VERSION_MAJOR, OUTBOX_VERSION_MINOR, OUTBOX_VERSION_PATCH);
+    CHECK(strcmp(outbox_version(), version) == 0, "outbox_version %s", outbox_version());
+
+    CHECK(outbox_open(NULL, NULL) == NULL && outbox_last_error()[0], "open(NULL)");
+    CHECK(outbox_open("{", NULL) == NULL && error_names("malformed"), "open: malformed JSON");
+    CHECK(outbox_open("[]", NULL) == NULL && error_names("object"), "open: not an object");
+    CHECK(outbox_open("{\"storePath\":\"/tmp/x\"} x", NULL) == NULL && error_names("malformed"), "open: trailing text");
+    CHECK(outbox_open("{}", NULL) == NULL && error_names("storePath"), "open: storePath missing");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"transmissionInterval\":6000}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("transmissionInterval'"), "open: unknown key named");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":\"50\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("batchSize"), "open: wrong type named");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":0}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("batchSize"), "open: out of bounds named");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"transmissionIntervalMs\":6000.5}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("transmissionIntervalMs"), "open: a fraction of a ms");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"appVersion\":\"\xC3\x28\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("UTF-8"), "open: invalid UTF-8");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"logLevel\":\"loud\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("logLevel"), "open: logLevel");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"sessionTracking\":\"sometimes\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("sessionTracking"), "open: enum");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"runMode\":\"x\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("runMode"), "open: runMode has no key");
+
+    CHECK(outbox_track(NULL, "x", NULL, 0) == OUTBOX_EINVAL, "track: NULL engine");
+    CHECK(outbox_dispatch(NULL, NULL, NULL) == OUTBOX_EINVAL, "dispatch: NULL engine");
+    CHECK(outbox_status(NULL) == NULL, "status: NULL engine");
+    CHECK(outbox_set_enabled(NULL, 1) == OUTBOX_EINVAL, "set_enabled: NULL engine");
+    CHECK(outbox_update(NULL, "{}") == OUTBOX_EINVAL, "update: NULL engine");
+    CHECK(outbox_close(NULL, 0) == OUTBOX_EINVAL, "close: NULL engine");
+    outbox_free(NULL);
+
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"maxDistinctEventNames\":2,\"sessionTracking\":\"manual\",\"endpoint\":\"http://127.0.0.1:9\",\"appSecret\":\"s\"}",
+             path);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open");
+    if (!e) return;
+    CHECK(outbox_track(e, NULL, NULL, 0) == OUTBOX_EINVAL, "track: NULL name");
+    CHECK(outbox_track(e, "", NULL, 0) == OUTBOX_EINVAL, "track: empty name");
+    CHECK(outbox_track(e, "bad\xFF", NULL, 0) == OUTBOX_EINVAL && error_names("UTF-8"), "track: invalid UTF-8 name");
+    CHECK(outbox_track(e, "a", "{\"k\":\"\xE2\x82\"}", 0) == OUTBOX_EINVAL && error_names("UTF-8"),
+          "track: invalid UTF-8 value");
+    CHECK(outbox_track(e, "a", "{\"k\":1", 0) == OUTBOX_EINVAL, "track: unterminated object");
+    CHECK(outbox_track(e, "a", "{\"k\":{\"n\":1}}", 0) == OUTBOX_EINVAL && error_names("'k'"), "track: nested");
+    CHECK(outbox_track(e, "a", "{\"k\":[1]}", 0) == OUTBOX_EINVAL, "track: an array value");
+    CHECK(outbox_track(e, "a", "{\"k\":null}", 0) == OUTBOX_EINVAL, "track: null value");
+    CHECK(outbox_track(e, "a", "[1]", 0) == OUTBOX_EINVAL, "track: not an object");
+    CHECK(outbox_track(e, "a", "{\"k\":1,\"k\":2}", 0) == OUTBOX_EINVAL && error_names("twice"), "track: duplicate key");
+    CHECK(outbox_track(e, "a", "{\"k\":01}", 0) == OUTBOX_EINVAL, "track: leading zero");
+    CHECK(outbox_track(e, "a", "{\"k\":1e999}", 0) == OUTBOX_EINVAL, "track: infinite number");
+    CHECK(outbox_track(e, "a", "{\"k\":\"\\ud800\"}", 0) == OUTBOX_EINVAL, "track: lone surrogate");
+    CHECK(outbox_track(e, "a", "", 0) == OUTBOX_EINVAL, "track: empty properties text");
+    CHECK(outbox_track(e, "a", "{\"k\":\"abcdefghijklmnop\x01q\"}", 0) == OUTBOX_EINVAL && error_names("control"),
+          "track: a raw control character after 16 plain bytes");
+    CHECK(outbox_track(e, "a", "{\"k\":\"abcdefghijklmnopqrstuvw\xF0\x9F\x98\x80xyz\xED\xA0\x80\"}", 0) == OUTBOX_EINVAL &&
+          error_names("UTF-8"), "track: an encoded surrogate after valid text");
+    CHECK(outbox_track(e, "a", "{\"abcdefghijklmnopq\":\"abcdefgh\\\"ijklmnopqrst\xC3\xA9\"}", 0) == 0,
+          "track: long key, escape and non-ASCII after plain bytes");
+    CHECK(outbox_track(e, "a", NULL, 4) == OUTBOX_EINVAL, "track: unknown flag");
+    CHECK(outbox_track(e, "a", "{\"s\":\"\\u00e9\\ud83d\\ude00\",\"n\":-0.5e1,\"i\":-9223372036854775808,\"b\":true}", 0) == 0,
+          "track: every kind of value");
+    CHECK(outbox_track(e, "b", " { } ", OUTBOX_CRITICAL) == 0, "track: an empty object, critical");
+    {
+        /* More properties than fit the parser's stack buffer: all take part in the key order, 20 are kept. */
+        char many[2048];
+        size_t used = (size_t)snprintf(many, sizeof many, "{");
+        for (int i = 0; i < 40; i++)
+            used += (size_t)snprintf(many + used, sizeof many - used, "%s\"k%02d\":%d", i ? "," : "", 39 - i, i);
+        snprintf(many + used, sizeof many - used, "}");
+        CHECK(outbox_track(e, "a", many, 0) == 0, "track: 40 properties");
+        many[used] = ',';
+        snprintf(many + used + 1, sizeof many - used - 1, "\"k07\":1}");
+        CHECK(outbox_track(e, "a", many, 0) == OUTBOX_EINVAL && error_names("k07"), "track: a duplicate among 41");
+    }
+    CHECK(outbox_track(e, "c", NULL, 0) == OUTBOX_ELIMIT, "track: a third name beyond maxDistinctEventNames 2");
+    CHECK(outbox_update(e, NULL) == OUTBOX_EINVAL, "update: NULL");
+    CHECK(outbox_update(e, "{\"appSecret\":") == OUTBOX_EINVAL, "update: malformed");
+    CHECK(outbox_update(e, "{\"storePath\":\"/tmp/y\"}") == OUTBOX_ECONFIG && error_names("storePath"),
+          "update: a key fixed at start, by name");
+    CHECK(outbox_update(e, "{\"nope\":1}") == OUTBOX_ECONFIG && error_names("nope"), "update: unknown key");
+    CHECK(outbox_update(e, "{\"endpoint\":\"ftp://x\"}") == OUTBOX_ECONFIG && error_names("endpoint"),
+          "update: out of bounds");
+    CHECK(outbox_update(e, "{\"requestTimeoutMs\":true}") == OUTBOX_EINVAL, "update: wrong type");
+    CHECK(outbox_update(e, "{\"appSecret\":\"t\",\"requestTimeoutMs\":5000}") == 0, "update: valid");
+    CHECK(outbox_close(e, -1) == OUTBOX_EINVAL, "close: negative drain");
+    int rc = outbox_close(e, 0);
+    CHECK(rc == 0 || rc == OUTBOX_ETIMEDOUT, "close with logs undeliverable: %d", rc);
+    CHECK(outbox_track(e, "a", NULL, 0) == OUTBOX_ECLOSED, "track after close");
+    CHECK(outbox_dispatch(e, NULL, NULL) == OUTBOX_ECLOSED, "dispatch after close");
+    CHECK(outbox_status(e) == NULL && error_names("closed"), "status after close");
+    CHECK(outbox_set_enabled(e, 0) == OUTBOX_ECLOSED, "set_enabled after close");
+    CHECK(outbox_update(e, "{}") == OUTBOX_ECLOSED, "update after close");
+    CHECK(outbox_close(e, 0) == OUTBOX_ECLOSED, "close twice");
+    outbox_free(e);
+
+    /* The store outlives the engine: reopening finds the two logs the closed engine could not deliver. */
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"sessionTracking\":\"manual\"}", path);
+    e = outbox_open(config, NULL);
+    CHECK(e != NULL, "reopen");
+    if (e) {
+        char *status = outbox_status(e);
+        CHECK(status && strstr(status, "\"pending_normal\":3,\"pending_critical\":1"), "kept: %s", status ? status : "");
+        outbox_free(status);
+        CHECK(outbox_close(e, 0) == 0, "close a store-only engine");
+        outbox_free(e);
+    }
+    /* Freeing an open engine closes it first. */
+    e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open again");
+    outbox_free(e);
+}
+
+/* ---- (d) opt-out ---- */
+
+static void test_opt_out(void) {
+    struct mock m;
+    CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "optout");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"s\",\"sessionTracking\":\"manual\","
+             "\"dispatchIntervalMs\":0}",
+             path, m.url);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open");
+    if (!e) { mock_stop(&m); return; }
+    for (int i = 0; i < 20; i++) CHECK(outbox_track(e, "before", NULL, 0) == 0, "track");
+    CHECK(drain(e) == OUTBOX_DISPATCH_NO_DATA, "drained");
+    CHECK(mock_stat(&m, "logs_unique") == 20, "20 delivered before the opt-out");
+    CHECK(outbox_set_enabled(e, 0) == 0, "opt out");
+    CHECK(outbox_track(e, "after", NULL, 0) == OUTBOX_EDISABLED, "tracking while opted out");
+    CHECK(outbox_track(e, "after", NULL, OUTBOX_CRITICAL) == OUTBOX_EDISABLED, "critical too");
+    int result = dispatch_and_wait(e);
+    CHECK(result == OUTBOX_DISPATCH_NO_DATA || result == OUTBOX_DISPATCH_ERROR, "dispatch while opted out: %d", result);
+    sleep_ms(300);
+    CHECK(mock_stat(&m, "logs_unique") == 20, "nothing more arrived");
+    CHECK(mock_stat(&m, "requests") >= 1, "requests");
+    char *status = outbox_status(e);
+    CHECK(status && strstr(status, "\"enabled\":false"), "status says disabled: %s", status ? status : "");
+    outbox_free(status);
+    CHECK(outbox_close(e, 500) == 0, "close");
+    outbox_free(e);
+    mock_stop(&m);
+}
+
+/* ---- (e) outbox_update resumes after a 401 ---- */
+
+static void test_update_after_401(void) {
+    struct mock m;
+    CHECK(mock_start(&m, "--app-secret", "right") == 0, "outbox-mock --app-secret starts");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "401");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"wrong\",\"sessionTracking\":\"manual\","
+             "\"dispatchIntervalMs\":0}",
+             path, m.url);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open");
+    if (!e) { mock_stop(&m); return; }
+    for (int i = 0; i < 5; i++) CHECK(outbox_track(e, "secret", NULL, 0) == 0, "track");
+    CHECK(dispatch_and_wait(e) == OUTBOX_DISPATCH_ERROR, "a 401 is an error");
+    CHECK(mock_stat(&m, "logs_unique") == 0, "nothing accepted with the wrong secret");
+    char *status = outbox_status(e);
+    CHECK(status && strstr(status, "\"pending_normal\":5") && !strstr(status, "\"disabled_reason\":null"),
+          "stopped, logs kept: %s", status ? status : "");
+    outbox_free(status);
+    CHECK(outbox_update(e, "{\"appSecret\":\"right\"}") == 0, "update the secret");
+    CHECK(drain(e) == OUTBOX_DISPATCH_NO_DATA, "drained after the update");
+    CHECK(mock_stat(&m, "logs_unique") == 5, "all 5 delivered after the update");
+    CHECK(outbox_close(e, 500) == 0, "close");
+    outbox_free(e);
+    mock_stop(&m);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH-TO-outbox-mock\n", argv[0]);
+        return 2;
+    }
+    mock_binary = argv[1];
+    signal(SIGPIPE, SIG_IGN);
+    alarm(120); /* a hang is a failure, not a stuck build */
+    snprintf(temp_dir, sizeof temp_dir, "/tmp/outbox-c-test-XXXXXX");
+    if (!mkdtemp(temp_dir)) return 2;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    outbox_set_log_handler(on_log, NULL);
+
+    test_bad_input();
+    test_host_loop();
+    test_own_thread();
+    test_opt_out();
+    test_update_after_401();
+
+    char command[300];
+    snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);
+    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", temp_dir);
+    curl_global_cleanup();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,184 @@
+/*
+ * outbox.h — the C interface of Outbox, an offline-first analytics sync engine (SPEC section E).
+ *
+ * Link with `pkg-config --cflags --libs outbox` (libOutbox.so.0). The library records events durably in a
+ * SQLite store and delivers them in batches over HTTP; it runs its libuv loop on a thread of its own, or on
+ * the caller's `uv_loop_t`.
+ *
+ *     outbox_engine *e = outbox_open("{\"storePath\":\"/var/lib/app/analytics.outbox\","
+ *                                    "\"endpoint\":\"https://in.example.com\",\"appSecret\":\"…\"}", NULL);
+ *     if (!e) { fprintf(stderr, "outbox: %s\n", outbox_last_error()); return 1; }
+ *     outbox_track(e, "signup", "{\"plan\":\"pro\",\"seats\":3,\"trial\":true}", 0);
+ *     outbox_close(e, 5000);   // sends what it can within 5 s; the rest stays stored for the next start
+ *     outbox_free(e);
+ *
+ * Results. Every function returning `int` returns 0 on success or a negative OUTBOX_E… code; the reason, in
+ * words, is then `outbox_last_error()` on the same thread. No function of this header aborts the process on
+ * bad input: NULL pointers, invalid UTF-8, malformed JSON, wrong types and a closed engine are errors.
+ *
+ * Threads. Every function may be called from any thread, at the same time, except:
+ *   - `outbox_open` and `outbox_close` with a caller's loop: on the thread that runs that loop;
+ *   - `outbox_close` in own-thread mode: not from inside a `done` callback (it waits for the engine's thread);
+ *   - `outbox_set_log_handler`: before the first `outbox_open`;
+ *   - `outbox_free(engine)`: once, after `outbox_close` returned, when no other thread uses the handle.
+ * Callbacks (`done`, the log handler) run on the engine's loop thread (the caller's loop thread in host mode);
+ * they must return quickly and must not call `outbox_close` on their own engine.
+ *
+ * Strings. `outbox_status` returns a string the caller owns and frees with `outbox_free`. `outbox_last_error`
+ * and `outbox_version` return strings the library owns: never free them.
+ */
+#ifndef OUTBOX_H
+#define OUTBOX_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OUTBOX_VERSION_MAJOR 0
+#define OUTBOX_VERSION_MINOR 1
+#define OUTBOX_VERSION_PATCH 0
+
+/* An engine: one SQLite store and, with an endpoint, its delivery. Opaque. */
+typedef struct outbox_engine outbox_engine;
+
+/* Error codes (negative results). */
+#define OUTBOX_EINVAL (-1)    /* a NULL argument, invalid UTF-8, malformed JSON, a value of the wrong type */
+#define OUTBOX_ECONFIG (-2)   /* a configuration key unknown, missing, out of bounds or fixed at start: named */
+#define OUTBOX_ECLOSED (-3)   /* the engine was closed by outbox_close (a second close too) */
+#define OUTBOX_EFULL (-4)     /* SPEC S3: storage is full of critical logs; this normal log was not stored */
+#define OUTBOX_ELIMIT (-5)    /* SPEC T4: a new event name beyond maxDistinctEventNames; not stored */
+#define OUTBOX_EDISABLED (-6) /* tracking while opted out (outbox_set_enabled(e, 0)); nothing stored */
+#define OUTBOX_ETIMEDOUT (-7) /* own-thread outbox_close: the drain ended with logs still stored (kept) */
+
+/* Flags of outbox_track. */
+#define OUTBOX_CRITICAL 1     /* committed to disk before outbox_track returns; sent first, evicted last */
+
+/* Results passed to an outbox_dispatch callback (SPEC C7). */
+#define OUTBOX_DISPATCH_GOOD 0    /* the first request this dispatch started was acknowledged */
+#define OUTBOX_DISPATCH_NO_DATA 1 /* nothing was waiting: the store is drained */
+#define OUTBOX_DISPATCH_ERROR 2   /* that request failed (it will be retried), or delivery is off or closing */
+
+/* Log levels of the log handler (swift-log's, in order). */
+#define OUTBOX_LOG_TRACE 0
+#define OUTBOX_LOG_DEBUG 1
+#define OUTBOX_LOG_INFO 2
+#define OUTBOX_LOG_NOTICE 3
+#define OUTBOX_LOG_WARNING 4
+#define OUTBOX_LOG_ERROR 5
+#define OUTBOX_LOG_CRITICAL 6
+
+/*
+ * Opens (or creates) the store and starts the engine. Returns NULL on failure (outbox_last_error says why; the
+ * failing code is OUTBOX_EINVAL for malformed JSON and OUTBOX_ECONFIG for a bad key, and shows in the message).
+ *
+ * config_json: one JSON object whose keys are the fields of the Swift `Configuration`:
+ *   "storePath" (string, required)        "maxStorageSize" (bytes)       "maxLogCount" (integer or null)
+ *   "maxLogAgeMs"                         "maxDistinctEventNames"        "groupCommitWindowMs"
+ *   "intakeCapacity"                      "endpoint" (string or null: store only)
+ *   "appSecret"                           "batchSize"                    "transmissionIntervalMs"
+ *   "criticalTransmissionIntervalMs"      "retryIntervalsMs" (array)     "maxRetryAfterMs"
+ *   "probeIntervalMs" (or null)           "dispatchIntervalMs" (or null: automatic; <= 0: manual)
+ *   "requestTimeoutMs"                    "caFile" (or null)             "bodyCompression" ("fast", "zlib:1"…"zlib:9")
+ *   "clockSkewThresholdMs"                "watchesNetwork" (boolean)     "appVersion", "appBuild", "appNamespace"
+ *   "sessionTimeoutMs"                    "sessionTracking" ("automatic" or "manual")
+ *   "tracksAppLifecycle" (boolean)        "testingAllowsValuesBelowBounds" (boolean)
+ *   "logLevel" ("trace", "debug", "info", "notice", "warning" (default), "error", "critical")
+ * Durations are integers of milliseconds, sizes integers of bytes. An unknown key is refused by name.
+ *
+ * uv_loop: NULL runs the engine on a thread of its own ("outbox-loop"). A `uv_loop_t *` runs it on that loop:
+ * call outbox_open on the thread that runs it; every handle of the engine is unref'd, so the engine never keeps
+ * the loop alive.
+ *
+ * Thread: any (own-thread mode); the loop's thread (caller's loop).
+ */
+outbox_engine *outbox_open(const char *config_json, void *uv_loop);
+
+/*
+ * Records an event (SPEC T1–T5). name: UTF-8, 1–256 characters (longer ones are cut, with a warning).
+ * properties_json: NULL, or a flat JSON object of strings, numbers and booleans: integers are stored as 64-bit
+ * integers, other numbers as doubles; at most 20 properties are kept (the first 20 in key order). A nested
+ * object or array, null, or a duplicate key is OUTBOX_EINVAL. flags: 0, or OUTBOX_CRITICAL to return only once
+ * the log is on disk. Without OUTBOX_CRITICAL the call never waits for the disk or the network, only (briefly)
+ * when the engine's intake queue is full.
+ *
+ * Returns 0, OUTBOX_EINVAL, OUTBOX_ECLOSED, OUTBOX_EFULL, OUTBOX_ELIMIT, OUTBOX_EDISABLED (opted out: nothing is
+ * stored), or for a critical log any storage error as OUTBOX_EINVAL with the reason. Thread: any.
+ */
+int outbox_track(outbox_engine *engine, const char *name, const char *properties_json, int flags);
+
+/*
+ * Sends everything waiting now, whatever the dispatch mode (SPEC C7). `done` (may be NULL) is called exactly once,
+ * on the loop thread, with OUTBOX_DISPATCH_GOOD, _NO_DATA or _ERROR for the first request this dispatch started;
+ * call again until _NO_DATA to drain. If the engine is closed before the answer, `done` receives _ERROR.
+ * In host mode the engine's handles are unref'd: keep a handle of your own alive until `done` runs.
+ * Returns 0 or OUTBOX_EINVAL / OUTBOX_ECLOSED (then `done` is never called). Thread: any.
+ */
+int outbox_dispatch(outbox_engine *engine, void (*done)(int result, void *ctx), void *ctx);
+
+/*
+ * The engine's state as one JSON object (SPEC X4): "pending_normal", "pending_critical", "in_flight", "bytes",
+ * "oldest_age_s", "dead_letters", "enabled", "disabled_reason", "install_id", and what this engine did since it
+ * started: "stored", "evicted", "rejected", "expired", "delivered", "dead_lettered", "retries", "requests".
+ * pending_* count every log whose outbox_track returned. The caller frees the string with outbox_free.
+ * NULL on failure (a NULL or closed engine). Thread: any; in host mode from another thread it waits for the
+ * loop's next turn, so the loop must be running.
+ */
+char *outbox_status(outbox_engine *engine);
+
+/*
+ * SPEC T6 opt-out, persisted across restarts: 0 deletes the stored logs, stops delivery at once and makes later
+ * outbox_track calls return OUTBOX_EDISABLED; non-zero collects again. Returns 0, OUTBOX_EINVAL, OUTBOX_ECLOSED.
+ * Thread: any.
+ */
+int outbox_set_enabled(outbox_engine *engine, int enabled);
+
+/*
+ * SPEC R8: changes settings of a running engine. config_json holds only the keys to change, among "endpoint",
+ * "appSecret", "caFile" and "requestTimeoutMs"; any other key (including "storePath") is refused by name with
+ * OUTBOX_ECONFIG. Validated here; applied on the loop before the next send; a channel stopped by 401, 403, 404
+ * or a redirect starts again. Returns 0, OUTBOX_EINVAL, OUTBOX_ECONFIG, OUTBOX_ECLOSED. Thread: any.
+ */
+int outbox_update(outbox_engine *engine, const char *config_json);
+
+/*
+ * SPEC C8: sends what it can within drain_ms, then stops: commits what was tracked, closes the store and every
+ * handle. What was not delivered stays stored for the next start. The handle stays valid (later calls with it
+ * return OUTBOX_ECLOSED, a second close too) until outbox_free(engine).
+ *
+ * Own thread (uv_loop NULL): returns once the engine's thread has ended: 0 when everything was delivered (or the
+ * engine has no endpoint), OUTBOX_ETIMEDOUT when logs are left stored. Call it from any thread but the engine's.
+ * Caller's loop: call it on the loop's thread; it returns 0 at once, and `uv_run` returns by itself at most
+ * drain_ms later (plus the close of in-flight transfers), with no handle of the engine left: uv_loop_close then
+ * returns 0 if the host closed its own handles.
+ * drain_ms < 0 is OUTBOX_EINVAL; 0 closes without waiting for any answer.
+ */
+int outbox_close(outbox_engine *engine, int drain_ms);
+
+/*
+ * Frees a string returned by outbox_status, or an engine after outbox_close. An engine still open is closed first,
+ * with drain_ms 0; with a caller's loop that needs the loop's thread, and from another thread the engine is left
+ * open and not freed (outbox_last_error says so). NULL is ignored. Thread: any (an engine: once, when no other
+ * thread uses it).
+ */
+void outbox_free(void *pointer);
+
+/* The calling thread's last failure message; "" when none. Never NULL. Owned by the library and valid until this
+ * thread's next outbox_ call; never pass it to outbox_free. Thread: any (thread-local). */
+const char *outbox_last_error(void);
+
+/* "MAJOR.MINOR.PATCH" of the library loaded (compare with the OUTBOX_VERSION_ macros). Static; never free it. */
+const char *outbox_version(void);
+
+/*
+ * Where the engine's log lines go, process wide; call before outbox_open (engines opened earlier keep the
+ * handler they started with). `fn` receives an OUTBOX_LOG_ level, the line (UTF-8, valid during the call
+ * only) and `ctx`, on whichever thread logs (usually the loop thread). NULL restores the default: lines on
+ * stderr. Which levels reach it: the "logLevel" key of each engine's configuration.
+ */
+void outbox_set_log_handler(void (*fn)(int level, const char *message, void *ctx), void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OUTBOX_H */
