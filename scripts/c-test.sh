@@ -22,12 +22,8 @@ example="$prefix/example-host"
 # shellcheck disable=SC2046
 "$cc" "${flags[@]}" -o "$example" "$root/examples/c/host.c" $(pkg-config --cflags --libs outbox libuv) \
   -Wl,-rpath,"$(pkg-config --variable=libdir outbox)"
-log=$(mktemp)
-"$mock" --port 0 >"$log" 2>&1 &
-mock_pid=$!
-trap 'kill $mock_pid 2>/dev/null; wait $mock_pid 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 100); do grep -q 'listening on' "$log" && break; sleep 0.1; done
-url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$log" | head -1)
+. "$root/scripts/start-mock.sh"
+start_mock "$mock"
 store=$(mktemp -u /tmp/outbox-example-XXXXXX.outbox)
 timeout 60 "$example" "$url" "$store"
 rm -f "$store" "$store"-* "$store".*

@@ -5,13 +5,8 @@ set -euo pipefail
 mock=$1
 count=${2:-500}
 root=$(cd "$(dirname "$0")/.." && pwd)
-log=$(mktemp)
-"$mock" --port 0 >"$log" 2>&1 &
-mock_pid=$!
-trap 'kill $mock_pid 2>/dev/null; wait $mock_pid 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 100); do grep -q 'listening on' "$log" && break; sleep 0.1; done
-url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$log" | head -1)
-[[ -n "$url" ]] || { echo "node-test: outbox-mock did not start"; cat "$log"; exit 1; }
+. "$root/scripts/start-mock.sh"
+start_mock "$mock"
 # The demo must end by itself: a timeout here means a handle kept Node's loop alive.
 output=$(timeout 60 "${NODE:-node}" "$root/examples/node/demo.js" "$url" "$count")
 echo "node-test: $output"

@@ -39,13 +39,8 @@ struct EventValidator {
     static func validate<R>(name rawName: String, properties: [String: PropertyValue],
                             _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
         throws(OutboxError) -> R {
-        guard !rawName.isEmpty else { throw .emptyEventName }
         var adjustments = Adjustments()
-        var name = rawName
-        if exceeds(name, maxNameLength) {
-            name = String(name.prefix(maxNameLength))
-            adjustments.nameTruncated = true
-        }
+        let name = try checkedName(rawName, &adjustments)
         let category = categoryPath(name)
         if properties.isEmpty {
             return try write(name: name, category: category, properties: UnsafeBufferPointer(start: nil, count: 0),
@@ -56,19 +51,23 @@ struct EventValidator {
         }
     }
 
+    /// SPEC T2: an empty name is refused; a longer one than 256 characters is cut, with a warning.
+    @inline(__always)
+    private static func checkedName(_ rawName: String, _ adjustments: inout Adjustments) throws(OutboxError) -> String {
+        guard !rawName.isEmpty else { throw .emptyEventName }
+        guard exceeds(rawName, maxNameLength) else { return rawName }
+        adjustments.nameTruncated = true
+        return String(rawName.prefix(maxNameLength))
+    }
+
     /// `validate` for properties already sorted by key, each key once (the C interface parses them so): no
     /// dictionary to build, hash and sort again on the caller's thread.
     @inline(__always)
     static func validate<R>(name rawName: String, sortedProperties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
                             _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
         throws(OutboxError) -> R {
-        guard !rawName.isEmpty else { throw .emptyEventName }
         var adjustments = Adjustments()
-        var name = rawName
-        if exceeds(name, maxNameLength) {
-            name = String(name.prefix(maxNameLength))
-            adjustments.nameTruncated = true
-        }
+        let name = try checkedName(rawName, &adjustments)
         return try write(name: name, category: categoryPath(name), properties: sortedProperties, adjustments: &adjustments, then)
     }
 
