@@ -119,26 +119,19 @@ fuzz: deps
 	$(MAKE) c-install
 	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
 
-# The whole suite under ThreadSanitizer, then AddressSanitizer (not part of `make test`: several minutes each on two
-# cores). Own scratch paths, so the normal build stays; the CLI, outbox-mock and the crash child the tests spawn are
-# the sanitized builds too. A report fails the run (the sanitizers exit non-zero); the only suppressions are in
-# scripts/tsan.supp and scripts/lsan.supp, each justified by the library at fault. Logs: .build-{tsan,asan}/sanitize.log.
-# OUTBOX_TIME_SCALE widens the few wall-clock bounds of the tests that only the sanitizers' slowdown breaks.
+# The whole suite under ThreadSanitizer, then AddressSanitizer (+ LeakSanitizer): not part of `make test`, several
+# minutes each on two cores. Own scratch paths (.build-tsan, .build-asan), so the normal build stays. Any report, of
+# the test runner or of a child it spawns (the CLI, outbox-mock, the crash child: sanitized builds too), fails the
+# run; the only suppressions are scripts/tsan.supp and scripts/lsan.supp, each justified by the library at fault.
+# OUTBOX_TIME_SCALE widens the few wall-clock bounds of the tests that the sanitizers' slowdown alone breaks.
 SANITIZE_TIME_SCALE ?= 4
 sanitize: sanitize-thread sanitize-address
 
 sanitize-thread: deps
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
-	set -o pipefail; OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) \
-	  TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp halt_on_error=0 second_deadlock_stack=1 history_size=4" \
-	  $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan 2>&1 | tee .build-tsan/sanitize.log
+	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh thread
 
 sanitize-address: deps
-	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
-	set -o pipefail; OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) \
-	  ASAN_OPTIONS="detect_leaks=1 halt_on_error=1 strict_string_checks=1 detect_stack_use_after_return=1" \
-	  LSAN_OPTIONS="suppressions=$(CURDIR)/scripts/lsan.supp print_suppressions=0" \
-	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan 2>&1 | tee .build-asan/sanitize.log
+	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps
