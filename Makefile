@@ -13,7 +13,7 @@ C_PREFIX ?= $(CURDIR)/.build/c-prefix
 NODE ?= node
 export NODE
 
-.PHONY: deps build test unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz screenshot clean
+.PHONY: deps build test unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -118,6 +118,20 @@ fuzz: deps
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
 	$(MAKE) c-install
 	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
+
+# The whole suite under ThreadSanitizer, then AddressSanitizer (+ LeakSanitizer): not part of `make test`, several
+# minutes each on two cores. Own scratch paths (.build-tsan, .build-asan), so the normal build stays. Any report, of
+# the test runner or of a child it spawns (the CLI, outbox-mock, the crash child: sanitized builds too), fails the
+# run; the only suppressions are scripts/tsan.supp and scripts/lsan.supp, each justified by the library at fault.
+# OUTBOX_TIME_SCALE widens the few wall-clock bounds of the tests that the sanitizers' slowdown alone breaks.
+SANITIZE_TIME_SCALE ?= 4
+sanitize: sanitize-thread sanitize-address
+
+sanitize-thread: deps
+	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh thread
+
+sanitize-address: deps
+	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps

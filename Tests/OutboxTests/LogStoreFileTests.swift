@@ -184,9 +184,13 @@ struct LogStoreFileTests {
         #expect(throws: FileLock.Failure.self) { try FileLock(path: path, patienceMs: 0) }
         // The holder lets go 30 ms later, from another thread (the scenario's delay, not a wait for something).
         nonisolated(unsafe) let held = holder
-        let released = Thread { usleep(30_000); held.unlock() }
+        // Joined before `holder` is read again: the kernel's flock orders the unlock before the take, but TSan
+        // cannot see that, and the Swift memory model does not promise it either.
+        let unlocked = DispatchSemaphore(value: 0)
+        let released = Thread { usleep(30_000); held.unlock(); unlocked.signal() }
         released.start()
         let taker = try FileLock(path: path, patienceMs: 5_000)
+        unlocked.wait()
         #expect(taker.isHeld && !holder.isHeld)
         #expect(throws: FileLock.Failure.self) { try FileLock(path: path, patienceMs: 20) }
     }

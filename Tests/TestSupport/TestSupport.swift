@@ -31,3 +31,10 @@ public func builtProduct(_ name: String) -> String {
     }
     return candidates[0].appendingPathComponent(name).path
 }
+
+/// How much the few wall-clock bounds of the tests widen (OUTBOX_TIME_SCALE, default 1): `make sanitize` sets it, as
+/// TSan and ASan slow everything several times. A bound scaled here scales what it is measured against too.
+public let testTimeScale: Int64 = {
+    guard let text = ProcessInfo.processInfo.environment["OUTBOX_TIME_SCALE"], let scale = Int64(text), scale >= 1 else { return 1 }
+    return scale
+}()

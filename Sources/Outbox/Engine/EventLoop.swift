@@ -51,6 +51,9 @@ final class EventLoop: @unchecked Sendable {
     func startThread(name: String) throws(OutboxError) {
         guard !isHosted else { return }
         let started = DispatchSemaphore(value: 0)
+        // Set before the thread exists (pthread_create orders it before everything the thread does): the loop
+        // thread reads it in `isOnLoopThread`, so writing it after the start raced that read (TSan).
+        threadStarted = true
         // A plain pthread, not Foundation's `Thread`: the library must not link Foundation proper (see Text.swift).
         let rc = startDetachedThread(stackSize: 1 << 20) { [self] in
             self.loopThread = pthread_self()
@@ -64,9 +67,9 @@ final class EventLoop: @unchecked Sendable {
             self.finished.signal()
         }
         guard rc == 0 else {
+            threadStarted = false
             throw .io(path: "pthread_create", message: "no thread for the engine's loop: \(String(cString: strerror(rc)))")
         }
-        threadStarted = true
         // The loop thread's id must be known before any caller asks `isOnLoopThread`.
         started.wait()
     }
