@@ -98,21 +98,22 @@ final class DeliveryDriver {
 
     /// SPEC C7: `completion` is called once, after every request this dispatch started has finished.
     func dispatch(completion: ((DispatchResult) -> Void)?) {
-        var id: WaiterID?
-        if let completion {
-            id = nextWaiter
-            nextWaiter += 1
-            dispatchWaiters[nextWaiter - 1] = completion
-        }
+        guard let completion else { handle(.dispatch(nil)); return }
+        let id = newWaiter()
+        dispatchWaiters[id] = completion
         handle(.dispatch(id))
     }
 
     /// Calls `done` once nothing waits and nothing is in flight (`emit --wait-delivered`, `shutdown(drainFor:)`).
     func whenIdle(_ done: @escaping () -> Void) {
-        let id = nextWaiter
-        nextWaiter += 1
+        let id = newWaiter()
         idleWaiters[id] = done
         handle(.whenIdle(id))
+    }
+
+    private func newWaiter() -> WaiterID {
+        defer { nextWaiter += 1 }
+        return nextWaiter
     }
 
     /// SPEC R8: later requests go to the new endpoint with the new secret (and through `sender`, when the transport's

@@ -187,7 +187,6 @@ struct DeliveryMachine: Sendable {
     /// When the queue last went from empty to not empty, per priority: C2's "oldest waiting log".
     private var oldestNormalMs: Int64?
     private var oldestCriticalMs: Int64?
-    private var lastWaiting = Waiting()
     private var dispatchRequested = false
     private var nextPeriodicMs: Int64?
     private var dispatches: [DispatchWait] = []
@@ -204,7 +203,6 @@ struct DeliveryMachine: Sendable {
         let nowMs = now.monoMs
         if waiting.normal > 0 { oldestNormalMs = nowMs - settings.normalIntervalMs }
         if waiting.critical > 0 { oldestCriticalMs = nowMs - settings.criticalIntervalMs }
-        lastWaiting = waiting
         if let interval = settings.dispatchIntervalMs, interval > 0 { nextPeriodicMs = nowMs + interval }
     }
 
@@ -270,7 +268,6 @@ struct DeliveryMachine: Sendable {
     private mutating func observe(_ waiting: Waiting, nowMs: Int64) {
         if waiting.normal == 0 { oldestNormalMs = nil } else if oldestNormalMs == nil { oldestNormalMs = nowMs }
         if waiting.critical == 0 { oldestCriticalMs = nil } else if oldestCriticalMs == nil { oldestCriticalMs = nowMs }
-        lastWaiting = waiting
     }
 
     private mutating func claimed(_ batch: ClaimedBatch?, waiting: Waiting, nowMs: Int64, into actions: inout [Action]) {
@@ -600,7 +597,6 @@ struct DeliveryMachine: Sendable {
             var kept = flight
             if !expired.isEmpty {
                 actions.append(.expire(seqs: expired.map(\.seq)))
-                counters.expired += expired.count
                 let gone = Set(expired.map(\.seq))
                 kept.logs.removeAll { gone.contains($0.seq) }
                 if kept.logs.isEmpty {
@@ -670,5 +666,4 @@ public struct DeliveryCounters: Sendable, Equatable {
     public var requests = 0
     public var delivered = 0
     public var deadLettered = 0
-    public var expired = 0
 }

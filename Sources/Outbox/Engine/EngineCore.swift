@@ -198,7 +198,6 @@ final class EngineCore {
         do {
             let result = try store.append(logs, newEventNames: names)
             counters.stored += result.stored
-            counters.evicted += result.evicted
             delivery?.stored()
             counters.rejected += result.rejected.count
             if !result.rejected.isEmpty {
@@ -319,7 +318,6 @@ final class EngineCore {
         refreshDeviceContext()
         do {
             let expired = try store.expire(nowMs: configuration.clock.wallMs())
-            counters.expired += expired
             if expired > 0 { delivery?.stored() }
         } catch {
             logger.error("expiry failed", metadata: ["outbox.error": "\(error)"])
@@ -346,12 +344,10 @@ final class EngineCore {
     }
 }
 
-/// What this engine did since it started.
+/// What this engine did since it started. Evictions and expiry are the store's own counts (`LogStore`).
 struct EngineCounters: Sendable, Equatable {
     var stored = 0
-    var evicted = 0
     var rejected = 0
-    var expired = 0
 }
 
 enum MetaKey {
