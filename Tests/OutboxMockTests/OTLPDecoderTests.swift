@@ -174,7 +174,8 @@ struct OTLPDecoderTests {
         #expect(decoded.records.allSatisfy { $0.timeUnixNano == 1_544_712_660_300_000_000 })
     }
 
-    // SPEC V3: the same record sent as protobuf and as OTLP/JSON has one key: the hash covers what was decoded.
+    // SPEC V3: the same record sent as protobuf (hashed as received) and as OTLP/JSON (hashed re-encoded) has one
+    // key, for a sender that writes fields in number order as OTLP exporters do; unknown JSON fields are ignored.
     @Test func protobufAndJSONOfOneRecordShareTheKey() throws {
         var record = logRecord("Order Completed", time: 1_544_712_660_300_000_000)
         record.traceID = Data([0x5B, 0x8E, 0xFF, 0xF7, 0x98, 0x03, 0x81, 0x03, 0xD2, 0x69, 0xB6, 0x33, 0x81, 0x3F, 0xC6, 0x0C])
@@ -192,6 +193,23 @@ struct OTLPDecoderTests {
     }
 
     // MARK: - De-duplication (SPEC V3, V4b)
+
+    // SPEC V3: the wire walk finds each record's bytes as received, the very bytes swift-protobuf decodes, so the
+    // hash covers the record itself; a truncated body has no layout (and the decoder answers 400 before).
+    @Test func wireLayoutFindsEachRecordsBytes() throws {
+        let body = try OTLPFixture.load("python-logs-50").body
+        let layout = try #require(OTLPWire.logsLayout(body))
+        let slices = try #require(layout.records.first?.first)
+        #expect(layout.records.map { $0.map(\.count) } == [[50]])
+        let request = try LogsRequest(serializedBytes: body)
+        let decoded = request.resourceLogs[0].scopeLogs[0].logRecords
+        for (slice, record) in zip(slices, decoded) {
+            #expect(try LogRecord(serializedBytes: Array(slice)) == record)
+        }
+        #expect(try Opentelemetry_Proto_Common_V1_InstrumentationScope(serializedBytes: Array(layout.scopes[0][0]))
+                == request.resourceLogs[0].scopeLogs[0].scope)
+        #expect(OTLPWire.logsLayout(try OTLPFixture.load("malformed-truncated").body) == nil)
+    }
 
     // SPEC V3: a record repeated, in the same request or a retried one, has the same key: the mock counts it once.
     @Test func repeatedRecordsShareTheirKey() throws {

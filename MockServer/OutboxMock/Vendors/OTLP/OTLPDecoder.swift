@@ -20,11 +20,12 @@
 // What it implements (the OTLP specification's "OTLP/HTTP" section and opentelemetry-proto v1.11.0):
 // - `/v1/logs`, `/v1/traces`, `/v1/metrics`; `application/x-protobuf` and `application/json` bodies.
 // - OTLP/JSON's differences from proto3's JSON mapping: ids in hex (OTLPHexIDs), unknown fields ignored; enums as
-//   integers and 64-bit integers as strings or numbers are what swift-protobuf reads anyway. Unknown protobuf fields
-//   are dropped too, so that one record sent in either encoding has the same key.
+//   integers and 64-bit integers as strings or numbers are what swift-protobuf reads anyway.
 // - One record per log record, span or metric data point, each with its de-duplication key (SPEC V3, V4b): a
-//   span's (traceId, spanId); a log record's or data point's 128-bit hash of its bytes as decoded (re-serialized),
-//   together with its resource and scope (and, for a data point, its metric without the other points).
+//   span's (traceId, spanId); a log record's or data point's 128-bit hash of its bytes together with its resource's
+//   and scope's (and, for a data point, its metric's without the other points). The bytes are a log record's as
+//   received in protobuf (OTLPWire), else the decoded message re-encoded by swift-protobuf: the same for a sender
+//   that, like every OTLP exporter, writes fields in number order.
 // - `log_name` (SPEC V4b): a log record's body when it is a string, else its `eventName`; a span's name; a data
 //   point's metric name. The event time for the delivery delay: a log record's `timeUnixNano`, else its
 //   `observedTimeUnixNano` (the Python SDK sets only that one unless the caller passes a timestamp); a span's
@@ -37,6 +38,7 @@
 //   request was, as OTLP/HTTP specifies for every 4xx and 5xx.
 import Foundation
 import SwiftProtobuf
+import Synchronization
 
 /// The OTLP signal a request carries, from its path.
 enum OTLPSignal: String, Sendable, CaseIterable {
@@ -157,7 +159,9 @@ enum OTLPDecoder {
     /// Decodes one request body (already gunzipped) into its records.
     static func decode(signal: OTLPSignal, encoding: OTLPEncoding, body: [UInt8]) throws(OTLPError) -> OTLPDecoded {
         switch signal {
-        case .logs: return try logs(parse(body, encoding, as: LogsRequest.self))
+        case .logs:
+            let request = try parse(body, encoding, as: LogsRequest.self)
+            return try logs(request, layout: encoding == .protobuf ? OTLPWire.logsLayout(body) : nil)
         case .traces: return try traces(parse(body, encoding, as: TracesRequest.self))
         case .metrics: return try metrics(parse(body, encoding, as: MetricsRequest.self))
         }
@@ -254,6 +258,13 @@ enum OTLPDecoder {
         }
     }
 
+    /// The bytes as received when the wire walk found them, else the message re-encoded.
+    private static func part(_ received: ArraySlice<UInt8>?,
+                             _ message: some SwiftProtobuf.Message) throws(OTLPError) -> ArraySlice<UInt8> {
+        if let received { return received }
+        return try bytes(message)[...]
+    }
+
     private static func encode(_ message: some SwiftProtobuf.Message, _ encoding: OTLPEncoding) -> [UInt8] {
         // Neither can fail for these messages (proto3, no Any, no well-known types with ranges): the fallbacks
         // are the empty message in each encoding.
@@ -265,15 +276,23 @@ enum OTLPDecoder {
 
     // MARK: - Logs
 
-    private static func logs(_ request: LogsRequest) throws(OTLPError) -> OTLPDecoded {
+    /// `layout` locates each record's bytes as received (protobuf); without it, or when it disagrees with what
+    /// swift-protobuf decoded, the hash covers the records re-encoded (JSON).
+    private static func logs(_ request: LogsRequest, layout: OTLPWire.LogsLayout?) throws(OTLPError) -> OTLPDecoded {
         var records = [OTLPRecord](), refused = [(index: Int, reason: String)](), index = 0
+        let raw = layout.flatMap { layout in
+            layout.records.map { $0.map(\.count) } == request.resourceLogs.map { $0.scopeLogs.map(\.logRecords.count) }
+                ? layout : nil
+        }
         for (r, resourceLogs) in request.resourceLogs.enumerated() {
-            let resource = resourceLogs.resource, resourceBytes = try bytes(resource)
+            let resource = resourceLogs.resource
+            let resourceBytes = try part(raw?.resources[r], resource)
             for (s, scopeLogs) in resourceLogs.scopeLogs.enumerated() {
                 let scope = scopeLogs.scope
                 var group = OTLPRecordHash(domain: "otlp.logs")
                 group.add(resourceBytes)
-                group.add(try bytes(scope))
+                group.add(try part(raw?.scopes[r][s], scope))
+                let groupJSON = OTLPGroupJSON(resource: resource, scope: scope)
                 for (k, record) in scopeLogs.logRecords.enumerated() {
                     defer { index += 1 }
                     if let problem = IDRule.optionalTrace.problem(record.traceID, "traceId")
@@ -282,13 +301,13 @@ enum OTLPDecoder {
                         continue
                     }
                     var hash = group
-                    hash.add(try bytes(record))
+                    hash.add(try part(raw?.records[r][s][k], record))
                     let name: String
                     if case .stringValue(let body) = record.body.value { name = body } else { name = record.eventName }
                     let time = record.timeUnixNano != 0 ? record.timeUnixNano : record.observedTimeUnixNano
                     records.append(OTLPRecord(dedupKey: "log:" + hash.hex, logName: name,
                                               timeUnixNano: time == 0 ? nil : time) {
-                        renderJSON([("resource", resource), ("scope", scope), ("logRecord", record)])
+                        groupJSON.render("logRecord", record)
                     })
                 }
             }
@@ -303,7 +322,7 @@ enum OTLPDecoder {
         for (r, resourceSpans) in request.resourceSpans.enumerated() {
             let resource = resourceSpans.resource
             for (s, scopeSpans) in resourceSpans.scopeSpans.enumerated() {
-                let scope = scopeSpans.scope
+                let groupJSON = OTLPGroupJSON(resource: resource, scope: scopeSpans.scope)
                 for (k, span) in scopeSpans.spans.enumerated() {
                     defer { index += 1 }
                     if let problem = spanProblem(span) {
@@ -314,7 +333,7 @@ enum OTLPDecoder {
                     records.append(OTLPRecord(dedupKey: "span:" + OTLPHexIDs.hex(span.traceID)
                                                   + OTLPHexIDs.hex(span.spanID),
                                               logName: span.name, timeUnixNano: time == 0 ? nil : time) {
-                        renderJSON([("resource", resource), ("scope", scope), ("span", span)])
+                        groupJSON.render("span", span)
                     })
                 }
             }
@@ -349,6 +368,7 @@ enum OTLPDecoder {
                 var group = OTLPRecordHash(domain: "otlp.metrics")
                 group.add(resourceBytes)
                 group.add(try bytes(scope))
+                let groupJSON = OTLPGroupJSON(resource: resource, scope: scope)
                 for (m, metric) in scopeMetrics.metrics.enumerated() {
                     // The metric without its points: name, unit, kind, temporality are part of each point's identity.
                     var shell = metric
@@ -380,7 +400,7 @@ enum OTLPDecoder {
                         hash.add(try bytes(p))
                         records.append(OTLPRecord(dedupKey: "metric:" + hash.hex, logName: metric.name,
                                                   timeUnixNano: time == 0 ? nil : time) {
-                            renderJSON([("resource", resource), ("scope", scope), ("metric", single())])
+                            groupJSON.render("metric", single())
                         })
                     }
                     switch metric.data {
@@ -445,19 +465,37 @@ enum OTLPDecoder {
         }
     }
 
-    private static let jsonOptions: JSONEncodingOptions = {
+    static let jsonOptions: JSONEncodingOptions = {
         var options = JSONEncodingOptions()
         options.alwaysPrintEnumsAsInts = true  // OTLP/JSON: enums as integers
         return options
     }()
+}
 
-    private static func renderJSON(_ parts: [(String, any SwiftProtobuf.Message)]) -> String {
-        var out = "{"
-        for (i, (key, message)) in parts.enumerated() {
-            if i > 0 { out += "," }
-            out += "\"\(key)\":" + ((try? message.jsonString(options: jsonOptions)) ?? "null")
+/// The JSON of one resource and scope, rendered once for all the records of theirs that are read: it costs as much
+/// as a record's own, and `/_mock/logs` repeats it on each line.
+final class OTLPGroupJSON: Sendable {
+    private let resource: Opentelemetry_Proto_Resource_V1_Resource
+    private let scope: Opentelemetry_Proto_Common_V1_InstrumentationScope
+    private let prefix = Mutex<String?>(nil)
+
+    init(resource: Opentelemetry_Proto_Resource_V1_Resource, scope: Opentelemetry_Proto_Common_V1_InstrumentationScope) {
+        self.resource = resource
+        self.scope = scope
+    }
+
+    /// `{"resource":…,"scope":…,"KEY":…}`, ids in hex.
+    func render(_ key: String, _ message: some SwiftProtobuf.Message) -> String {
+        let prefix = self.prefix.withLock { cached in
+            if let cached { return cached }
+            let made = "{\"resource\":" + Self.json(resource) + ",\"scope\":" + Self.json(scope)
+            cached = made
+            return made
         }
-        out += "}"
-        return OTLPHexIDs.base64ToHex(out)
+        return prefix + ",\"\(key)\":" + OTLPHexIDs.base64ToHex(Self.json(message)) + "}"
+    }
+
+    private static func json(_ message: some SwiftProtobuf.Message) -> String {
+        (try? message.jsonString(options: OTLPDecoder.jsonOptions)) ?? "null"
     }
 }

@@ -10,10 +10,14 @@ struct OTLPRecordHash {
     private static let prime: UInt128 = 0x0000_0000_0100_0000_0000_0000_0000_013B
 
     init(domain: String) {
-        add(Array(domain.utf8))
+        add(Array(domain.utf8)[...])
     }
 
     mutating func add(_ part: [UInt8]) {
+        add(part[...])
+    }
+
+    mutating func add(_ part: ArraySlice<UInt8>) {
         var length = UInt64(part.count)
         for _ in 0..<8 {
             mix(UInt8(truncatingIfNeeded: length))
