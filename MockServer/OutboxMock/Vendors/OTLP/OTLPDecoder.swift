@@ -30,11 +30,11 @@
 //   point's metric name. The event time for the delivery delay: a log record's `timeUnixNano`, else its
 //   `observedTimeUnixNano` (the Python SDK sets only that one unless the caller passes a timestamp); a span's
 //   `endTimeUnixNano` (an SDK exports a span when it ends), else its start; a data point's `timeUnixNano`.
-// - Validation, as the OTLP data model defines the fields (a collector rejects the same): a trace id is 16 bytes
-//   and a span id 8, neither all zeros; they are required on spans and optional (empty) on log records, exemplars
-//   and a span's parent. A record that breaks it is refused alone, in `partial_success` inside the 200 (SPEC V3)
-//   — the collector refuses the whole request, but the spec lets a server accept the rest, which keeps a client's
-//   good records countable. A body that does not parse is a 400 whose body is a google.rpc.Status, encoded as the
+// - Validation, as the OTLP data model defines the ids: a trace id is 16 bytes and a span id 8, and all zeros is
+//   not a valid id; they are required on spans and optional (empty) on log records, exemplars and a span's
+//   parent. A record that breaks it is refused alone, in `partial_success` inside the 200 (SPEC V3). The
+//   collector's decoder refuses a wrong length for the whole request, with a 400; the specification lets a
+//   server accept the rest, which keeps a client's good records countable. A body that does not parse is a 400 whose body is a google.rpc.Status, encoded as the
 //   request was, as OTLP/HTTP specifies for every 4xx and 5xx.
 import Foundation
 import SwiftProtobuf
