@@ -33,8 +33,9 @@ enum JSONValue {
 /// parses a properties object on the caller's thread for every event, and SPEC E's speed bound (at most 1.5× the
 /// cost of Swift's `trackEvent`) leaves no room for building a generic tree, boxing numbers or going through
 /// Foundation. The properties path (`properties`) reads a flat object straight into the engine's
-/// `PropertyValue`s; `value()` builds a tree for the configuration. Invalid UTF-8, lone surrogates, control
-/// characters in strings, leading zeros, trailing garbage and nesting deeper than 64 are all refused.
+/// `ScannedPropertyValue`s, leaving unescaped strings in the caller's text; `value()` builds a tree for the
+/// configuration. Invalid UTF-8, lone surrogates, control characters in strings, leading zeros, trailing garbage
+/// and nesting deeper than 64 are all refused.
 struct JSONScanner {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
