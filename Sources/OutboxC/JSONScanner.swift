@@ -1,5 +1,5 @@
 import Glibc
-import Outbox
+@_spi(CInterface) import Outbox
 
 /// Why a JSON text was refused: the message names the byte offset, and the key when one is known.
 struct JSONError: Error {
@@ -33,8 +33,9 @@ enum JSONValue {
 /// parses a properties object on the caller's thread for every event, and SPEC E's speed bound (at most 1.5× the
 /// cost of Swift's `trackEvent`) leaves no room for building a generic tree, boxing numbers or going through
 /// Foundation. The properties path (`properties`) reads a flat object straight into the engine's
-/// `PropertyValue`s; `value()` builds a tree for the configuration. Invalid UTF-8, lone surrogates, control
-/// characters in strings, leading zeros, trailing garbage and nesting deeper than 64 are all refused.
+/// `ScannedPropertyValue`s, leaving unescaped strings in the caller's text; `value()` builds a tree for the
+/// configuration. Invalid UTF-8, lone surrogates, control characters in strings, leading zeros, trailing garbage
+/// and nesting deeper than 64 are all refused.
 struct JSONScanner {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
@@ -51,7 +52,7 @@ struct JSONScanner {
     /// A flat object of strings, numbers and booleans (`outbox_track`'s properties): `each` receives every member
     /// in the text's order (the caller sorts them and refuses a key given twice).
     @inline(__always)
-    mutating func properties(_ each: (String, PropertyValue) throws(JSONError) -> Void) throws(JSONError) {
+    mutating func properties(_ each: (String, ScannedPropertyValue) throws(JSONError) -> Void) throws(JSONError) {
         skipSpace()
         try expect(UInt8(ascii: "{"))
         skipSpace()
@@ -67,15 +68,21 @@ struct JSONScanner {
             skipSpace()
             try expect(UInt8(ascii: ":"))
             skipSpace()
-            let value: PropertyValue
+            let value: ScannedPropertyValue
             switch peek() {
-            case UInt8(ascii: "\""): value = .string(try string())
-            case UInt8(ascii: "t"): try literal("true"); value = .bool(true)
-            case UInt8(ascii: "f"): try literal("false"); value = .bool(false)
+            case UInt8(ascii: "\""):
+                // Without escapes the value stays in the caller's text, valid for the whole `outbox_track` call:
+                // no String is made for it (SPEC E's speed bound). An escaped one is decoded into a String.
+                switch try scanString() {
+                case .plain(let text): value = .utf8(text)
+                case .escaped(let start): value = .value(.string(try escapedString(from: start)))
+                }
+            case UInt8(ascii: "t"): try literal("true"); value = .value(.bool(true))
+            case UInt8(ascii: "f"): try literal("false"); value = .value(.bool(false))
             case UInt8(ascii: "-"), .some(UInt8(ascii: "0")...UInt8(ascii: "9")):
                 switch try number() {
-                case .integer(let int): value = .int(int)
-                case .double(let double): value = .double(double)
+                case .integer(let int): value = .value(.int(int))
+                case .double(let double): value = .value(.double(double))
                 default: throw fail("property '\(key)': not a number")
                 }
             case UInt8(ascii: "{"), UInt8(ascii: "["):
@@ -154,6 +161,23 @@ struct JSONScanner {
 
     /// A string starting at the opening quote. Without escapes the bytes are validated and copied once.
     private mutating func string() throws(JSONError) -> String {
+        switch try scanString() {
+        case .plain(let text): String(decoding: text, as: UTF8.self)
+        case .escaped(let start): try escapedString(from: start)
+        }
+    }
+
+    /// A string's text as it stands in the JSON: its bytes when it has no escape; otherwise where its text starts,
+    /// with `index` at its first backslash, for `escapedString(from:)`.
+    private enum ScannedString {
+        case plain(UnsafeBufferPointer<UInt8>)
+        case escaped(start: Int)
+    }
+
+    /// Scans a string from its opening quote: past its closing quote when it has no escape (validated as UTF-8),
+    /// else up to its first backslash.
+    @inline(__always)
+    private mutating func scanString() throws(JSONError) -> ScannedString {
         index += 1
         let start = index
         var high: UInt8 = 0
@@ -177,9 +201,9 @@ struct JSONScanner {
                 let span = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
                 guard high < 0x80 || Self.isValidUTF8(span) else { throw fail("invalid UTF-8 in a string", at: start) }
-                return String(decoding: span, as: UTF8.self)
+                return .plain(span)
             }
-            if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
+            if byte == UInt8(ascii: "\\") { return .escaped(start: start) }
             if byte < 0x20 { throw fail("control character in a string (escape it)") }
             high |= byte
             index += 1

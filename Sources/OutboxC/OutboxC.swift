@@ -109,7 +109,7 @@ public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePoint
     // The usual handful of properties stays on the stack: a heap allocation on the caller's thread shows in the
     // slowest calls. More than `onStack` (beyond the 20 kept, but all take part in the key order) go to an array.
     let onStack = 32
-    let result = withUnsafeTemporaryAllocation(of: (key: String, value: PropertyValue).self, capacity: onStack) { buffer in
+    let result = withUnsafeTemporaryAllocation(of: (key: String, value: ScannedPropertyValue).self, capacity: onStack) { buffer in
         var count = 0
         // One element at a time: the destroy of the concrete type, not the runtime's generic array destroy.
         defer { for index in 0..<count { _ = buffer.moveElement(from: index) } }
@@ -127,7 +127,7 @@ public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePoint
         return trackSorted(engine, eventName, UnsafeMutableBufferPointer(rebasing: buffer[0..<count]), logFlags)
     }
     guard result == Int32.min else { return result }
-    var many: [(key: String, value: PropertyValue)] = []
+    var many: [(key: String, value: ScannedPropertyValue)] = []
     do throws(JSONError) {
         var scanner = JSONScanner(text)
         try scanner.properties { key, value throws(JSONError) in many.append((key, value)) }
@@ -139,7 +139,7 @@ public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePoint
 
 /// Sorts the properties by key (the order `trackEvent` keeps the first 20 in), refuses a key given twice, tracks.
 @inline(__always)
-private func trackSorted(_ engine: OutboxEngine, _ name: String, _ properties: UnsafeMutableBufferPointer<(key: String, value: PropertyValue)>,
+private func trackSorted(_ engine: OutboxEngine, _ name: String, _ properties: UnsafeMutableBufferPointer<(key: String, value: ScannedPropertyValue)>,
                          _ flags: LogFlags) -> Int32 {
     var properties = properties
     properties.sort { $0.key < $1.key }
@@ -152,7 +152,7 @@ private func trackSorted(_ engine: OutboxEngine, _ name: String, _ properties: U
 }
 
 @inline(__always)
-private func track(_ engine: OutboxEngine, _ name: String, _ properties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+private func track(_ engine: OutboxEngine, _ name: String, _ properties: UnsafeBufferPointer<(key: String, value: ScannedPropertyValue)>,
                    _ flags: LogFlags) -> Int32 {
     do throws(OutboxError) {
         guard try engine.trackEvent(name, sortedProperties: properties, flags: flags) else {

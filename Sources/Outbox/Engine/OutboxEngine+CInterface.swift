@@ -7,9 +7,10 @@ import Dispatch
 /// arrive as JSON rather than as a dictionary.
 extension OutboxEngine {
     /// `trackEvent` with the properties sorted by key and each key once, as the C interface parses them: no
-    /// dictionary is built, hashed and sorted on the caller's thread. Returns false, having stored nothing, when
-    /// tracking is off (SPEC T6), where `trackEvent` returns silently.
-    @_spi(CInterface) public func trackEvent(_ name: String, sortedProperties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+    /// dictionary is built, hashed and sorted on the caller's thread, and string values may stay in the caller's
+    /// JSON (`ScannedPropertyValue.utf8`). Returns false, having stored nothing, when tracking is off (SPEC T6),
+    /// where `trackEvent` returns silently.
+    @_spi(CInterface) public func trackEvent(_ name: String, sortedProperties: UnsafeBufferPointer<(key: String, value: ScannedPropertyValue)>,
                                            flags: LogFlags) throws(OutboxError) -> Bool {
         try EventValidator.validate(name: name, sortedProperties: sortedProperties) { name, body, adjustments throws(OutboxError) in
             if !adjustments.isEmpty { warn(name: name, adjustments) }

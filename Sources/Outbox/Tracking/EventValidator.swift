@@ -43,7 +43,8 @@ struct EventValidator {
         let name = try checkedName(rawName, &adjustments)
         let category = categoryPath(name)
         if properties.isEmpty {
-            return try write(name: name, category: category, properties: UnsafeBufferPointer(start: nil, count: 0),
+            return try write(name: name, category: category,
+                             properties: UnsafeBufferPointer<(key: String, value: PropertyValue)>(start: nil, count: 0),
                              adjustments: &adjustments, then)
         }
         return try withSorted(properties) { sorted throws(OutboxError) in
@@ -63,7 +64,7 @@ struct EventValidator {
     /// `validate` for properties already sorted by key, each key once (the C interface parses them so): no
     /// dictionary to build, hash and sort again on the caller's thread.
     @inline(__always)
-    static func validate<R>(name rawName: String, sortedProperties: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+    static func validate<R>(name rawName: String, sortedProperties: UnsafeBufferPointer<(key: String, value: ScannedPropertyValue)>,
                             _ then: (_ name: String, _ body: UnsafeRawBufferPointer, _ adjustments: Adjustments) throws(OutboxError) -> R)
         throws(OutboxError) -> R {
         var adjustments = Adjustments()
@@ -76,13 +77,14 @@ struct EventValidator {
     // Inlined, as `withSorted`: within one function the optimizer drops most retains and releases of what the
     // closures capture, which is most of what a call costs beyond the copy.
     @inline(__always)
-    private static func write<R>(name: String, category: [String]?, properties sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>,
+    private static func write<R, Value: SortedPropertyValue>(name: String, category: [String]?,
+                                                             properties sorted: UnsafeBufferPointer<(key: String, value: Value)>,
                                  adjustments: inout Adjustments,
                                  _ then: (String, UnsafeRawBufferPointer, Adjustments) throws(OutboxError) -> R) throws(OutboxError) -> R {
         // `"name":"…"`, and the category path: the name's bytes again, each part quoted and followed by a comma.
         var capacity = 9 + name.utf8.count
         if let category { capacity += 14 + name.utf8.count + 3 * category.count }
-        if !sorted.isEmpty { capacity += typedPropertiesKey.utf8CodeUnitCount + bodySize(of: sorted) }
+        if !sorted.isEmpty { capacity += typedPropertiesKey.utf8CodeUnitCount + Value.bodySize(of: sorted) }
         return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer throws(OutboxError) in
             var writer = JSONWriter(buffer: buffer)
             writer.raw("\"name\":")
@@ -96,7 +98,7 @@ struct EventValidator {
                 writer.raw(UInt8(ascii: "]"))
             }
             if !sorted.isEmpty {
-                try writeSorted(sorted, key: typedPropertiesKey, into: &writer, adjustments: &adjustments)
+                try Value.writeSorted(sorted, key: typedPropertiesKey, into: &writer, adjustments: &adjustments)
             }
             return try writer.withBytes { body throws(OutboxError) in try then(name, body, adjustments) }
         }
@@ -138,7 +140,7 @@ struct EventValidator {
 
     /// The bytes `writeSorted` writes for the first 20 properties when nothing needs escaping and nothing is
     /// truncated (it writes fewer for truncated ones): enough for the usual event's buffer to be allocated once.
-    private static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>) -> Int {
+    fileprivate static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>) -> Int {
         // `{"type":"dateTime","name":"…","value":…},` at most, and the closing bracket.
         var size = 1
         for index in 0..<min(sorted.count, maxProperties) {
@@ -158,8 +160,8 @@ struct EventValidator {
     /// ISO 8601 `dateTime` can carry (App Center's). Outside it, or NaN, a date is refused like a NaN number.
     static let validDateRange = -62_135_596_800.0 ... 253_402_300_799.999
 
-    private static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>, key: StaticString,
-                                    into writer: inout JSONWriter, adjustments: inout Adjustments) throws(OutboxError) {
+    fileprivate static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>, key: StaticString,
+                                        into writer: inout JSONWriter, adjustments: inout Adjustments) throws(OutboxError) {
         // Reject before writing anything: a NaN anywhere refuses the whole event, even among dropped keys.
         for (key, value) in sorted {
             if case .double(let number) = value, !number.isFinite {
@@ -237,5 +239,129 @@ struct EventValidator {
         let parts = name.split(separator: ">", omittingEmptySubsequences: false).map(String.init)
         guard parts.count <= 10, !parts.contains(where: \.isEmpty) else { return nil }
         return parts
+    }
+}
+
+/// The property values `EventValidator` writes an event's properties from: the Swift API's `PropertyValue`, or the
+/// C interface's `ScannedPropertyValue`. Each has its own `writeSorted` rather than one generic over both: the
+/// generic one, specialized for `PropertyValue`, copied each value more often, and `trackEvent` measurably slowed.
+protocol SortedPropertyValue {
+    static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: Self)>) -> Int
+    static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: Self)>, key: StaticString,
+                            into writer: inout JSONWriter, adjustments: inout EventValidator.Adjustments) throws(OutboxError)
+}
+
+extension PropertyValue: SortedPropertyValue {
+    @inline(__always)
+    static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>) -> Int {
+        EventValidator.bodySize(of: sorted)
+    }
+
+    @inline(__always)
+    static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: PropertyValue)>, key: StaticString,
+                            into writer: inout JSONWriter, adjustments: inout EventValidator.Adjustments) throws(OutboxError) {
+        try EventValidator.writeSorted(sorted, key: key, into: &writer, adjustments: &adjustments)
+    }
+}
+
+extension ScannedPropertyValue: SortedPropertyValue {
+    static func bodySize(of sorted: UnsafeBufferPointer<(key: String, value: ScannedPropertyValue)>) -> Int {
+        var size = 1
+        for index in 0..<min(sorted.count, EventValidator.maxProperties) {
+            size += 39 + sorted[index].key.utf8.count
+            switch sorted[index].value {
+            case .utf8(let text): size += 2 + text.count
+            case .value(.string(let text)): size += 2 + text.utf8.count
+            case .value(.int): size += 20
+            case .value(.double): size += 24
+            case .value(.bool): size += 5
+            case .value(.date): size += 26
+            }
+        }
+        return size
+    }
+
+    /// `EventValidator.writeSorted`'s rules, step for step (ScannedPropertyTests holds the two to the same bytes),
+    /// for values read from a C caller's JSON: a string still in the caller's bytes is written from them when it is
+    /// within T3's limit in bytes, hence in characters. A longer one may still be within it in characters, or must
+    /// be cut at a character boundary: it becomes a String, and the String's rules decide.
+    static func writeSorted(_ sorted: UnsafeBufferPointer<(key: String, value: ScannedPropertyValue)>, key: StaticString,
+                            into writer: inout JSONWriter, adjustments: inout EventValidator.Adjustments) throws(OutboxError) {
+        typealias Rules = EventValidator
+        // Reject before writing anything: a NaN anywhere refuses the whole event, even among dropped keys.
+        for (key, value) in sorted {
+            if case .value(.double(let number)) = value, !number.isFinite {
+                throw .invalidPropertyValue(key: key, reason: number.isNaN ? "NaN is not a number JSON can carry" : "infinity is not allowed")
+            }
+            if case .value(.date(let date)) = value, !Rules.validDateRange.contains(date.timeIntervalSince1970) {
+                throw .invalidPropertyValue(key: key, reason: "a date must lie in the years 0001–9999 (ISO 8601 dateTime)")
+            }
+        }
+        if sorted.count > Rules.maxProperties { adjustments.droppedKeys = sorted[Rules.maxProperties...].map(\.key) }
+        writer.raw(key)
+        // Keys already written, kept only once a key had to be truncated (only truncated keys can collide).
+        var seen: [String] = []
+        var first = true
+        for (key, value) in sorted.prefix(Rules.maxProperties) {
+            var storedKey = key
+            if Rules.exceeds(storedKey, Rules.maxPropertyLength) {
+                storedKey = String(storedKey.prefix(Rules.maxPropertyLength))
+                if adjustments.truncatedKeys.isEmpty {
+                    // The first truncation: remember the keys written so far.
+                    seen = sorted.prefix(Rules.maxProperties).prefix { $0.key != key }.map(\.key)
+                }
+                adjustments.truncatedKeys.append(key)
+            }
+            // Two keys equal after truncation: the first in key order wins.
+            if !adjustments.truncatedKeys.isEmpty {
+                guard !seen.contains(storedKey) else { adjustments.droppedKeys.append(key); continue }
+                seen.append(storedKey)
+            }
+            if !first { writer.raw(UInt8(ascii: ",")) }
+            first = false
+            writer.raw("{\"type\":")
+            var text: String
+            switch value {
+            case .utf8(let bytes) where bytes.count <= Rules.maxPropertyLength:
+                writer.raw("\"string\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.string(utf8: bytes)
+                writer.raw(UInt8(ascii: "}"))
+                continue
+            case .utf8(let bytes):
+                text = String(decoding: bytes, as: UTF8.self)
+            case .value(.string(let string)):
+                text = string
+            case .value(.int(let number)):
+                writer.raw("\"long\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.int(number)
+                writer.raw(UInt8(ascii: "}"))
+                continue
+            case .value(.double(let number)):
+                writer.raw("\"double\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.double(number)
+                writer.raw(UInt8(ascii: "}"))
+                continue
+            case .value(.bool(let flag)):
+                writer.raw("\"boolean\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.bool(flag)
+                writer.raw(UInt8(ascii: "}"))
+                continue
+            case .value(.date(let date)):
+                writer.raw("\"dateTime\",\"name\":"); writer.string(storedKey)
+                writer.raw(",\"value\":"); writer.timestamp(ms: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
+                writer.raw(UInt8(ascii: "}"))
+                continue
+            }
+            writer.raw("\"string\",\"name\":"); writer.string(storedKey)
+            writer.raw(",\"value\":")
+            if Rules.exceeds(text, Rules.maxPropertyLength) {
+                writer.string(String(text.prefix(Rules.maxPropertyLength)))
+                adjustments.truncatedValues.append(key)
+            } else {
+                writer.string(text)
+            }
+            writer.raw(UInt8(ascii: "}"))
+        }
+        writer.raw(UInt8(ascii: "]"))
     }
 }

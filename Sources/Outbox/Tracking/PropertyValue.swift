@@ -31,3 +31,13 @@ public enum LogFlags: Sendable, Equatable {
 
     var priority: Priority { self == .critical ? .critical : .normal }
 }
+
+/// A property value as the C interface reads it from the caller's JSON (SPEC E2): a string without escapes stays
+/// in the caller's bytes, rather than becoming a `String` (a heap allocation and a copy on the caller's thread for
+/// any text over 15 bytes) only to be copied again into the event's JSON.
+@_spi(CInterface) public enum ScannedPropertyValue {
+    case value(PropertyValue)
+    /// Well-formed UTF-8 text, valid for the duration of the `trackEvent` call. Stored exactly as
+    /// `.value(.string(String(decoding: text, as: UTF8.self)))` would be: escaped as needed, truncated the same way.
+    case utf8(UnsafeBufferPointer<UInt8>)
+}
