@@ -25,7 +25,7 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
     public var logIds: [String]
     /// What was answered (status, extra headers, body, delay) — absent for a fault action.
     public var response: Scenario.Response?
-    /// `refuse`, `reset`, `drop_after_body`, `hang`, `malformed` — absent when a response was written.
+    /// `refuse`, `reset`, `drop_before_body`, `drop_after_body`, `hang`, `malformed` — absent when a response was written.
     public var action: String?
     /// For `refuse`: how long the port stayed closed.
     public var durationSeconds: Double?
@@ -44,6 +44,7 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
         case "refuse": .refuse(durationSeconds: durationSeconds ?? 1)
         case "reset": .reset
         case "drop_after_body": .dropAfterBody
+        case "drop_before_body": .dropBeforeBody
         case "hang": .hang
         case "malformed": .malformed
         default: nil
