@@ -225,21 +225,27 @@ enum LogValidator {
     /// tape index of the first key that is in none of the slots (-1 when every key is known).
     @inline(__always)
     private static func slots(_ doc: JSONView, _ object: Int, _ keys: [(Int, StaticString)], count: Int,
-                              unknown: inout Int) -> [Int] {
+                              unknown: inout Int, present: inout UInt32) -> [Int] {
         var slots = [Int](repeating: -1, count: count)
         var firstUnknown = -1
+        var mask: UInt32 = 0
         doc.forEachMember(of: object) { key, value in
-            let known = doc.withDecodedBytes(key) { bytes -> Bool in
+            let slot = doc.withDecodedBytes(key) { bytes -> Int in
                 for (slot, literal) in keys where literal.utf8CodeUnitCount == bytes.count
                     && JSONView.bytesEqual(bytes, literal) {
-                    if slots[slot] < 0 { slots[slot] = value }
-                    return true
+                    return slot
                 }
-                return false
+                return -1
             }
-            if !known, firstUnknown < 0 { firstUnknown = key }
+            if slot < 0 {
+                if firstUnknown < 0 { firstUnknown = key }
+            } else if slots[slot] < 0 {
+                slots[slot] = value
+                mask |= 1 << UInt32(slot)
+            }
         }
         unknown = firstUnknown
+        present = mask
         return slots
     }
 
@@ -252,7 +258,8 @@ enum LogValidator {
         }
         guard doc[index].kind == .object else { throw fail("", "must be an object") }
         var unknownKey = -1
-        let f = slots(doc, index, logKeys, count: LogKey.allCases.count, unknown: &unknownKey)
+        var presentKeys: UInt32 = 0
+        let f = slots(doc, index, logKeys, count: LogKey.allCases.count, unknown: &unknownKey, present: &presentKeys)
         func slot(_ key: LogKey) -> Int? {
             let i = f[key.rawValue]
             return i >= 0 && doc[i].kind != .null ? i : nil
@@ -349,9 +356,7 @@ enum LogValidator {
         // SPEC M8: a key W does not define for this type is refused with its path — checked last, so that a
         // log with a bad known field still names that field first.
         if unknownKey >= 0 { throw fail(doc.string(unknownKey), "unknown key (not defined for \(type.rawValue) logs)") }
-        var present: UInt32 = 0
-        for key in LogKey.allCases where f[key.rawValue] >= 0 { present |= 1 << UInt32(key.rawValue) }
-        let extra = present & ~allowedKeys(type)
+        let extra = presentKeys & ~allowedKeys(type)
         if extra != 0, let key = LogKey(rawValue: extra.trailingZeroBitCount) {
             throw fail("\(key.literal)", "unknown key (not defined for \(type.rawValue) logs)")
         }
@@ -388,7 +393,8 @@ enum LogValidator {
         _ doc: JSONView, _ index: Int, _ fail: (String, String) -> ValidationFailure
     ) throws(ValidationFailure) {
         var unknown = -1
-        let d = slots(doc, index, deviceKeys, count: DeviceKey.allCases.count, unknown: &unknown)
+        var present: UInt32 = 0
+        let d = slots(doc, index, deviceKeys, count: DeviceKey.allCases.count, unknown: &unknown, present: &present)
         for key in DeviceKey.allCases {
             let i = d[key.rawValue]
             switch key {
@@ -460,13 +466,11 @@ enum LogValidator {
         guard doc[index].kind == .object else { throw fail("", "must be an object") }
         var type = -1, name = -1, value = -1, unknown = -1
         doc.forEachMember(of: index) { key, v in
-            if doc.equals(key, "type") {
-                if type < 0 { type = v }
-            } else if doc.equals(key, "name") {
-                if name < 0 { name = v }
-            } else if doc.equals(key, "value") {
-                if value < 0 { value = v }
-            } else if unknown < 0 {
+            if type < 0, doc.equals(key, "type") { type = v }
+            else if name < 0, doc.equals(key, "name") { name = v }
+            else if value < 0, doc.equals(key, "value") { value = v }
+            // Rare: a repeated key (the first counts) or an unknown one.
+            else if unknown < 0, !(doc.equals(key, "type") || doc.equals(key, "name") || doc.equals(key, "value")) {
                 unknown = key
             }
         }
