@@ -484,6 +484,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             let headers = Dictionary(response.headers, uniquingKeysWith: { a, _ in a })
             e.response = Scenario.Response(status: response.status, headers: headers,
                                            body: String(decoding: response.body, as: UTF8.self), delayMs: delayMs)
+            e.network = v.network
         case .refuse(_, let seconds):
             e.action = "refuse"
             e.durationSeconds = seconds

@@ -31,10 +31,13 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
     public var durationSeconds: Double?
     /// The scenario outcome kind when a rule (not the normal handling) decided.
     public var fault: String?
+    /// The deciding rule's network faults (SPEC M8). A replay shapes the answer with them, except for the latency:
+    /// the one drawn is already in `response.delay_ms`.
+    public var network: Scenario.Network? = nil
 
     enum CodingKeys: String, CodingKey {
         case at, method, path, install, bytes, contentEncoding = "content_encoding", logs, logIds = "log_ids",
-             response, action, durationSeconds = "duration_s", fault
+             response, action, durationSeconds = "duration_s", fault, network
     }
 
     /// The outcome to reproduce when replaying this exchange.

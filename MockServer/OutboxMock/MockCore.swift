@@ -35,6 +35,8 @@ struct HeadVerdict {
 
     /// The rate at which the body is read (SPEC M8 `kbps`), when a rule decided at the head sets one.
     var readKbps: Double?
+    /// A replayed exchange's network shaping.
+    var replayNetwork: Scenario.Network?
 }
 
 /// The scenario's (or the replay's) verdict on one request, with what the server recorded.
@@ -94,6 +96,8 @@ final class MockCore: Sendable {
                 s.replayCursor += 1
                 head.decided = exchange.replayOutcome.map { ($0, exchange.fault, nil) }
                 head.resumeAt = Int.max
+                head.replayNetwork = exchange.network
+                head.readKbps = exchange.network?.kbps
             } else {
                 let facts = RequestFacts(number: head.number, elapsedSeconds: head.elapsedSeconds, install: install,
                                          path: path, logCount: 0, logNames: [])
@@ -155,15 +159,18 @@ final class MockCore: Sendable {
             // A scenario swapped since the head arrived may have fewer rules.
             let decidingRule = rule.flatMap { $0 < s.engine.scenario.rules.count ? s.engine.scenario.rules[$0] : nil }
             let ruleUntil = decidingRule?.match.untilSeconds
-            let network = decidingRule?.network
+            let network = decidingRule?.network ?? (rule == nil ? head.replayNetwork : nil)
             var latencyMs = 0
-            if let network { latencyMs = s.engine.latencyMs(network) }
-            if let decidingRule, network != nil {
-                fault = decidingRule.faultKinds.first
-                for kind in decidingRule.faultKinds { s.faults[kind, default: 0] += 1 }
-            } else if let fault {
-                s.faults[fault, default: 0] += 1
+            if let network = decidingRule?.network { latencyMs = s.engine.latencyMs(network) }
+            var kinds: [String] = []
+            if let decidingRule, decidingRule.network != nil {
+                kinds = decidingRule.faultKinds
+                fault = kinds.first
+            } else {
+                kinds = fault.map { [$0] } ?? []
+                for kind in network?.kinds ?? [] where !kinds.contains(kind) { kinds.append(kind) }
             }
+            for kind in kinds { s.faults[kind, default: 0] += 1 }
             let accepted = r.normal.status == 200 && !r.logs.isEmpty
             var action: Verdict.Action
             var record = false
