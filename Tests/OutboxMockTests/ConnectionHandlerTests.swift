@@ -228,6 +228,19 @@ struct ConnectionHandlerTests {
         #expect(connection.core.state.withLockedValue { $0.inFlight } == 0)
     }
 
+    // SPEC M8 drop_before_body, M1: a pipelined request to drop waits its turn, so the answer before it still goes out.
+    @Test func dropBeforeBodyBehindAPipelinedRequestWaitsItsTurn() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(
+            #"{"rules":[{"match":{"requests":"1"},"respond":{"delay_ms":100}},{"match":{"requests":"2"},"action":"drop_before_body"}]}"#))
+        try connection.receive(HTTPBytes.request() + HTTPBytes.request())
+        #expect(connection.isOpen)
+        connection.advance(ms: 100)
+        #expect(try connection.responses().map(\.status) == [200])
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().logsUnique == 1)
+        #expect(connection.core.stats().faults == ["respond": 1, "drop_before_body": 1])
+    }
+
     // SPEC M8 latency_ms + jitter_ms: the answer waits latency ± jitter, added to delay_ms; the draw is seeded,
     // so the same seed gives the same wait.
     @Test func latencyWaitsOnTheLoopClock() throws {
