@@ -25,6 +25,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         var failure: BodyFailure?
         /// Holds an in-flight slot (ingestion requests) until answered, faulted or disconnected.
         var holdsSlot: Bool
+        /// Ingestion requests: the number and the verdict settled when the head arrived (SPEC M8).
+        var headVerdict: HeadVerdict?
+        /// The head's size on the wire (request line and headers), for the read rate of `kbps`.
+        var headBytes = 0
     }
 
     private let core: MockCore
@@ -42,6 +46,8 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var spareBody: ByteBuffer?
     private static let maxRetained = 4 * 1024 * 1024
     private var dateCache: (second: Int64, text: String) = (-1, "")
+    /// Reading is paused until the read rate (`kbps`) catches up with the bytes received.
+    private var readPaused = false
 
     init(core: MockCore, guardHandler: BodyLimitGuard) {
         self.core = core
@@ -55,17 +61,30 @@ final class ConnectionHandler: ChannelInboundHandler {
         guard !done else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
-            let isIngestion = !Self.path(of: head.uri).hasPrefix(ControlAPI.prefix)
+            let startNs = core.clock.monotonicNs()
+            let path = Self.path(of: head.uri)
+            let isIngestion = !path.hasPrefix(ControlAPI.prefix)
+            var headVerdict: HeadVerdict?
             if isIngestion {
-                core.beginRequest()
+                headVerdict = core.beginRequest(path: path, install: head.headers.first(name: "install-id"))
                 heldSlots += 1
             }
             let expected = head.headers.first(name: "content-length").flatMap(Int.init) ?? 0
             var body = spareBody ?? context.channel.allocator.buffer(capacity: min(max(expected, 0), 65536))
             spareBody = nil
             body.clear()
-            current = Incoming(head: head, startNs: core.clock.monotonicNs(), isIngestion: isIngestion,
-                               body: body, holdsSlot: isIngestion)
+            current = Incoming(head: head, startNs: startNs, isIngestion: isIngestion,
+                               body: body, holdsSlot: isIngestion, headVerdict: headVerdict)
+            if let headVerdict {
+                if headVerdict.dropsBeforeBody, !busy, waiting.isEmpty, let request = current {
+                    // SPEC M8: close before reading a byte of the body. A pipelined request behind others is
+                    // dropped in its turn instead, so the answers before it still go out.
+                    current = nil
+                    dropBeforeBody(request, context: context)
+                    return
+                }
+                if headVerdict.readKbps != nil { current?.headBytes = Self.wireSize(of: head) }
+            }
             if head.headers.first(name: "expect")?.lowercased() == "100-continue", !busy {
                 if expected <= core.configuration.bodyLimit {
                     context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(
@@ -81,16 +100,54 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .body(var part):
             guard current != nil, current?.failure == nil else { return }
             current?.body.writeBuffer(&part)
+            if let request = current, let kbps = request.headVerdict?.readKbps {
+                pauseReading(until: Self.due(request, bytes: guardHandler.wireBytes, kbps: kbps), context: context)
+            }
         case .end:
             guard var request = current else { return }
             current = nil
             request.wireBytes = guardHandler.wireBytes
             if busy {
                 waiting.append(request)
+            } else if let kbps = request.headVerdict?.readKbps,
+                      case let due = Self.due(request, bytes: request.wireBytes, kbps: kbps),
+                      case let now = core.clock.monotonicNs(), due > now {
+                // SPEC M8 kbps: the request is read at the rate, so it is complete no sooner than this.
+                busy = true
+                context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(due - now))) {
+                    self.busy = false
+                    self.process(request, context: context)
+                }
             } else {
                 process(request, context: context)
             }
         }
+    }
+
+    /// When the request's first `bytes` of body (after its head) have come in at `kbps`: 1 kbps = 1000 bit/s.
+    private static func due(_ request: Incoming, bytes: Int, kbps: Double) -> UInt64 {
+        request.startNs + UInt64(Double(request.headBytes + bytes) * 8 / kbps * 1_000_000)
+    }
+
+    /// Stops reading from the socket until `due`, so that the client's bytes wait in its send buffer, as they
+    /// would behind a slow link.
+    private func pauseReading(until due: UInt64, context: ChannelHandlerContext) {
+        let now = core.clock.monotonicNs()
+        guard !readPaused, due > now + 1_000_000 else { return }
+        readPaused = true
+        try? context.channel.syncOptions?.setOption(.autoRead, value: false)
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(due - now))) {
+            self.readPaused = false
+            try? context.channel.syncOptions?.setOption(.autoRead, value: true)
+            context.read()
+        }
+    }
+
+    /// The head as it came on the wire: request line, headers, blank line.
+    private static func wireSize(of head: HTTPRequestHead) -> Int {
+        var n = head.method.rawValue.utf8.count + 1 + head.uri.utf8.count + 11
+        for (name, value) in head.headers { n += name.utf8.count + 2 + value.utf8.count + 2 }
+        return n + 2
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -151,8 +208,13 @@ final class ConnectionHandler: ChannelInboundHandler {
             write(response, for: request, skewMs: core.skewMs(), context: context)
             return
         }
+        let head = request.headVerdict ?? HeadVerdict(number: 0, elapsedSeconds: 0, decided: nil, resumeAt: 0)
+        if head.dropsBeforeBody {
+            dropBeforeBody(request, context: context)
+            return
+        }
         let prepared = prepare(request)
-        let verdict = core.decide(prepared)
+        let verdict = core.decide(prepared, head: head)
         if let recorder = core.recorder { recorder.append(exchange(prepared, verdict)) }
         switch verdict.action {
         case .respond(let response, let delayMs):
@@ -183,7 +245,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             } else {
                 context.close(promise: nil)
             }
-        case .dropAfterBody:
+        case .dropAfterBody, .dropBeforeBody:
             finishFault(request, verdict)
             context.close(promise: nil)
         case .hang:
@@ -196,6 +258,22 @@ final class ConnectionHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: garbage)))
                 .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         }
+    }
+
+    /// SPEC M8 `drop_before_body`: the head was read, the body is not; nothing is recorded and nothing answered.
+    private func dropBeforeBody(_ request: Incoming, context: ChannelHandlerContext) {
+        let at = Int64((request.headVerdict?.elapsedSeconds ?? 0) * 1000)
+        let verdict = Verdict(action: .dropBeforeBody, network: nil, fault: request.headVerdict?.decided?.fault,
+                              at: at, logCount: 0, skewMs: 0)
+        if let recorder = core.recorder {
+            recorder.append(RecordedExchange(
+                at: at, method: request.head.method.rawValue, path: request.head.uri,
+                install: request.head.headers.first(name: "install-id"), bytes: 0,
+                contentEncoding: request.head.headers.first(name: "content-encoding"), logs: 0, logIds: [],
+                response: nil, action: "drop_before_body", durationSeconds: nil, fault: verdict.fault))
+        }
+        finishFault(request, verdict)
+        context.close(promise: nil)
     }
 
     private func finishFault(_ request: Incoming, _ verdict: Verdict) {
@@ -218,6 +296,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .refuse: "refuse"
         case .reset: "reset"
         case .dropAfterBody: "drop_after_body"
+        case .dropBeforeBody: "drop_before_body"
         case .hang: "hang"
         case .malformed: "malformed"
         }
@@ -231,15 +310,21 @@ final class ConnectionHandler: ChannelInboundHandler {
                         context: ChannelHandlerContext) {
         // Stats first: once the client has its answer, /_mock/stats already shows the request.
         releaseSlot(of: request, entry: entry(request, verdict, status: response.status))
-        write(response, for: request, skewMs: verdict.skewMs, context: context)
+        write(response, for: request, skewMs: verdict.skewMs, network: verdict.network, context: context)
     }
 
     private func write(_ response: HTTPResponse, for request: Incoming, skewMs: Int64,
-                       context: ChannelHandlerContext) {
+                       network: Scenario.Network? = nil, context: ChannelHandlerContext) {
         guard !done else { return }
-        let close = !request.head.isKeepAlive || request.failure != nil
+        // A byte limit or a slow close ends the connection: the answer says so.
+        let shapedClose = network?.limitBytes != nil || network?.slowCloseMs != nil
+        let close = !request.head.isKeepAlive || request.failure != nil || shapedClose
         var buffer = context.channel.allocator.buffer(capacity: 160 + response.body.count)
         response.encode(date: date(skewMs: skewMs), close: close, into: &buffer)
+        if let network, network.kbps != nil || network.sliceBytes != nil || shapedClose {
+            writeShaped(buffer, network, close: close, context: context)
+            return
+        }
         if close {
             done = true
             context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
@@ -251,6 +336,53 @@ final class ConnectionHandler: ChannelInboundHandler {
         if let next = waiting.popFirst() {
             process(next, context: context)
         }
+    }
+
+    /// SPEC M8: the answer written at `kbps`, in `slice_bytes` pieces `slice_delay_ms` apart, cut after
+    /// `limit_bytes`, and the connection held open `slow_close_ms` before it closes. Each piece is scheduled
+    /// when the one before it is written, so they go out in order.
+    private func writeShaped(_ answer: ByteBuffer, _ network: Scenario.Network, close: Bool,
+                             context: ChannelHandlerContext) {
+        var bytes = answer
+        if let limit = network.limitBytes, bytes.readableBytes > limit {
+            bytes.moveWriterIndex(to: bytes.readerIndex + limit)
+        }
+        // Without slices, a rate still writes in small pieces (a hundredth of a second each), not in one go.
+        let pieceSize = network.sliceBytes
+            ?? network.kbps.map { max(1, Int($0 * 1000 / 8 / 100)) }
+            ?? max(1, bytes.readableBytes)
+        var pieces: [(piece: ByteBuffer, waitNs: Int64)] = []
+        while bytes.readableBytes > 0, let piece = bytes.readSlice(length: min(pieceSize, bytes.readableBytes)) {
+            var waitMs = network.kbps.map { Double(piece.readableBytes) * 8 / $0 } ?? 0
+            if !pieces.isEmpty { waitMs += Double(network.sliceDelayMs ?? 0) }
+            pieces.append((piece, Int64(waitMs * 1_000_000)))
+        }
+        busy = true
+        let loop = context.eventLoop.assumeIsolated()
+        func finish() {
+            if let slowClose = network.slowCloseMs {
+                done = true
+                loop.scheduleTask(in: .milliseconds(Int64(slowClose))) { context.close(promise: nil) }
+            } else if close {
+                done = true
+                context.close(promise: nil)
+            } else {
+                busy = false
+                if let next = waiting.popFirst() { process(next, context: context) }
+            }
+        }
+        func send(_ k: Int) {
+            guard !done else { return }
+            guard k < pieces.count else { return finish() }
+            let (piece, waitNs) = pieces[k]
+            let step = {
+                guard !self.done else { return }
+                context.writeAndFlush(self.wrapOutboundOut(piece), promise: nil)
+                send(k + 1)
+            }
+            if waitNs > 0 { loop.scheduleTask(in: .nanoseconds(waitNs)) { step() } } else { step() }
+        }
+        send(0)
     }
 
     /// The `Date` header on the server's (skewed) clock, formatted once per second.
@@ -352,11 +484,13 @@ final class ConnectionHandler: ChannelInboundHandler {
             let headers = Dictionary(response.headers, uniquingKeysWith: { a, _ in a })
             e.response = Scenario.Response(status: response.status, headers: headers,
                                            body: String(decoding: response.body, as: UTF8.self), delayMs: delayMs)
+            e.network = v.network
         case .refuse(_, let seconds):
             e.action = "refuse"
             e.durationSeconds = seconds
         case .reset: e.action = "reset"
         case .dropAfterBody: e.action = "drop_after_body"
+        case .dropBeforeBody: e.action = "drop_before_body"
         case .hang: e.action = "hang"
         case .malformed: e.action = "malformed"
         }

@@ -25,16 +25,19 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
     public var logIds: [String]
     /// What was answered (status, extra headers, body, delay) — absent for a fault action.
     public var response: Scenario.Response?
-    /// `refuse`, `reset`, `drop_after_body`, `hang`, `malformed` — absent when a response was written.
+    /// `refuse`, `reset`, `drop_before_body`, `drop_after_body`, `hang`, `malformed` — absent when a response was written.
     public var action: String?
     /// For `refuse`: how long the port stayed closed.
     public var durationSeconds: Double?
     /// The scenario outcome kind when a rule (not the normal handling) decided.
     public var fault: String?
+    /// The deciding rule's network faults (SPEC M8). A replay shapes the answer with them, except for the latency:
+    /// the one drawn is already in `response.delay_ms`.
+    public var network: Scenario.Network? = nil
 
     enum CodingKeys: String, CodingKey {
         case at, method, path, install, bytes, contentEncoding = "content_encoding", logs, logIds = "log_ids",
-             response, action, durationSeconds = "duration_s", fault
+             response, action, durationSeconds = "duration_s", fault, network
     }
 
     /// The outcome to reproduce when replaying this exchange.
@@ -44,6 +47,7 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
         case "refuse": .refuse(durationSeconds: durationSeconds ?? 1)
         case "reset": .reset
         case "drop_after_body": .dropAfterBody
+        case "drop_before_body": .dropBeforeBody
         case "hang": .hang
         case "malformed": .malformed
         default: nil

@@ -98,9 +98,15 @@ enum LogValidator {
         }
         var logsIndex = -1
         var sentAtIndex = -1
+        var unknown = -1
         doc.forEachMember(of: 0) { key, value in
-            if logsIndex < 0, doc.equals(key, "logs") { logsIndex = value }
-            if sentAtIndex < 0, doc.equals(key, "sentAt") { sentAtIndex = value }
+            if doc.equals(key, "logs") {
+                if logsIndex < 0 { logsIndex = value }
+            } else if doc.equals(key, "sentAt") {
+                if sentAtIndex < 0 { sentAtIndex = value }
+            } else if unknown < 0 {
+                unknown = key
+            }
         }
         if sentAtIndex >= 0 {
             try checkTimestamp(doc, sentAtIndex) { ValidationFailure(index: nil, field: "sentAt", message: $0) }
@@ -112,6 +118,10 @@ enum LogValidator {
         logCount = Int(doc[logsIndex].count)
         guard logCount > 0 else {
             throw ValidationFailure(index: nil, field: "logs", message: "must not be empty")
+        }
+        // SPEC M8: the container holds `logs` and `sentAt`, nothing else.
+        if unknown >= 0 {
+            throw ValidationFailure(index: nil, field: doc.string(unknown), message: "unknown key (W defines logs, sentAt)")
         }
         var logs: [ValidatedLog] = []
         logs.reserveCapacity(Int(doc[logsIndex].count))
@@ -189,19 +199,53 @@ enum LogValidator {
     private static let logKeys = LogKey.allCases.map { ($0.rawValue, $0.literal) }
     private static let deviceKeys = DeviceKey.allCases.map { ($0.rawValue, $0.literal) }
 
-    /// Maps each member of an object to a slot (first occurrence wins); -1 = absent. Unknown keys are ignored.
+    /// The keys W defines for each log type (SPEC M8), as a bit set over `LogKey`: the common ones plus the
+    /// type's own. `properties` on `event` and `screen` is App Center's legacy string map.
+    private static func bits(_ keys: [LogKey]) -> UInt32 { keys.reduce(0) { $0 | 1 << UInt32($1.rawValue) } }
+    private static let commonKeys = bits([.type, .id, .timestamp, .sid, .userId, .device])
+    private static let eventKeys = commonKeys | bits([.name, .typedProperties, .category, .properties])
+    private static let endSessionKeys = commonKeys | bits([.durationMs])
+    private static let screenKeys = commonKeys | bits([.name, .path, .durationMs, .typedProperties, .properties])
+    private static let userPropertiesKeys = commonKeys | bits([.properties])
+    private static let locationKeys = commonKeys | bits([.latitude, .longitude, .accuracy])
+
     @inline(__always)
-    private static func slots(_ doc: JSONView, _ object: Int, _ keys: [(Int, StaticString)], count: Int) -> [Int] {
+    private static func allowedKeys(_ type: LogType) -> UInt32 {
+        switch type {
+        case .event: eventKeys
+        case .startSession: commonKeys
+        case .endSession: endSessionKeys
+        case .screen: screenKeys
+        case .userProperties: userPropertiesKeys
+        case .location: locationKeys
+        }
+    }
+
+    /// Maps each member of an object to a slot (first occurrence wins); -1 = absent. `unknown` receives the
+    /// tape index of the first key that is in none of the slots (-1 when every key is known).
+    @inline(__always)
+    private static func slots(_ doc: JSONView, _ object: Int, _ keys: [(Int, StaticString)], count: Int,
+                              unknown: inout Int, present: inout UInt32) -> [Int] {
         var slots = [Int](repeating: -1, count: count)
+        var firstUnknown = -1
+        var mask: UInt32 = 0
         doc.forEachMember(of: object) { key, value in
-            doc.withDecodedBytes(key) { bytes in
+            let slot = doc.withDecodedBytes(key) { bytes -> Int in
                 for (slot, literal) in keys where literal.utf8CodeUnitCount == bytes.count
                     && JSONView.bytesEqual(bytes, literal) {
-                    if slots[slot] < 0 { slots[slot] = value }
-                    return
+                    return slot
                 }
+                return -1
+            }
+            if slot < 0 {
+                if firstUnknown < 0 { firstUnknown = key }
+            } else if slots[slot] < 0 {
+                slots[slot] = value
+                mask |= 1 << UInt32(slot)
             }
         }
+        unknown = firstUnknown
+        present = mask
         return slots
     }
 
@@ -213,7 +257,9 @@ enum LogValidator {
             ValidationFailure(index: position, field: field, message: message)
         }
         guard doc[index].kind == .object else { throw fail("", "must be an object") }
-        let f = slots(doc, index, logKeys, count: LogKey.allCases.count)
+        var unknownKey = -1
+        var presentKeys: UInt32 = 0
+        let f = slots(doc, index, logKeys, count: LogKey.allCases.count, unknown: &unknownKey, present: &presentKeys)
         func slot(_ key: LogKey) -> Int? {
             let i = f[key.rawValue]
             return i >= 0 && doc[i].kind != .null ? i : nil
@@ -273,6 +319,9 @@ enum LogValidator {
             if let category = slot(.category) {
                 try validateCategory(doc, category) { fail("category" + $0, $1) }
             }
+            if let legacy = slot(.properties) {
+                try validateLegacyProperties(doc, legacy) { fail("properties" + $0, $1) }
+            }
         case .startSession:
             break
         case .endSession:
@@ -290,6 +339,9 @@ enum LogValidator {
             if let props = slot(.typedProperties) {
                 try validateTypedProperties(doc, props, min: 0) { fail("typedProperties" + $0, $1) }
             }
+            if let legacy = slot(.properties) {
+                try validateLegacyProperties(doc, legacy) { fail("properties" + $0, $1) }
+            }
         case .userProperties:
             guard let props = slot(.properties) else { throw fail("properties", "missing") }
             try validateTypedProperties(doc, props, min: 1) { fail("properties" + $0, $1) }
@@ -299,6 +351,14 @@ enum LogValidator {
             if let accuracy = slot(.accuracy) {
                 try checkNonNegative(doc, accuracy) { fail("accuracy", $0) }
             }
+        }
+
+        // SPEC M8: a key W does not define for this type is refused with its path — checked last, so that a
+        // log with a bad known field still names that field first.
+        if unknownKey >= 0 { throw fail(doc.string(unknownKey), "unknown key (not defined for \(type.rawValue) logs)") }
+        let extra = presentKeys & ~allowedKeys(type)
+        if extra != 0, let key = LogKey(rawValue: extra.trailingZeroBitCount) {
+            throw fail("\(key.literal)", "unknown key (not defined for \(type.rawValue) logs)")
         }
 
         var json: [UInt8] = []
@@ -332,7 +392,9 @@ enum LogValidator {
     private static func validateDevice(
         _ doc: JSONView, _ index: Int, _ fail: (String, String) -> ValidationFailure
     ) throws(ValidationFailure) {
-        let d = slots(doc, index, deviceKeys, count: DeviceKey.allCases.count)
+        var unknown = -1
+        var present: UInt32 = 0
+        let d = slots(doc, index, deviceKeys, count: DeviceKey.allCases.count, unknown: &unknown, present: &present)
         for key in DeviceKey.allCases {
             let i = d[key.rawValue]
             switch key {
@@ -355,6 +417,7 @@ enum LogValidator {
                 guard doc[i].kind == .string else { throw fail(key.name, "must be a string") }
             }
         }
+        if unknown >= 0 { throw fail(doc.string(unknown), "unknown key (not defined for device)") }
     }
 
     // MARK: - Typed properties (SPEC T3)
@@ -401,11 +464,15 @@ enum LogValidator {
         _ doc: JSONView, _ index: Int, _ fail: (String, String) -> ValidationFailure
     ) throws(ValidationFailure) -> Int {
         guard doc[index].kind == .object else { throw fail("", "must be an object") }
-        var type = -1, name = -1, value = -1
+        var type = -1, name = -1, value = -1, unknown = -1
         doc.forEachMember(of: index) { key, v in
             if type < 0, doc.equals(key, "type") { type = v }
             else if name < 0, doc.equals(key, "name") { name = v }
             else if value < 0, doc.equals(key, "value") { value = v }
+            // Rare: a repeated key (the first counts) or an unknown one.
+            else if unknown < 0, !(doc.equals(key, "type") || doc.equals(key, "name") || doc.equals(key, "value")) {
+                unknown = key
+            }
         }
         guard type >= 0 else { throw fail(".type", "missing") }
         guard name >= 0 else { throw fail(".name", "missing") }
@@ -429,7 +496,32 @@ enum LogValidator {
         } else {
             throw fail(".type", types)
         }
+        if unknown >= 0 { throw fail("." + doc.string(unknown), "unknown key (a typed property has type, name, value)") }
         return name
+    }
+
+    /// App Center's legacy `properties` on events and screens (SPEC M8): an object of string values, held to
+    /// T3's limits — at most 20 entries, keys of 1–125 characters, values of at most 125, keys unique.
+    private static func validateLegacyProperties(
+        _ doc: JSONView, _ index: Int, _ fail: (String, String) -> ValidationFailure
+    ) throws(ValidationFailure) {
+        guard doc[index].kind == .object else { throw fail("", "must be an object of strings") }
+        if doc[index].count > maxProperties { throw fail("", "more than \(maxProperties) properties") }
+        var keys: [Int] = []
+        var failure: ValidationFailure?
+        doc.forEachMember(of: index) { key, value in
+            guard failure == nil else { return }
+            do throws(ValidationFailure) {
+                let path = "." + doc.string(key)
+                try checkString(doc, key, min: 1, max: maxPropertyLength) { fail(path, "key " + $0) }
+                try checkString(doc, value, min: 0, max: maxPropertyLength) { fail(path, $0) }
+                for other in keys where sameString(doc, other, key) { throw fail(path, "duplicate key") }
+                keys.append(key)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
     }
 
     private static func validateCategory(

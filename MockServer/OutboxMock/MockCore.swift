@@ -21,15 +21,35 @@ struct PreparedRequest {
     var startNs: UInt64
 }
 
+/// What is settled when an ingestion request's head arrives: its number, and the verdict when a rule that
+/// needs no body (or a replayed exchange) decides there (SPEC M8).
+struct HeadVerdict {
+    var number: Int
+    var elapsedSeconds: Double
+    /// The outcome, the fault kind to record, and the rule (nil for a replayed exchange).
+    var decided: (outcome: Scenario.Outcome, fault: String?, rule: Int?)?
+    /// The first rule still to try once the body is read.
+    var resumeAt: Int
+
+    var dropsBeforeBody: Bool { decided?.outcome == .dropBeforeBody }
+
+    /// The rate at which the body is read (SPEC M8 `kbps`), when a rule decided at the head sets one.
+    var readKbps: Double?
+    /// A replayed exchange's network shaping.
+    var replayNetwork: Scenario.Network?
+}
+
 /// The scenario's (or the replay's) verdict on one request, with what the server recorded.
 struct Verdict {
     enum Action {
         case respond(HTTPResponse, delayMs: Int)
         case refuse(untilNs: UInt64, durationSeconds: Double)
-        case reset, dropAfterBody, hang, malformed
+        case reset, dropAfterBody, dropBeforeBody, hang, malformed
     }
 
     var action: Action
+    /// How the answer travels (SPEC M8): bandwidth, slices, a byte limit, a slow close. Latency is in `delayMs`.
+    var network: Scenario.Network?
     /// The scenario outcome kind when a rule or a replayed fault decided; nil for normal handling.
     var fault: String?
     /// ms since start or reset when the head arrived.
@@ -61,11 +81,37 @@ final class MockCore: Sendable {
 
     // MARK: - Requests
 
-    /// Counts a request as in flight (head read, answer not written).
-    func beginRequest() {
-        state.withLockedValue { s in
+    /// Counts a request as in flight (head read, answer not written), numbers it, and lets the rules that
+    /// need no body decide (SPEC M3, M8).
+    func beginRequest(path: String, install: String?) -> HeadVerdict {
+        let now = clock.monotonicNs()
+        return state.withLockedValue { s in
             s.inFlight += 1
             s.maxInFlight = max(s.maxInFlight, s.inFlight)
+            s.requestCount += 1
+            var head = HeadVerdict(number: s.requestCount, elapsedSeconds: s.elapsedMs(now) / 1000, decided: nil,
+                                   resumeAt: 0)
+            if s.replayCursor < replay.count {
+                let exchange = replay[s.replayCursor]
+                s.replayCursor += 1
+                head.decided = exchange.replayOutcome.map { ($0, exchange.fault, nil) }
+                head.resumeAt = Int.max
+                head.replayNetwork = exchange.network
+                head.readKbps = exchange.network?.kbps
+            } else {
+                let facts = RequestFacts(number: head.number, elapsedSeconds: head.elapsedSeconds, install: install,
+                                         path: path, logCount: 0, logNames: [])
+                switch s.engine.decideAtHead(facts) {
+                case .decided(let rule, let outcome):
+                    head.decided = (outcome, outcome.kind, rule)
+                    head.readKbps = s.engine.scenario.rules[rule].network?.kbps
+                case .deferred(let from):
+                    head.resumeAt = from
+                }
+            }
+            // A request dropped here never reaches `decide`: count its fault now.
+            if head.dropsBeforeBody, let kind = head.decided?.fault { s.faults[kind, default: 0] += 1 }
+            return head
         }
     }
 
@@ -87,32 +133,44 @@ final class MockCore: Sendable {
         return Int64((skew * 1000).rounded())
     }
 
-    /// Decides the request's fate and records what it delivered, in one critical section (SPEC M2, M3).
-    func decide(_ r: PreparedRequest) -> Verdict {
+    /// Decides the request's fate (unless its head did) and records what it delivered, in one critical
+    /// section (SPEC M2, M3, M8).
+    func decide(_ r: PreparedRequest, head: HeadVerdict) -> Verdict {
         let now = clock.monotonicNs()
         let wall = clock.wallMs()
         return state.withLockedValue { s in
-            s.requestCount += 1
             s.wireBytes += r.wireBytes
             let at = r.startNs >= s.epochNs ? Int64((r.startNs - s.epochNs) / 1_000_000) : 0
             var outcome: Scenario.Outcome?
             var fault: String?
-            var ruleUntil: Double?
-            if s.replayCursor < replay.count {
-                let exchange = replay[s.replayCursor]
-                s.replayCursor += 1
-                outcome = exchange.replayOutcome
-                fault = exchange.fault
-            } else {
-                let facts = RequestFacts(number: s.requestCount, elapsedSeconds: s.elapsedMs(now) / 1000,
+            var rule: Int?
+            if let decided = head.decided {
+                (outcome, fault, rule) = decided
+            } else if head.resumeAt < s.engine.scenario.rules.count {
+                let facts = RequestFacts(number: head.number, elapsedSeconds: s.elapsedMs(now) / 1000,
                                          install: r.install, path: r.path, logCount: r.logCount,
                                          logNames: r.logNames)
-                if let decided = s.engine.decide(facts) {
+                if let decided = s.engine.decide(facts, from: head.resumeAt) {
                     outcome = decided.outcome
                     fault = decided.outcome.kind
-                    ruleUntil = s.engine.scenario.rules[decided.rule].match.untilSeconds
+                    rule = decided.rule
                 }
             }
+            // A scenario swapped since the head arrived may have fewer rules.
+            let decidingRule = rule.flatMap { $0 < s.engine.scenario.rules.count ? s.engine.scenario.rules[$0] : nil }
+            let ruleUntil = decidingRule?.match.untilSeconds
+            let network = decidingRule?.network ?? (rule == nil ? head.replayNetwork : nil)
+            var latencyMs = 0
+            if let network = decidingRule?.network { latencyMs = s.engine.latencyMs(network) }
+            var kinds: [String] = []
+            if let decidingRule, decidingRule.network != nil {
+                kinds = decidingRule.faultKinds
+                fault = kinds.first
+            } else {
+                kinds = fault.map { [$0] } ?? []
+                for kind in network?.kinds ?? [] where !kinds.contains(kind) { kinds.append(kind) }
+            }
+            for kind in kinds { s.faults[kind, default: 0] += 1 }
             let accepted = r.normal.status == 200 && !r.logs.isEmpty
             var action: Verdict.Action
             var record = false
@@ -122,7 +180,7 @@ final class MockCore: Sendable {
                 record = accepted
             case .respond(let spec)?:
                 let response = spec.status == nil ? r.normal : Self.response(for: spec)
-                action = .respond(response, delayMs: spec.delayMs)
+                action = .respond(response, delayMs: spec.delayMs + latencyMs)
                 // Only an answer the client takes as delivered records the logs: after any other
                 // answer the client sends them again.
                 record = accepted && (200..<300).contains(response.status)
@@ -137,14 +195,14 @@ final class MockCore: Sendable {
                 record = accepted
             case .hang?: action = .hang
             case .malformed?: action = .malformed
+            case .dropBeforeBody?: action = .dropBeforeBody
             }
             if record {
                 let arrival = wall + Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded())
                 s.record(r.logs, cutoffs: r.cutoffs, install: r.install ?? "", arrivalMs: arrival)
             }
-            if let fault { s.faults[fault, default: 0] += 1 }
             if case .respond(let response, _) = action { s.statusCounts[response.status, default: 0] += 1 }
-            return Verdict(action: action, fault: fault, at: at, logCount: r.logCount,
+            return Verdict(action: action, network: network, fault: fault, at: at, logCount: r.logCount,
                            skewMs: Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded()))
         }
     }

@@ -31,16 +31,118 @@ public struct Scenario: Codable, Sendable, Equatable {
         self.rules = rules
     }
 
-    /// One rule: when `match` fits, `outcome` happens.
+    /// One rule: when `match` fits, `outcome` happens, shaped by `network` (SPEC M8). A rule with only a
+    /// `network` object has the outcome `.respond(Response())`: the normal answer, shaped.
     public struct Rule: Codable, Sendable, Equatable {
         public var match: Match
         public var outcome: Outcome
+        public var network: Network?
         public var comment: String?
 
-        public init(match: Match = Match(), outcome: Outcome, comment: String? = nil) {
+        public init(match: Match = Match(), outcome: Outcome = .respond(Response()), network: Network? = nil,
+                    comment: String? = nil) {
             self.match = match
             self.outcome = outcome
+            self.network = network
             self.comment = comment
+        }
+
+        /// The names under which this rule's faults are counted (`faults`, later `outbox_mock_faults_total{kind}`):
+        /// the outcome's kind — unless it is the plain answer a `network`-only rule shapes — then each network fault.
+        var faultKinds: [String] {
+            var kinds: [String] = []
+            if !(outcome == .respond(Response()) && network != nil) { kinds.append(outcome.kind) }
+            kinds += network?.kinds ?? []
+            return kinds
+        }
+
+        /// Decided when the request head arrives: the body is never read (drop_before_body) or is read at a
+        /// rate (kbps), so the rule must not need the body to fit.
+        var isHeadRule: Bool { outcome == .dropBeforeBody || network?.kbps != nil }
+    }
+
+    /// Network faults as fault proxies (Toxiproxy, WireMock) inject them, combined with the rule's answer
+    /// (SPEC M8): `{"latency_ms": 800, "jitter_ms": 100, "kbps": 64, "slice_bytes": 1, "slice_delay_ms": 20,
+    /// "limit_bytes": 10, "slow_close_ms": 500}`, every key optional.
+    public struct Network: Codable, Sendable, Equatable {
+        /// Added before the answer (to `respond.delay_ms`).
+        public var latencyMs: Int?
+        /// The latency varies by up to this much either way, drawn from the scenario's seeded random source.
+        public var jitterMs: Int?
+        /// Bandwidth in kilobits per second (1 kbps = 1000 bit/s): the request is read, and the answer
+        /// written, no faster.
+        public var kbps: Double?
+        /// The answer is written in pieces of this many bytes …
+        public var sliceBytes: Int?
+        /// … with this pause between pieces.
+        public var sliceDelayMs: Int?
+        /// Only this many bytes of the answer (head included) are written, then the connection closes.
+        public var limitBytes: Int?
+        /// After the answer (sent with `Connection: close`) the connection stays open this long, then closes.
+        public var slowCloseMs: Int?
+
+        public init(latencyMs: Int? = nil, jitterMs: Int? = nil, kbps: Double? = nil, sliceBytes: Int? = nil,
+                    sliceDelayMs: Int? = nil, limitBytes: Int? = nil, slowCloseMs: Int? = nil) {
+            self.latencyMs = latencyMs
+            self.jitterMs = jitterMs
+            self.kbps = kbps
+            self.sliceBytes = sliceBytes
+            self.sliceDelayMs = sliceDelayMs
+            self.limitBytes = limitBytes
+            self.slowCloseMs = slowCloseMs
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case latencyMs = "latency_ms", jitterMs = "jitter_ms", kbps, sliceBytes = "slice_bytes",
+                 sliceDelayMs = "slice_delay_ms", limitBytes = "limit_bytes", slowCloseMs = "slow_close_ms"
+        }
+
+        public init(from decoder: Decoder) throws {
+            try rejectUnknownKeys(decoder, allowed: CodingKeys.allCases.map(\.rawValue))
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            func integer(_ key: CodingKeys) throws -> Int? {
+                guard c.contains(key) else { return nil }
+                guard let value = try? c.decode(Int.self, forKey: key), value >= 0 else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key],
+                                                            debugDescription: "must be an integer ≥ 0"))
+                }
+                return value
+            }
+            latencyMs = try integer(.latencyMs)
+            jitterMs = try integer(.jitterMs)
+            if c.contains(.kbps) {
+                guard let value = try? c.decode(Double.self, forKey: .kbps), value.isFinite, value > 0 else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kbps],
+                                                            debugDescription: "must be a number > 0"))
+                }
+                kbps = value
+            }
+            sliceBytes = try integer(.sliceBytes)
+            sliceDelayMs = try integer(.sliceDelayMs)
+            limitBytes = try integer(.limitBytes)
+            slowCloseMs = try integer(.slowCloseMs)
+        }
+
+        /// The fault kinds present, as counted in `faults`.
+        var kinds: [String] {
+            var kinds: [String] = []
+            if latencyMs != nil || jitterMs != nil { kinds.append("latency") }
+            if kbps != nil { kinds.append("bandwidth") }
+            if sliceBytes != nil || sliceDelayMs != nil { kinds.append("slice") }
+            if limitBytes != nil { kinds.append("limit_bytes") }
+            if slowCloseMs != nil { kinds.append("slow_close") }
+            return kinds
+        }
+
+        /// Values decoding alone cannot check; nil when the object is fine.
+        func problem() -> String? {
+            if kinds.isEmpty {
+                return "network: needs at least one of \(CodingKeys.allCases.map(\.rawValue).joined(separator: ", "))"
+            }
+            if jitterMs != nil && latencyMs == nil { return "network.jitter_ms needs latency_ms" }
+            if sliceBytes == 0 { return "network.slice_bytes must be ≥ 1" }
+            if sliceDelayMs != nil && sliceBytes == nil { return "network.slice_delay_ms needs slice_bytes" }
+            return nil
         }
     }
 
@@ -95,6 +197,9 @@ public struct Scenario: Codable, Sendable, Equatable {
             minLogs = try c.decodeIfPresent(Int.self, forKey: .minLogs)
         }
 
+        /// Fits only once the body is read and validated.
+        var needsBody: Bool { logName != nil || minLogs != nil }
+
         /// Only a time window: such a `refuse` rule takes the port down on a timer, request or not.
         var isPureTimeWindow: Bool {
             untilSeconds != nil && requests == nil && probability == nil && install == nil && path == nil
@@ -118,6 +223,9 @@ public struct Scenario: Codable, Sendable, Equatable {
         case hang
         /// Answer bytes that are not HTTP, then close.
         case malformed
+        /// Close the connection once the request head is read, before reading the body (SPEC M8); nothing
+        /// is recorded. Decided when the head arrives.
+        case dropBeforeBody
 
         /// The name used in `faults`, `/_mock/requests` and recordings.
         public var kind: String {
@@ -128,6 +236,7 @@ public struct Scenario: Codable, Sendable, Equatable {
             case .dropAfterBody: "drop_after_body"
             case .hang: "hang"
             case .malformed: "malformed"
+            case .dropBeforeBody: "drop_before_body"
             }
         }
     }
@@ -260,6 +369,22 @@ public struct Scenario: Codable, Sendable, Equatable {
             default:
                 break
             }
+            if let network = rule.network {
+                if let problem = network.problem() { throw bad(problem) }
+                guard case .respond = rule.outcome else {
+                    throw bad("network combines with respond (or the default answer), not with action \"\(rule.outcome.kind)\"")
+                }
+            }
+            if rule.isHeadRule {
+                let what = rule.outcome == .dropBeforeBody ? "drop_before_body" : "network.kbps"
+                if m.needsBody {
+                    throw bad("\(what) is decided when the request head arrives: it cannot match on log_name or min_logs")
+                }
+                if let earlier = rules[..<i].firstIndex(where: { $0.match.needsBody }) {
+                    throw bad("\(what) is decided when the request head arrives: it cannot follow rules[\(earlier)], "
+                              + "which matches on the body (log_name or min_logs); put it first")
+                }
+            }
         }
     }
 
@@ -288,7 +413,7 @@ public struct Scenario: Codable, Sendable, Equatable {
 
 extension Scenario.Rule {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case match, respond, action, durationSeconds = "duration_s", comment
+        case match, respond, action, durationSeconds = "duration_s", network, comment
     }
 
     public init(from decoder: Decoder) throws {
@@ -299,24 +424,29 @@ extension Scenario.Rule {
         let respond = try c.decodeIfPresent(Scenario.Response.self, forKey: .respond)
         let action = try c.decodeIfPresent(String.self, forKey: .action)
         let duration = try c.decodeIfPresent(Double.self, forKey: .durationSeconds)
+        network = try c.decodeIfPresent(Scenario.Network.self, forKey: .network)
         func fail(_ message: String) -> DecodingError {
             .dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: message))
         }
         switch (respond, action) {
         case (let r?, nil):
             outcome = .respond(r)
+        case (nil, nil) where network != nil:
+            // SPEC M8: a network object alone shapes the normal answer.
+            outcome = .respond(Scenario.Response())
         case (nil, let a?):
             switch a {
             case "refuse": outcome = .refuse(durationSeconds: duration)
             case "reset": outcome = .reset
             case "drop_after_body": outcome = .dropAfterBody
+            case "drop_before_body": outcome = .dropBeforeBody
             case "hang": outcome = .hang
             case "malformed": outcome = .malformed
             default:
-                throw fail("unknown action \"\(a)\" (refuse, reset, drop_after_body, hang, malformed)")
+                throw fail("unknown action \"\(a)\" (refuse, reset, drop_before_body, drop_after_body, hang, malformed)")
             }
         default:
-            throw fail("a rule needs exactly one of \"respond\" or \"action\"")
+            throw fail("a rule needs exactly one of \"respond\" or \"action\" (or only \"network\")")
         }
         if duration != nil, case .refuse = outcome {} else if duration != nil {
             throw fail("duration_s only applies to the refuse action")
@@ -327,9 +457,10 @@ extension Scenario.Rule {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(match, forKey: .match)
         try c.encodeIfPresent(comment, forKey: .comment)
+        try c.encodeIfPresent(network, forKey: .network)
         switch outcome {
         case .respond(let r):
-            try c.encode(r, forKey: .respond)
+            if !(r == Scenario.Response() && network != nil) { try c.encode(r, forKey: .respond) }
         case .refuse(let d):
             try c.encode("refuse", forKey: .action)
             try c.encodeIfPresent(d, forKey: .durationSeconds)

@@ -39,16 +39,46 @@ struct ScenarioEngine {
         self.random = SeededRandom(seed: scenario.seed)
     }
 
-    /// The first rule that fits, with its index. Probability is drawn only for a rule whose other keys
-    /// fit, so adding a rule that never fits does not shift the draws of the others.
-    mutating func decide(_ facts: RequestFacts) -> (rule: Int, outcome: Scenario.Outcome)? {
-        for (i, rule) in scenario.rules.enumerated() where fits(rule.match, facts) {
+    /// The first rule that fits, with its index, trying the rules from `start` on (the ones before it were
+    /// tried when the head arrived). Probability is drawn only for a rule whose other keys fit, so adding a
+    /// rule that never fits does not shift the draws of the others.
+    mutating func decide(_ facts: RequestFacts, from start: Int = 0) -> (rule: Int, outcome: Scenario.Outcome)? {
+        for (i, rule) in scenario.rules.enumerated().dropFirst(start) where fits(rule.match, facts) {
             if let p = rule.match.probability {
                 guard random.nextUnit() < p else { continue }
             }
             return (i, rule.outcome)
         }
         return nil
+    }
+
+    /// What the rules say when only the head is known (SPEC M8: `drop_before_body` and `kbps` act before the
+    /// body is read). Rules are tried in order until one fits — decided — or one needs the body, from which
+    /// the decision waits for the body. Each rule is tried once per request, so the random draws are those
+    /// of a decision made in one go.
+    enum HeadDecision {
+        case decided(rule: Int, outcome: Scenario.Outcome)
+        case deferred(from: Int)
+    }
+
+    mutating func decideAtHead(_ facts: RequestFacts) -> HeadDecision {
+        for (i, rule) in scenario.rules.enumerated() {
+            if rule.match.needsBody { return .deferred(from: i) }
+            guard fits(rule.match, facts) else { continue }
+            if let p = rule.match.probability {
+                guard random.nextUnit() < p else { continue }
+            }
+            return .decided(rule: i, outcome: rule.outcome)
+        }
+        return .deferred(from: scenario.rules.count)
+    }
+
+    /// `latency_ms` ± up to `jitter_ms`, drawn from the seeded source so that a run repeats; never negative.
+    mutating func latencyMs(_ network: Scenario.Network) -> Int {
+        let latency = network.latencyMs ?? 0
+        guard let jitter = network.jitterMs, jitter > 0 else { return latency }
+        let offset = Int(random.next() % UInt64(2 * jitter + 1)) - jitter
+        return max(0, latency + offset)
     }
 
     private func fits(_ m: Scenario.Match, _ f: RequestFacts) -> Bool {

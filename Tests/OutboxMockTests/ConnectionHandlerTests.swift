@@ -212,4 +212,104 @@ struct ConnectionHandlerTests {
         #expect(!connection.isOpen)
         #expect(connection.core.stats().faults == ["malformed": 1])
     }
+
+    // MARK: - SPEC M8 network faults, on the loop's manual clock
+
+    // SPEC M8 drop_before_body: the head alone closes the connection; the body that follows is never read.
+    @Test func dropBeforeBodyClosesOnTheHead() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"action":"drop_before_body"}]}"#))
+        let request = HTTPBytes.request(body: Wire.body(Wire.events(3)))
+        let headEnd = try #require(request.firstRange(of: Array("\r\n\r\n".utf8))).upperBound
+        try connection.receive(Array(request[..<headEnd]))
+        #expect(try connection.output().isEmpty)
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().faults == ["drop_before_body": 1])
+        #expect(connection.core.stats().logsReceived == 0)
+        #expect(connection.core.state.withLockedValue { $0.inFlight } == 0)
+    }
+
+    // SPEC M8 drop_before_body, M1: a pipelined request to drop waits its turn, so the answer before it still goes out.
+    @Test func dropBeforeBodyBehindAPipelinedRequestWaitsItsTurn() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(
+            #"{"rules":[{"match":{"requests":"1"},"respond":{"delay_ms":100}},{"match":{"requests":"2"},"action":"drop_before_body"}]}"#))
+        try connection.receive(HTTPBytes.request() + HTTPBytes.request())
+        #expect(connection.isOpen)
+        connection.advance(ms: 100)
+        #expect(try connection.responses().map(\.status) == [200])
+        #expect(!connection.isOpen)
+        #expect(connection.core.stats().logsUnique == 1)
+        #expect(connection.core.stats().faults == ["respond": 1, "drop_before_body": 1])
+    }
+
+    // SPEC M8 latency_ms + jitter_ms: the answer waits latency ± jitter, added to delay_ms; the draw is seeded,
+    // so the same seed gives the same wait.
+    @Test func latencyWaitsOnTheLoopClock() throws {
+        let json = #"{"seed":3,"rules":[{"respond":{"delay_ms":100},"network":{"latency_ms":200,"jitter_ms":50}}]}"#
+        var twin = ScenarioEngine(scenario: try scenario(json))
+        let wait = 100 + twin.latencyMs(Scenario.Network(latencyMs: 200, jitterMs: 50))
+        let connection = try EmbeddedConnection(scenario: try scenario(json))
+        try connection.receive(HTTPBytes.request())
+        connection.advance(ms: Int64(wait - 1))
+        #expect(try connection.output().isEmpty)
+        connection.advance(ms: 1)
+        #expect(try connection.responses().map(\.status) == [200])
+        #expect(connection.core.stats().faults == ["respond": 1, "latency": 1])
+    }
+
+    // SPEC M8 kbps: a request of N bytes is complete no sooner than N × 8 / (kbps × 1000) s after its first byte,
+    // and the answer then goes out at the same rate, a piece per hundredth of a second.
+    @Test func bandwidthPacesReadingAndWriting() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"network":{"kbps":8}}]}"#))
+        let request = HTTPBytes.request()
+        try connection.receive(request)
+        // 8 kbps = 1 byte per ms.
+        connection.advance(ms: Int64(request.count) - 2)
+        #expect(try connection.output().isEmpty)
+        connection.advance(ms: 2)
+        // The first 10-byte piece is due 10 ms after the request is read.
+        connection.advance(ms: 10)
+        #expect(try connection.output().count == 10)
+        connection.advance(ms: 10)
+        #expect(try connection.output().count == 20)
+        connection.advance(ms: 1000)
+        #expect(try connection.responses().map(\.status) == [200])
+        #expect(connection.isOpen)
+    }
+
+    // SPEC M8 slice_bytes + slice_delay_ms: pieces of that size, that far apart; then the connection serves on.
+    @Test func slicesAreWrittenApart() throws {
+        let connection = try EmbeddedConnection(
+            scenario: try scenario(#"{"rules":[{"match":{"requests":"1"},"network":{"slice_bytes":5,"slice_delay_ms":20}}]}"#))
+        try connection.receive(HTTPBytes.request())
+        #expect(String(decoding: try connection.output(), as: UTF8.self) == "HTTP/")
+        connection.advance(ms: 19)
+        #expect(try connection.output().count == 5)
+        connection.advance(ms: 1)
+        #expect(String(decoding: try connection.output(), as: UTF8.self) == "HTTP/1.1 2")
+        connection.advance(ms: 10_000)
+        #expect(try connection.responses().map(\.status) == [200])
+        try connection.receive(HTTPBytes.request())
+        #expect(try connection.responses().map(\.status) == [200, 200])
+        #expect(connection.core.stats().faults == ["slice": 1])
+    }
+
+    // SPEC M8 limit_bytes: that many bytes of the answer, then the connection closes.
+    @Test func limitBytesWritesThatManyThenCloses() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"network":{"limit_bytes":10}}]}"#))
+        try connection.receive(HTTPBytes.request())
+        #expect(String(decoding: try connection.output(), as: UTF8.self) == "HTTP/1.1 2")
+        #expect(!connection.isOpen)
+    }
+
+    // SPEC M8 slow_close_ms: the whole answer, marked `Connection: close`, then the connection closes that much later.
+    @Test func slowCloseClosesLater() throws {
+        let connection = try EmbeddedConnection(scenario: try scenario(#"{"rules":[{"network":{"slow_close_ms":500}}]}"#))
+        try connection.receive(HTTPBytes.request())
+        let response = try #require(try connection.responses().first)
+        #expect(response.header("Connection") == "close")
+        connection.advance(ms: 499)
+        #expect(connection.isOpen)
+        connection.advance(ms: 1)
+        #expect(!connection.isOpen)
+    }
 }

@@ -60,6 +60,38 @@ struct RecordReplayTests {
         #expect(replayed.2.logsUnique == recorded.1.logsUnique + 1)
     }
 
+    // SPEC M5, M8: network faults and drop_before_body are recorded and replayed: the client sees the same bytes,
+    // and the faults are counted alike.
+    @Test func networkFaultsReplay() throws {
+        let recording = temporaryFile("network.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: recording) }
+        let scenario = try Scenario.decode(from: Data(#"""
+            {"seed": 4, "rules": [
+              {"match": {"requests": "1"}, "action": "drop_before_body"},
+              {"match": {"requests": "2"}, "network": {"limit_bytes": 12}},
+              {"match": {"requests": "3"}, "respond": {"status": 503}, "network": {"latency_ms": 5, "slice_bytes": 30}},
+              {"match": {"requests": "4"}, "network": {"slice_bytes": 50, "slow_close_ms": 1}}
+            ]}
+            """#.utf8))
+        func drive(_ port: Int) -> [String] { (0..<5).map { _ in outcome { try Wire.post(port, Wire.events(1)) } } }
+        let recorded = try withServer(.init(scenario: scenario, recordPath: recording, threads: 2)) { server in
+            (drive(server.port), server.stats().faults)
+        }
+        #expect(recorded.0 == ["closed", "malformed", "503", "200", "200"])
+        let lines = try RecordedExchange.load(path: recording)
+        #expect(lines.map(\.action) == ["drop_before_body", nil, nil, nil, nil])
+        #expect(lines[1].network == Scenario.Network(limitBytes: 12))
+        #expect(lines[2].network == Scenario.Network(latencyMs: 5, sliceBytes: 30))
+        #expect((lines[2].response?.delayMs ?? 0) == 5)
+        let replayed = try withServer(.init(replayPath: recording, threads: 2)) { server in
+            (drive(server.port), server.stats().faults)
+        }
+        #expect(replayed.0 == recorded.0)
+        #expect(replayed.1 == recorded.1)
+        #expect(recorded.1 == ["drop_before_body": 1, "limit_bytes": 1, "respond": 1, "latency": 1, "slice": 2,
+                               "slow_close": 1])
+    }
+
     // SPEC M5: the recording in Fixtures/recordings replays: 503, 429, lost ack, 200, then normal handling.
     @Test func fixtureRecordingReplays() throws {
         let dir = try #require(MockServer.scenariosDirectory()).replacingOccurrences(of: "/scenarios", with: "/recordings")

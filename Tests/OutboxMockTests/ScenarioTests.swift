@@ -340,7 +340,8 @@ struct ScenarioTests {
         let dir = try #require(MockServer.scenariosDirectory())
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".json") }.sorted()
         #expect(Set(files).isSuperset(of: ["ok.json", "flaky.json", "outage.json", "throttle.json", "lost-ack.json",
-                                           "poison.json", "unauthorized.json", "too-large.json", "skewed-clock.json"]))
+                                           "poison.json", "unauthorized.json", "too-large.json", "skewed-clock.json",
+                                           "slow-network.json", "drop-before-body.json"]))
         for file in files {
             #expect(throws: Never.self) { try Scenario.load(path: dir + "/" + file) }
         }
@@ -364,6 +365,15 @@ struct ScenarioTests {
             #expect(seen == ["closed", "closed", "200"])
             #expect(server.stats().logsDuplicate == 6)
         }
+        // SPEC M8: dropped before the body, so nothing was recorded and nothing is a duplicate.
+        try withServer(.init(scenario: try Scenario.fixture("drop-before-body"), threads: 2)) { (server: MockServer) throws in
+            let logs = Wire.events(3)
+            let seen = (0..<4).map { _ in outcome { try Wire.post(server.port, logs) } }
+            #expect(seen.prefix(3).allSatisfy { $0 == "closed" || $0 == "reset" })
+            #expect(seen.last == "200")
+            #expect(server.stats().logsDuplicate == 0)
+            #expect(server.stats().logsUnique == 3)
+        }
         try withServer(.init(scenario: try Scenario.fixture("flaky"), threads: 2)) { (server: MockServer) throws in
             let conn = try TestConnection(port: server.port)
             let statuses = try (0..<100).map { _ in try Wire.post(server.port, Wire.events(1), on: conn).status }
@@ -375,6 +385,7 @@ struct ScenarioTests {
     @Test(arguments: [
         (#"{"rules":[{"match":{"request":"1"},"respond":{"status":500}}]}"#, #"unknown key "request""#),
         (#"{"rules":[{"respond":{"status":500},"action":"reset"}]}"#, "exactly one of"),
+        (#"{"rules":[{"match":{}}]}"#, "exactly one of"),
         (#"{"rules":[{"action":"explode"}]}"#, #"unknown action "explode""#),
         (#"{"rules":[{"action":"refuse"}]}"#, "refuse needs duration_s"),
         (#"{"rules":[{"match":{"probability":1.5},"action":"reset"}]}"#, "probability"),

@@ -52,7 +52,14 @@ let validRows: [Rule] = [
     Rule("sid a UUID") { $0["sid"] = "AB5A1F3E-1111-4222-8333-123456789ABC" },
     Rule("id in upper case") { $0["id"] = UUID().uuidString },
     Rule("userId of 256 characters") { $0["userId"] = String(repeating: "u", count: 256) },
-    Rule("unknown fields are ignored") { $0["futureField"] = ["nested": [1, 2, 3]] },
+    // SPEC M8: App Center's legacy string map, the one key beyond W that events and screens may carry.
+    Rule("event with legacy properties") { $0["properties"] = ["plan": "pro"] },
+    Rule("event with 20 legacy properties of 125 characters") {
+        $0["properties"] = Dictionary(uniqueKeysWithValues: (0..<20).map {
+            (String(repeating: "k", count: 122) + String(100 + $0), String(repeating: "v", count: 125))
+        })
+    },
+    Rule("screen with legacy properties", "screen") { $0["properties"] = ["source": "search", "empty": ""] },
     Rule("name of exactly 256 characters") { $0["name"] = String(repeating: "n", count: 256) },
     Rule("name of 256 non-ASCII characters") { $0["name"] = String(repeating: "é", count: 256) },
     Rule("name with escapes") { $0["name"] = RawJSON(#""caf\u00e9 \"quoted\" \ud83d\ude00""#) },
@@ -231,6 +238,51 @@ let invalidRows: [Rule] = [
     Rule("location latitude a string", "location", field: "latitude", "must be a number") { $0["latitude"] = "48" },
     Rule("location negative accuracy", "location", field: "accuracy", "must not be negative") { $0["accuracy"] = -1 },
     Rule("log not an object", field: "", "must be an object") { $0 = ["__replace__": true] },
+    // SPEC M8: a key W does not define for the log's type is refused with its path, wherever it is.
+    Rule("unknown top-level key", field: "futureField", "unknown key (not defined for event logs)") {
+        $0["futureField"] = ["nested": [1, 2, 3]]
+    },
+    Rule("unknown key set to null", field: "foo", "unknown key (not defined for event logs)") { $0["foo"] = NSNull() },
+    Rule("another type's key on an event", field: "latitude", "unknown key (not defined for event logs)") {
+        $0["latitude"] = 1
+    },
+    Rule("durationMs on startSession", "startSession", field: "durationMs",
+         "unknown key (not defined for startSession logs)") { $0["durationMs"] = 1 },
+    Rule("name on location", "location", field: "name", "unknown key (not defined for location logs)") {
+        $0["name"] = "x"
+    },
+    Rule("typedProperties on userProperties", "userProperties", field: "typedProperties",
+         "unknown key (not defined for userProperties logs)") { $0["typedProperties"] = [[String: Any]]() },
+    Rule("unknown device key", field: "device.screenSize", "unknown key (not defined for device)") {
+        device { $0["screenSize"] = "1920x1080" }(&$0)
+    },
+    Rule("unknown typed-property key", field: "typedProperties[1].unit", "unknown key (a typed property has type, name, value)") {
+        $0["typedProperties"] = [["type": "long", "name": "a", "value": 1],
+                                 ["type": "long", "name": "b", "value": 2, "unit": "s"]]
+    },
+    // SPEC M8, T3: the legacy map within T3's limits.
+    Rule("event with 21 legacy properties", field: "properties", "more than 20 properties") {
+        $0["properties"] = Dictionary(uniqueKeysWithValues: (0..<21).map { ("k\($0)", "v") })
+    },
+    Rule("legacy properties not an object", field: "properties", "must be an object of strings") {
+        $0["properties"] = [["type": "string", "name": "a", "value": "b"]]
+    },
+    Rule("legacy property not a string", "screen", field: "properties.n", "must be a string") {
+        $0["properties"] = ["n": 3]
+    },
+    Rule("legacy property value of 126 characters", field: "properties.k", "longer than 125 characters") {
+        $0["properties"] = ["k": String(repeating: "v", count: 126)]
+    },
+    Rule("legacy property key of 126 characters", field: "properties." + String(repeating: "k", count: 126),
+         "key longer than 125 characters") {
+        $0["properties"] = [String(repeating: "k", count: 126): "v"]
+    },
+    Rule("legacy property with an empty key", field: "properties.", "key must not be empty") {
+        $0["properties"] = ["": "v"]
+    },
+    Rule("legacy property key twice", field: "properties.a", "duplicate key") {
+        $0["properties"] = RawJSON(#"{"a":"1","a":"2"}"#)
+    },
 ]
 
 private func validate(_ text: String) -> Result<[ValidatedLog], ValidationFailure> {
@@ -275,6 +327,8 @@ struct ValidationTests {
         (#"{"logs":[]}"#, "logs", "must not be empty"),
         (#"{"logs":[1]} x"#, "body", "not valid JSON: unexpected data after the JSON value at byte 13"),
         (#"{"sentAt":"yesterday","logs":[1]}"#, "sentAt", LogValidator.timestampHint),
+        // SPEC M8: the container too holds only what W defines.
+        (#"{"logs":[1],"batchId":"x"}"#, "batchId", "unknown key (W defines logs, sentAt)"),
         ("{\"logs\":[\"\u{1}\"]}", "", "not valid JSON: control character in a string at byte 10"),
     ])
     func containerIsChecked(_ body: String, _ field: String, _ message: String) {
