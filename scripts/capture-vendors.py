@@ -5,6 +5,10 @@
     .build/vendor-venv/bin/pip install segment-analytics-python==2.4.0 posthog==7.91.1 \
         snowplow-tracker==1.1.0 mixpanel==5.4.1
     .build/vendor-venv/bin/python scripts/capture-vendors.py Fixtures/vendors
+    .build/vendor-venv/bin/python scripts/capture-vendors.py --against http://127.0.0.1:8080
+
+With `--against URL` the same clients make the same calls against a running mock instead, save nothing, and
+print one JSON object: the errors each client reported (its on_error / on_failure callbacks, exceptions).
 
 Each client runs unmodified but for the host it sends to: a small capture server on 127.0.0.1 that
 answers every request 200 with `{"status":1,"results":{}}` (a reply each of them accepts, see
@@ -25,6 +29,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CAPTURED = []
 LOCK = threading.Lock()
+AGAINST = None          # the mock's URL in --against mode
+ERRORS = {}             # vendor -> error messages the clients reported
+
+
+def failed(vendor):
+    """An error callback for `vendor`'s client."""
+    def callback(*args):
+        ERRORS.setdefault(vendor, []).append(repr(args[0])[:200])
+    return callback
+
+
+def emit(directory, vendor, name, client, description, what):
+    """Saves the request the last calls made (capture mode); against a mock there is nothing to save."""
+    if AGAINST is None:
+        save(directory, vendor, name, client, description, one(take(), what))
 
 
 class Capture(BaseHTTPRequestHandler):
@@ -119,7 +138,7 @@ def capture_segment(host, directory):
     from segment.analytics import Client
     client_name = "segment-analytics-python " + analytics.VERSION
     for gz in (False, True):
-        client = Client("WK_test_123", host=host, gzip=gz)
+        client = Client("WK_test_123", host=host, gzip=gz, on_error=failed("segment"))
         if gz:
             for i in range(3):
                 client.track("user-1", "Order Completed", {"order": i, "price": 9.99, "sku": "A-1"})
@@ -133,13 +152,12 @@ def capture_segment(host, directory):
             client.track(anonymous_id="anon-42", event="Song Played", properties={"song": "Blue", "seconds": 212})
         client.flush()
         client.shutdown()
-        request = one(take(), "segment")
         if gz:
-            save(directory, "segment", "batch-gzip", client_name,
-                 "3 × track(), flush(); Client(gzip=True): /v1/batch, gzip body, Basic auth and writeKey", request)
+            emit(directory, "segment", "batch-gzip", client_name,
+                 "3 × track(), flush(); Client(gzip=True): /v1/batch, gzip body, Basic auth and writeKey", "segment")
         else:
-            save(directory, "segment", "batch-all-types", client_name,
-                 "track, identify, page, screen, group, alias, anonymous track; flush(): one /v1/batch", request)
+            emit(directory, "segment", "batch-all-types", client_name,
+                 "track, identify, page, screen, group, alias, anonymous track; flush(): one /v1/batch", "segment")
 
 
 def capture_posthog(host, directory):
@@ -154,13 +172,13 @@ def capture_posthog(host, directory):
          "3 × capture() with capture_mode='v1', capture_compression='deflate'"),
     ]
     for name, options, description in runs:
-        client = Posthog("phc_test_key_123", host=host, disable_geoip=True, **options)
+        client = Posthog("phc_test_key_123", host=host, disable_geoip=True, on_error=failed("posthog"), **options)
         for i in range(3):
             client.capture("Order Completed", distinct_id="user-1",
                            properties={"order": i, "price": 9.99, "sku": "A-1"})
         client.flush()
         client.shutdown()
-        save(directory, "posthog", name, client_name, description, one(take(), "posthog " + name))
+        emit(directory, "posthog", name, client_name, description, "posthog " + name)
 
 
 def capture_snowplow(host, directory):
@@ -168,21 +186,22 @@ def capture_snowplow(host, directory):
     from snowplow_tracker import _version
     client_name = "snowplow-tracker " + _version.__version__
     port = int(host.rsplit(":", 1)[1])
-    post = Emitter("127.0.0.1", protocol="http", port=port, method="post", batch_size=4)
+    post = Emitter("127.0.0.1", protocol="http", port=port, method="post", batch_size=4,
+                   on_failure=failed("snowplow"))
     tracker = Tracker(namespace="ns1", emitters=post, app_id="app-1", subject=Subject().set_user_id("user-1"))
     for i in range(3):
         tracker.track(SelfDescribing(SelfDescribingJson("iglu:com.acme/order_completed/jsonschema/1-0-0",
                                                         {"order": i, "price": 9.99, "sku": "A-1"})))
     tracker.track(StructuredEvent(category="shop", action="order", label="A-1", property_="p", value=9.99))
     tracker.flush()
-    save(directory, "snowplow", "tp2-post", client_name,
-         "3 self-describing events and 1 structured event, Emitter(method='post'): tp2", one(take(), "snowplow post"))
-    get = Emitter("127.0.0.1", protocol="http", port=port, method="get")
+    emit(directory, "snowplow", "tp2-post", client_name,
+         "3 self-describing events and 1 structured event, Emitter(method='post'): tp2", "snowplow post")
+    get = Emitter("127.0.0.1", protocol="http", port=port, method="get", on_failure=failed("snowplow"))
     tracker = Tracker(namespace="ns1", emitters=get, app_id="app-1", subject=Subject().set_user_id("user-1"))
     tracker.track(StructuredEvent(category="shop", action="order", label="A-1", property_="p", value=9.99))
     tracker.flush()
-    save(directory, "snowplow", "i-get", client_name,
-         "1 structured event, Emitter(method='get'): GET /i with the event in the query", one(take(), "snowplow get"))
+    emit(directory, "snowplow", "i-get", client_name,
+         "1 structured event, Emitter(method='get'): GET /i with the event in the query", "snowplow get")
 
 
 def capture_mixpanel(host, directory):
@@ -193,25 +212,36 @@ def capture_mixpanel(host, directory):
             "import_url": host + "/import"}
     mp = Mixpanel("mp_token_123", consumer=Consumer(**urls))
     mp.track("user-1", "Order Completed", {"order": 0, "price": 9.99, "sku": "A-1"})
-    save(directory, "mixpanel", "track", client_name, "track() with the default Consumer: form data=, verbose=1",
-         one(take(), "mixpanel track"))
+    emit(directory, "mixpanel", "track", client_name, "track() with the default Consumer: form data=, verbose=1",
+         "mixpanel track")
     mp.people_set("user-1", {"$email": "user-1@example.com", "plan": "pro"})
-    save(directory, "mixpanel", "engage", client_name, "people_set(): /engage", one(take(), "mixpanel engage"))
+    emit(directory, "mixpanel", "engage", client_name, "people_set(): /engage", "mixpanel engage")
     mp.group_set("company", "Acme", {"size": 40})
-    save(directory, "mixpanel", "groups", client_name, "group_set(): /groups", one(take(), "mixpanel groups"))
+    emit(directory, "mixpanel", "groups", client_name, "group_set(): /groups", "mixpanel groups")
     mp.import_data("mp_api_key", "user-1", "Order Imported", time.time() - 86400 * 10,
                    {"order": 9, "price": 9.99}, api_secret="mp_api_secret")
-    save(directory, "mixpanel", "import", client_name, "import_data() with api_secret: /import, Basic auth",
-         one(take(), "mixpanel import"))
+    emit(directory, "mixpanel", "import", client_name, "import_data() with api_secret: /import, Basic auth",
+         "mixpanel import")
     buffered = Mixpanel("mp_token_123", consumer=BufferedConsumer(**urls))
     for i in range(3):
         buffered.track("user-1", "Order Completed", {"order": i, "price": 9.99, "sku": "A-1"})
     buffered._consumer.flush()
-    save(directory, "mixpanel", "track-buffered", client_name,
-         "3 × track() with BufferedConsumer, flush(): data= holds a JSON array", one(take(), "mixpanel buffered"))
+    emit(directory, "mixpanel", "track-buffered", client_name,
+         "3 × track() with BufferedConsumer, flush(): data= holds a JSON array", "mixpanel buffered")
 
 
 def main():
+    global AGAINST
+    if len(sys.argv) > 2 and sys.argv[1] == "--against":
+        AGAINST = sys.argv[2].rstrip("/")
+        for vendor, run in [("segment", capture_segment), ("posthog", capture_posthog),
+                            ("snowplow", capture_snowplow), ("mixpanel", capture_mixpanel)]:
+            try:
+                run(AGAINST, None)
+            except Exception as error:  # Mixpanel raises what the others report through callbacks
+                failed(vendor)(error)
+        print(json.dumps({"errors": ERRORS}))
+        return
     directory = sys.argv[1] if len(sys.argv) > 1 else "Fixtures/vendors"
     server = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -39,6 +39,14 @@ public struct MockStats: Codable, Sendable, Equatable {
         public var eventsDuplicate: Int
         public var eventsRefused: Int
 
+        public init(requests: Int, eventsReceived: Int, eventsUnique: Int, eventsDuplicate: Int, eventsRefused: Int) {
+            self.requests = requests
+            self.eventsReceived = eventsReceived
+            self.eventsUnique = eventsUnique
+            self.eventsDuplicate = eventsDuplicate
+            self.eventsRefused = eventsRefused
+        }
+
         static let zero = VendorStats(requests: 0, eventsReceived: 0, eventsUnique: 0, eventsDuplicate: 0,
                                       eventsRefused: 0)
 
