@@ -285,6 +285,28 @@ struct VendorTests {
         }
     }
 
+    // SPEC V1: an encoding the mock cannot inflate is refused with 415 in the vendor's shape (PostHog v1's zstd).
+    @Test func unsupportedEncodingIsRefused() throws {
+        try withServer { (server: MockServer) throws in
+            let response = try TestConnection(port: server.port).request(
+                "POST", PostHogWire.v1Path, headers: [("Content-Type", "application/json"), ("Content-Encoding", "zstd"),
+                                                     ("Authorization", "Bearer k")], body: [0x28, 0xB5, 0x2F, 0xFD])
+            #expect(response.status == 415)
+            #expect((response.json["detail"] as? String ?? "").contains("zstd"))
+        }
+    }
+
+    // SPEC V4b: the timestamps the vendors send — RFC 3339 with any fraction and offset, epoch ms strings.
+    @Test func vendorTimestampsParse() {
+        #expect(VendorTime.iso8601Ms("2026-11-22T07:05:21.303+00:00") == 1_795_331_121_303)
+        #expect(VendorTime.iso8601Ms("2026-11-22T07:05:21.303912Z") == 1_795_331_121_303)
+        #expect(VendorTime.iso8601Ms("2026-11-22T08:05:21+01:00") == 1_795_331_121_000)
+        #expect(VendorTime.iso8601Ms("2026-11-22T07:05:21") == nil)
+        #expect(VendorTime.iso8601Ms("2026-02-30T07:05:21Z") == nil)
+        #expect(VendorTime.decimalMs("1795496456957") == 1_795_496_456_957)
+        #expect(VendorTime.decimalMs("17954.5") == nil)
+    }
+
     // SPEC V1, M7: vendors' events count in the delivery delay; OTLP's paths are known and answered 404 for now.
     @Test func delaysIncludeVendorEventsAndOTLPIsRouted() throws {
         try withServer { (server: MockServer) throws in

@@ -179,8 +179,10 @@ enum MixpanelWire {
             : doc.member(r, "$time")
         let timestamp = time.flatMap { t -> Int64? in
             guard doc[t].kind == .number, let v = doc.double(t) else { return nil }
-            // Seconds (the Python client's float) or ms: no event is stamped before 1973 in ms.
-            return v > 1e11 ? Int64(v) : Int64((v * 1000).rounded())
+            // Seconds (the Python client's float) or ms: no event is stamped before 1973 in ms. A value beyond
+            // any date (±300 000 years) has no delay to report, and would not fit in Int64.
+            let ms = (v > 1e11 ? v : v * 1000).rounded()
+            return ms.magnitude < 1e16 ? Int64(ms) : nil
         }
         let insertId = props.flatMap { doc.stringMember($0, "$insert_id") }
         return VendorEvent(key: insertId, name: doc.stringMember(r, "event"), timestampMs: timestamp,

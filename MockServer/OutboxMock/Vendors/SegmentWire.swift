@@ -93,11 +93,12 @@ enum SegmentWire {
             batch.refused += 1
             return
         }
-        let user = doc.stringMember(index, "userId") ?? doc.member(index, "userId").flatMap { v in
-            doc[v].kind == .number ? "n" : nil  // numeric ids are coerced by the service
+        // A number is an id too: the service coerces it to a string.
+        func isId(_ key: StaticString) -> Bool {
+            guard let v = doc.member(index, key) else { return false }
+            return doc[v].kind == .number || (doc[v].kind == .string && doc.characterCount(v) > 0)
         }
-        let anonymous = doc.stringMember(index, "anonymousId")
-        guard !(user ?? "").isEmpty || !(anonymous ?? "").isEmpty else {
+        guard isId("userId") || isId("anonymousId") else {
             batch.refused += 1
             return
         }
@@ -127,13 +128,5 @@ enum SegmentWire {
         }
         batch.events.append(VendorEvent(key: messageId.flatMap { $0.isEmpty ? nil : $0 }, name: name,
                                         timestampMs: timestamp, json: json))
-    }
-}
-
-extension VendorBatch {
-    func with(normal: HTTPResponse) -> VendorBatch {
-        var copy = self
-        copy.normal = normal
-        return copy
     }
 }

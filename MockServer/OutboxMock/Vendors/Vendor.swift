@@ -98,6 +98,13 @@ struct VendorBatch {
         self.injected = injected
     }
 
+    /// The same, answered with `normal` instead (a 405 with its `Allow` header).
+    func with(normal: HTTPResponse) -> VendorBatch {
+        var copy = self
+        copy.normal = normal
+        return copy
+    }
+
     /// A request refused as a whole: every event in it counts as refused.
     static func refusedWhole(_ vendor: Vendor, _ response: HTTPResponse, events: Int = 0,
                              injected: @escaping @Sendable (Int) -> HTTPResponse) -> VendorBatch {
@@ -118,6 +125,13 @@ enum VendorWires {
         if let failure {
             return .refusedWhole(vendor, error(vendor, failure.status, failure.reason, request),
                                  injected: injected(vendor, request))
+        }
+        // The pipeline inflates gzip and deflate; anything else (PostHog v1's zstd) would reach the decoder as
+        // bytes it cannot read.
+        if let encoding = head.headers.first(name: "content-encoding")?.lowercased(),
+           !["gzip", "deflate", "identity"].contains(encoding) {
+            return .refusedWhole(vendor, error(vendor, 415, "Content-Encoding \(encoding) is not supported (gzip and deflate are)",
+                                               request), injected: injected(vendor, request))
         }
         return decode(vendor, request)
     }
