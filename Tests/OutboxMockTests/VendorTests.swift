@@ -208,6 +208,20 @@ struct VendorTests {
         }
     }
 
+    // SPEC V3, M3: a lost acknowledgement (`drop_after_body`) records a vendor's events; the client's resend is
+    // absorbed as duplicates by the vendor's key.
+    @Test func lostAcknowledgementIsDeduplicatedOnResend() throws {
+        let scenario = #"{"rules":[{"match":{"requests":"1"},"action":"drop_after_body"}]}"#
+        try withServer(scenario: scenario) { (server: MockServer) throws in
+            let batch = try #require(try VendorFixture.all(.posthog).first { $0.name == "batch-v0-gzip" })
+            #expect(outcome { try batch.send(server.port) } == "closed")
+            #expect(try batch.send(server.port).status == 200)
+            #expect(server.stats().vendor(.posthog).tuple == [2, 6, 3, 3, 0])
+            // SPEC M4: the live page shows every vendor's counts.
+            #expect(LivePage.html.contains("stats.vendors"))
+        }
+    }
+
     // SPEC V4a: `requests` numbers the ingestion requests of all vendors together; control calls are not numbered.
     @Test func requestNumbersCountEveryVendor() throws {
         let scenario = #"{"rules":[{"match":{"requests":"3"},"respond":{"status":500}}]}"#
