@@ -135,8 +135,9 @@ final class MockCore: Sendable {
                 normalHandling = spec.status == nil
                 action = .respond(response, delayMs: spec.delayMs)
                 // Only an answer the client takes as delivered records the logs: after any other
-                // answer the client sends them again.
-                record = accepted && (200..<300).contains(response.status)
+                // answer the client sends them again. The normal answer (a slow healthy server) records
+                // what the healthy server does, Mixpanel's partly refused /import included.
+                record = accepted && (normalHandling || (200..<300).contains(response.status))
             case .refuse(let duration)?:
                 let elapsed = s.elapsedMs(now) / 1000
                 // duration_s, else until the rule's window ends (Scenario.check demands one of them).

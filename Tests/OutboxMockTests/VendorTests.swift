@@ -285,6 +285,21 @@ struct VendorTests {
         }
     }
 
+    // SPEC V3, X2: a rule that only delays (no status) is a slow healthy server: Mixpanel's partly refused
+    // /import still ingests its valid record.
+    @Test func delayedNormalAnswerRecordsWhatTheHealthyServerRecords() throws {
+        try withServer(scenario: #"{"rules":[{"match":{"vendor":"mixpanel"},"respond":{"delay_ms":10}}]}"#) {
+            (server: MockServer) throws in
+            let imported = #"[{"event":"I","properties":{"time":1795496457,"distinct_id":"u","$insert_id":"imp-1"}},"#
+                + #"{"event":"I","properties":{"distinct_id":"u","$insert_id":"imp-2"}}]"#
+            let response = try TestConnection(port: server.port).request(
+                "POST", "/import", headers: [("Content-Type", "application/json"), ("Authorization", "Basic c2VjcmV0Og==")],
+                body: Array(imported.utf8))
+            #expect(response.status == 400)
+            #expect(server.stats().vendor(.mixpanel).tuple == [1, 1, 1, 0, 1])
+        }
+    }
+
     // SPEC V3: Snowplow's GET /i and tp2 POST share `eid` de-duplication; a bad self-describing payload is refused.
     @Test func snowplowValidation() throws {
         try withServer { (server: MockServer) throws in
