@@ -218,6 +218,14 @@ final class Cursor: @unchecked Sendable {
     }
 }
 
+/// User and system CPU of this process (the in-process server's threads and the load client's), in seconds.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
 func run() throws {
     guard let options = Options.parse(CommandLine.arguments) else {
         print("usage: outbox-mock-bench [--url http://HOST:PORT] [--connections N] [--requests N] [--batch N] "
@@ -248,6 +256,7 @@ func run() throws {
     defer { try? group.syncShutdownGracefully() }
     FileHandle.standardError.write(Data("sending over \(options.connections) connections…\n".utf8))
     let start = DispatchTime.now()
+    let cpuStart = processCPUSeconds()
     var futures: [EventLoopFuture<[Int: Int]>] = []
     for _ in 0..<options.connections {
         let promise = group.next().makePromise(of: [Int: Int].self)
@@ -272,6 +281,7 @@ func run() throws {
         for (status, n) in try future.wait() { statuses[status, default: 0] += n }
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    let cpuSeconds = processCPUSeconds() - cpuStart
     let sent = statuses.values.reduce(0, +)
     let logs = (statuses[200] ?? 0) * options.batchSize
 
@@ -284,6 +294,7 @@ func run() throws {
     let result: [String: Any] = [
         "mode": server == nil ? "external \(host):\(port)" : "in-process (\(options.serverThreads) server threads)",
         "vendor": options.vendor ?? "appcenter", "us_per_log": (seconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000,
+        "cpu_us_per_log": (cpuSeconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000,
         "connections": options.connections, "batch_size": options.batchSize, "requests": sent, "logs": logs,
         "seconds": (seconds * 1000).rounded() / 1000,
         "requests_per_s": Int(Double(sent) / seconds), "logs_per_s": Int(Double(logs) / seconds),
