@@ -112,10 +112,15 @@ FUZZ_SEED ?= 5
 # Then the C interface's JSON readers (outbox_track's properties, outbox_open's configuration): JSON_FUZZ_ITERATIONS
 # mutated inputs (a few µs each), none of which may crash or fail without a message.
 JSON_FUZZ_ITERATIONS ?= 1000000
+# Then the mock's vendor decoders (VendorFuzzTests; `make test` runs 2 000): VENDOR_FUZZ_ITERATIONS mutated captured
+# requests of Segment, PostHog, Snowplow and Mixpanel, each of which must be answered and counted consistently.
+VENDOR_FUZZ_ITERATIONS ?= 1000000
 fuzz: deps
 	$(SWIFT) build --build-tests
 	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
+	OUTBOX_FUZZ_ITERATIONS=$(VENDOR_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
+	  $(SWIFT) test --skip-build --filter VendorFuzzTests
 	$(MAKE) c-install
 	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
 

@@ -10,6 +10,7 @@ import OutboxTestSupport
 //   swift build -c release
 //   .build/release/outbox-mock-bench                      # server in-process, on this machine
 //   .build/release/outbox-mock-bench --url http://127.0.0.1:8080 --requests 4000
+//   .build/release/outbox-mock-bench --vendor segment        # segment, posthog, snowplow or mixpanel (SPEC V)
 //
 // Batches are built and gzip-compressed before the clock starts (every log has its own id, so the
 // server de-duplicates nothing), then sent over keep-alive connections, one request in flight each.
@@ -20,6 +21,8 @@ struct Options {
     var requests = 6000
     var batchSize = 50
     var serverThreads = System.coreCount
+    /// Another vendor's wire instead of App Center's: each batch in the form its official client sends.
+    var vendor: String?
 
     static func parse(_ args: [String]) -> Options? {
         var o = Options()
@@ -35,6 +38,9 @@ struct Options {
             case "--requests": o.requests = value().flatMap(Int.init) ?? o.requests
             case "--batch": o.batchSize = value().flatMap(Int.init) ?? o.batchSize
             case "--server-threads": o.serverThreads = value().flatMap(Int.init) ?? o.serverThreads
+            case "--vendor":
+                o.vendor = value()
+                guard let v = o.vendor, VendorMaker.vendors.contains(v) else { return nil }
             case "-h", "--help": return nil
             default:
                 FileHandle.standardError.write(Data("unknown argument \(args[i])\n".utf8))
@@ -84,7 +90,8 @@ enum LogMaker {
     }
 
     /// gzip bodies, ready to write.
-    static func requests(count: Int, batchSize: Int, host: String) -> (requests: [[UInt8]], plainBytes: Int) {
+    static func requests(count: Int, batchSize: Int, host: String, vendor: String? = nil)
+        -> (requests: [[UInt8]], plainBytes: Int) {
         let chunks = 2
         final class Results: @unchecked Sendable {  // written under `lock`
             let lock = NSLock()
@@ -99,6 +106,12 @@ enum LogMaker {
             let timestamp = ISO8601DateFormatter.string(from: Date(), timeZone: TimeZone(secondsFromGMT: 0) ?? .current,
                                                         formatOptions: [.withInternetDateTime, .withFractionalSeconds])
             for r in stride(from: chunk, to: count, by: chunks) {
+                if let vendor {
+                    let body = VendorMaker.body(vendor, r: r, batchSize: batchSize, timestamp: timestamp)
+                    plainBytes += body.count
+                    out.append(VendorMaker.gzipped(vendor) ? TestGzip.compress(body) : body)
+                    continue
+                }
                 let session = UUID().uuidString.lowercased()
                 let logs = (0..<batchSize).map { log(r * batchSize + $0, session: session, user: "user-\(r % 97)",
                                                      timestamp: timestamp, rng: &rng) }
@@ -128,14 +141,19 @@ final class BenchClient: ChannelInboundHandler {
     private var statuses: [Int: Int] = [:]
     private var finished = false
 
-    init(host: String, install: String, next: @escaping @Sendable () -> [UInt8]?,
+    init(host: String, install: String, vendor: String? = nil, next: @escaping @Sendable () -> [UInt8]?,
          done: EventLoopPromise<[Int: Int]>) {
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/logs?api-version=1.0.0")
+        var head: HTTPRequestHead
+        if let vendor {
+            head = VendorMaker.head(vendor)
+        } else {
+            head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/logs?api-version=1.0.0")
+            head.headers.add(name: "Content-Type", value: "application/json")
+            head.headers.add(name: "Content-Encoding", value: "gzip")
+            head.headers.add(name: "App-Secret", value: "bench-secret")
+            head.headers.add(name: "Install-ID", value: install)
+        }
         head.headers.add(name: "Host", value: host)
-        head.headers.add(name: "Content-Type", value: "application/json")
-        head.headers.add(name: "Content-Encoding", value: "gzip")
-        head.headers.add(name: "App-Secret", value: "bench-secret")
-        head.headers.add(name: "Install-ID", value: install)
         self.head = head
         self.next = next
         self.done = done
@@ -200,10 +218,18 @@ final class Cursor: @unchecked Sendable {
     }
 }
 
+/// User and system CPU of this process (the in-process server's threads and the load client's), in seconds.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
 func run() throws {
     guard let options = Options.parse(CommandLine.arguments) else {
         print("usage: outbox-mock-bench [--url http://HOST:PORT] [--connections N] [--requests N] [--batch N] "
-              + "[--server-threads N]")
+              + "[--server-threads N] [--vendor segment|posthog|snowplow|mixpanel]")
         exit(2)
     }
     var server: MockServer?
@@ -221,7 +247,7 @@ func run() throws {
 
     FileHandle.standardError.write(Data("building \(options.requests) batches of \(options.batchSize) logs…\n".utf8))
     let (requests, plainBytes) = LogMaker.requests(count: options.requests, batchSize: options.batchSize,
-                                                   host: "\(host):\(port)")
+                                                   host: "\(host):\(port)", vendor: options.vendor)
     let wireBytes = requests.reduce(0) { $0 + $1.count }
     let cursor = Cursor(requests)
     let authority = "\(host):\(port)"
@@ -230,6 +256,7 @@ func run() throws {
     defer { try? group.syncShutdownGracefully() }
     FileHandle.standardError.write(Data("sending over \(options.connections) connections…\n".utf8))
     let start = DispatchTime.now()
+    let cpuStart = processCPUSeconds()
     var futures: [EventLoopFuture<[Int: Int]>] = []
     for _ in 0..<options.connections {
         let promise = group.next().makePromise(of: [Int: Int].self)
@@ -241,7 +268,7 @@ func run() throws {
                     try channel.pipeline.syncOperations.addHandlers([
                         HTTPRequestEncoder(),
                         ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes)),
-                        BenchClient(host: authority, install: UUID().uuidString.lowercased(),
+                        BenchClient(host: authority, install: UUID().uuidString.lowercased(), vendor: options.vendor,
                                     next: { cursor.next() }, done: promise),
                     ])
                 }
@@ -254,16 +281,20 @@ func run() throws {
         for (status, n) in try future.wait() { statuses[status, default: 0] += n }
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    let cpuSeconds = processCPUSeconds() - cpuStart
     let sent = statuses.values.reduce(0, +)
     let logs = (statuses[200] ?? 0) * options.batchSize
 
     var unique: Int?
     if let server {
-        unique = server.stats().logsUnique
+        let stats = server.stats()
+        unique = options.vendor.map { stats.vendors[$0]?.eventsUnique ?? 0 } ?? stats.logsUnique
         try server.stop()
     }
     let result: [String: Any] = [
         "mode": server == nil ? "external \(host):\(port)" : "in-process (\(options.serverThreads) server threads)",
+        "vendor": options.vendor ?? "appcenter", "us_per_log": (seconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000,
+        "cpu_us_per_log": (cpuSeconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000,
         "connections": options.connections, "batch_size": options.batchSize, "requests": sent, "logs": logs,
         "seconds": (seconds * 1000).rounded() / 1000,
         "requests_per_s": Int(Double(sent) / seconds), "logs_per_s": Int(Double(logs) / seconds),

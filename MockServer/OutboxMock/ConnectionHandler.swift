@@ -404,6 +404,27 @@ final class ConnectionHandler: ChannelInboundHandler {
             cutoffs: [], logCount: 0, logNames: [], wireBytes: request.wireBytes,
             contentEncoding: head.headers.first(name: "content-encoding"), startNs: request.startNs)
 
+        // Other vendors' wires (SPEC V1–V4) decode, validate and answer in Vendors/.
+        if let vendor = Vendor.route(path: path), vendor != .appcenter {
+            let failure: (status: Int, reason: String)? = switch request.failure {
+            case .tooLarge(let reason)?: (413, reason)
+            case .badEncoding(let reason)?: (400, reason)
+            case nil: nil
+            }
+            let batch = request.body.withUnsafeReadableBytes { raw in
+                VendorWires.decode(vendor, head: head, path: path, body: raw.bindMemory(to: UInt8.self),
+                                   failure: failure)
+            }
+            prepared.vendor = vendor
+            prepared.vendorBatch = batch
+            prepared.normal = batch.normal
+            prepared.logCount = batch.eventCount
+            prepared.logNames = batch.names
+            prepared.cutoffs = batch.events.map { $0.timestampMs.map { cutoff.cutoff(forTimestamp: $0) } ?? .max }
+            return prepared
+        }
+        if path == "/logs" { prepared.vendor = .appcenter }
+
         // The body is parsed whatever the headers say, so that `min_logs` and `log_name` rules see it.
         var check: LogValidator.BatchCheck?
         if request.failure == nil, head.method == .POST, path == "/logs" {

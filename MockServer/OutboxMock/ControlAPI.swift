@@ -57,14 +57,18 @@ enum ControlAPI {
         return HTTPResponse(status: 200, headers: [("Content-Type", "application/json")], body: Array(data))
     }
 
-    /// Unique logs in arrival order, one JSON object per line, each with `received_at` added.
+    /// Unique logs and events of every vendor in arrival order, one JSON object per line: the log or event as
+    /// received, with `vendor` and `received_at` added (SPEC X1, V3).
     static func jsonLines(logs: [StoredLog]) -> HTTPResponse {
         var out: [UInt8] = []
-        out.reserveCapacity(logs.reduce(0) { $0 + $1.json.count + 44 })
+        out.reserveCapacity(logs.reduce(0) { $0 + $1.json.count + 64 })
         for log in logs {
             guard log.json.last == UInt8(ascii: "}") else { continue }
             out.append(contentsOf: log.json.dropLast())
-            out.append(contentsOf: #","received_at":""#.utf8)
+            if log.json.count > 2 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #""vendor":""#.utf8)
+            out.append(contentsOf: log.vendor.rawValue.utf8)
+            out.append(contentsOf: #"","received_at":""#.utf8)
             out.append(contentsOf: ISOTimestamp.format(epochMs: log.receivedAtMs).utf8)
             out.append(contentsOf: "\"}\n".utf8)
         }

@@ -29,6 +29,9 @@ enum LivePage {
       .legend span { display:inline-flex; align-items:center; gap:5px; font-variant-numeric:tabular-nums; }
       .sw { width:10px; height:10px; border-radius:2px; display:inline-block; }
       table { width:100%; border-collapse:collapse; font-variant-numeric:tabular-nums; }
+      #vendors td { text-align:right; }
+      #vendors td:first-child, #vendors th:first-child { text-align:left; }
+      #vendors th { color:var(--dim); font-size:12px; font-weight:500; text-align:right; padding:3px 0; }
       td { padding:3px 0; border-bottom:1px solid #334155; }
       td:last-child { text-align:right; font-weight:600; }
       .hist { display:flex; align-items:flex-end; gap:6px; height:150px; padding-top:8px; }
@@ -59,7 +62,8 @@ enum LivePage {
       <div class="card"><h2>Status mix</h2><div class="bar" id="statusbar"></div><div class="legend" id="statuslegend"></div></div>
       <div class="card"><h2>Faults injected</h2><table id="faults"></table></div>
     </div>
-    <div class="card"><h2>Delivery delay (arrival − timestamp, unique logs)</h2>
+    <div class="card" style="margin-bottom:12px"><h2>Vendors</h2><table id="vendors"></table></div>
+    <div class="card"><h2>Delivery delay (arrival − timestamp, unique logs and events)</h2>
       <div class="hist" id="hist"></div>
       <div class="pct" id="pct"></div>
     </div>
@@ -97,6 +101,10 @@ enum LivePage {
       el("faults").innerHTML = faults.length ? faults.map(([k, n]) =>
         `<tr><td><i class="sw" style="background:var(--fault)"></i> ${k}</td><td>${fmt(n)}</td></tr>`).join("")
         : '<tr><td class="none">none</td><td></td></tr>';
+      const cols = ["requests", "events_received", "events_unique", "events_duplicate", "events_refused"];
+      el("vendors").innerHTML = "<tr><th>vendor</th>" + cols.map(c => `<th>${c.replace("events_", "")}</th>`).join("") +
+        "</tr>" + Object.entries(stats.vendors || {}).sort().map(([v, c]) =>
+          `<tr><td>${v}</td>` + cols.map(k => `<td>${fmt(c[k])}</td>`).join("") + "</tr>").join("");
       const max = Math.max(1, ...hist.buckets.map(b => b.count));
       el("hist").innerHTML = hist.buckets.map(b =>
         `<div class="col"><div class="c">${b.count ? fmt(b.count) : ""}</div>` +

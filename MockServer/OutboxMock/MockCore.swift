@@ -19,6 +19,10 @@ struct PreparedRequest {
     var wireBytes: Int
     var contentEncoding: String?
     var startNs: UInt64
+    /// Whose wire the path belongs to; nil for a path no vendor serves (App Center's 404).
+    var vendor: Vendor?
+    /// Another vendor's decoded request (its events, refusals and answers); nil for App Center.
+    var vendorBatch: VendorBatch?
 }
 
 /// What is settled when an ingestion request's head arrives: its number, and the verdict when a rule that
@@ -100,7 +104,7 @@ final class MockCore: Sendable {
                 head.readKbps = exchange.network?.kbps
             } else {
                 let facts = RequestFacts(number: head.number, elapsedSeconds: head.elapsedSeconds, install: install,
-                                         path: path, logCount: 0, logNames: [])
+                                         path: path, logCount: 0, logNames: [], vendor: Vendor.route(path: path))
                 switch s.engine.decideAtHead(facts) {
                 case .decided(let rule, let outcome):
                     head.decided = (outcome, outcome.kind, rule)
@@ -109,6 +113,8 @@ final class MockCore: Sendable {
                     head.resumeAt = from
                 }
             }
+            // Counted at the head, so that a request dropped before its body counts too (SPEC V4).
+            if let vendor = Vendor.route(path: path) { s.vendorCounts[vendor, default: .zero].requests += 1 }
             // A request dropped here never reaches `decide`: count its fault now.
             if head.dropsBeforeBody, let kind = head.decided?.fault { s.faults[kind, default: 0] += 1 }
             return head
@@ -149,7 +155,7 @@ final class MockCore: Sendable {
             } else if head.resumeAt < s.engine.scenario.rules.count {
                 let facts = RequestFacts(number: head.number, elapsedSeconds: s.elapsedMs(now) / 1000,
                                          install: r.install, path: r.path, logCount: r.logCount,
-                                         logNames: r.logNames)
+                                         logNames: r.logNames, vendor: r.vendor)
                 if let decided = s.engine.decide(facts, from: head.resumeAt) {
                     outcome = decided.outcome
                     fault = decided.outcome.kind
@@ -171,19 +177,26 @@ final class MockCore: Sendable {
                 for kind in network?.kinds ?? [] where !kinds.contains(kind) { kinds.append(kind) }
             }
             for kind in kinds { s.faults[kind, default: 0] += 1 }
-            let accepted = r.normal.status == 200 && !r.logs.isEmpty
+            // A vendor's accepted events are recorded even beside a 4xx (Mixpanel's /import ingests the
+            // valid records of a partly refused batch).
+            let accepted = r.vendorBatch.map { !$0.events.isEmpty } ?? (r.normal.status == 200 && !r.logs.isEmpty)
             var action: Verdict.Action
             var record = false
+            // Whether the healthy server's handling (and so its refusals) is what the client gets.
+            var normalHandling = false
             switch outcome {
             case nil:
                 action = .respond(r.normal, delayMs: 0)
                 record = accepted
+                normalHandling = true
             case .respond(let spec)?:
-                let response = spec.status == nil ? r.normal : Self.response(for: spec)
+                let response = spec.status == nil ? r.normal : Self.response(for: spec, batch: r.vendorBatch)
+                normalHandling = spec.status == nil
                 action = .respond(response, delayMs: spec.delayMs + latencyMs)
                 // Only an answer the client takes as delivered records the logs: after any other
-                // answer the client sends them again.
-                record = accepted && (200..<300).contains(response.status)
+                // answer the client sends them again. The normal answer (a slow healthy server) records
+                // what the healthy server does, Mixpanel's partly refused /import included.
+                record = accepted && (normalHandling || (200..<300).contains(response.status))
             case .refuse(let duration)?:
                 let elapsed = s.elapsedMs(now) / 1000
                 // duration_s, else until the rule's window ends (Scenario.check demands one of them).
@@ -193,13 +206,22 @@ final class MockCore: Sendable {
             case .dropAfterBody?:
                 action = .dropAfterBody
                 record = accepted
+                normalHandling = true
             case .hang?: action = .hang
             case .malformed?: action = .malformed
             case .dropBeforeBody?: action = .dropBeforeBody
             }
             if record {
                 let arrival = wall + Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded())
-                s.record(r.logs, cutoffs: r.cutoffs, install: r.install ?? "", arrivalMs: arrival)
+                if let batch = r.vendorBatch {
+                    s.record(vendor: batch.vendor, batch.events, cutoffs: r.cutoffs, arrivalMs: arrival)
+                } else {
+                    s.record(r.logs, cutoffs: r.cutoffs, install: r.install ?? "", arrivalMs: arrival)
+                }
+            }
+            if normalHandling {
+                let refused = r.vendorBatch?.refused ?? (r.normal.status == 400 ? r.logCount : 0)
+                if refused > 0, let vendor = r.vendor { s.vendorCounts[vendor, default: .zero].eventsRefused += refused }
             }
             if case .respond(let response, _) = action { s.statusCounts[response.status, default: 0] += 1 }
             return Verdict(action: action, network: network, fault: fault, at: at, logCount: r.logCount,
@@ -207,22 +229,35 @@ final class MockCore: Sendable {
         }
     }
 
-    static func response(for spec: Scenario.Response) -> HTTPResponse {
+    /// A scenario's answer; without a body, in the shape of the request's vendor (SPEC V2).
+    static func response(for spec: Scenario.Response, batch: VendorBatch? = nil) -> HTTPResponse {
         let status = spec.status ?? 200
         var headers = spec.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         let body: String
         if let given = spec.body {
             body = given
-        } else if (200..<300).contains(status) {
-            body = #"{"status":"Success"}"#
+        } else if let batch {
+            var shaped = batch.injected(status)
+            let named = Set(headers.map { $0.0.lowercased() })
+            shaped.headers = headers + shaped.headers.filter { !named.contains($0.0.lowercased()) }
+            return shaped
         } else {
-            body = #"{"status":"Error","reason":"\#(status) injected by the scenario"}"#
+            return appCenterResponse(status: status, headers: headers)
         }
         if !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
             let looksJSON = body.first == "{" || body.first == "["
             headers.append(("Content-Type", looksJSON ? "application/json" : "text/plain; charset=utf-8"))
         }
         return HTTPResponse(status: status, headers: headers, body: Array(body.utf8))
+    }
+
+    /// App Center's shape of an injected status: `{"status":"Success"}` or `{"status":"Error","reason":…}`.
+    static func appCenterResponse(status: Int, headers: [(String, String)] = []) -> HTTPResponse {
+        let body = (200..<300).contains(status) ? #"{"status":"Success"}"#
+            : #"{"status":"Error","reason":"\#(status) injected by the scenario"}"#
+        let typed = headers.contains { $0.0.lowercased() == "content-type" }
+        return HTTPResponse(status: status, headers: typed ? headers : headers + [("Content-Type", "application/json")],
+                            body: Array(body.utf8))
     }
 
     // MARK: - Scenario and reset

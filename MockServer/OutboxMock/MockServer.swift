@@ -152,9 +152,17 @@ public final class MockServer: Sendable {
 
     /// Unique logs in arrival order (what `GET /_mock/logs` answers).
     public func uniqueLogs() -> [MockLog] {
-        core.storedLogs().map { log in
+        core.storedLogs().filter { $0.vendor == .appcenter }.map { log in
             MockLog(id: log.id.uuidString, install: log.install, type: log.type, name: log.name,
                     receivedAtMs: log.receivedAtMs, json: String(decoding: log.json, as: UTF8.self))
+        }
+    }
+
+    /// Unique events of the other vendors in arrival order (SPEC V3; `GET /_mock/logs` lists them with App Center's).
+    public func vendorEvents() -> [MockVendorEvent] {
+        core.storedLogs().filter { $0.vendor != .appcenter }.map { log in
+            MockVendorEvent(vendor: log.vendor, name: log.name, receivedAtMs: log.receivedAtMs,
+                            json: String(decoding: log.json, as: UTF8.self))
         }
     }
 

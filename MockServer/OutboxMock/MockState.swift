@@ -9,6 +9,15 @@ struct StoredLog {
     var name: String?
     var receivedAtMs: Int64
     var json: [UInt8]
+    /// Other vendors' events are stored here too, so that `/_mock/logs` keeps one arrival order; for them
+    /// `id` is zero and `type` is `.event` (their key is inside `json`).
+    var vendor: Vendor = .appcenter
+}
+
+/// A vendor's de-duplication key, scoped by vendor (SPEC V3).
+struct VendorKey: Hashable {
+    var vendor: Vendor
+    var key: String
 }
 
 /// Everything the server has recorded since start or reset, behind one lock. Each request takes
@@ -35,6 +44,10 @@ struct RecordedState {
     var inFlight = 0
     var maxInFlight = 0
     var replayCursor = 0
+    /// Per vendor (SPEC V4). App Center's events are the `logs*` counts above; only its requests and
+    /// refusals are counted here.
+    var vendorCounts: [Vendor: MockStats.VendorStats] = [:]
+    var vendorSeen = Set<VendorKey>()
     /// Percentiles are computed from a sorted copy; reused while no log arrived.
     var percentileCache: (count: Int, value: MockStats.DelayPercentiles) = (0, .zero)
 
@@ -62,6 +75,42 @@ struct RecordedState {
         installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsUnique += unique
     }
 
+    /// Records a vendor's accepted events: de-duplication by its key, delays and late events (SPEC V3, M7).
+    mutating func record(vendor: Vendor, _ events: [VendorEvent], cutoffs: [Int64], arrivalMs: Int64) {
+        var counts = vendorCounts[vendor] ?? .zero
+        counts.eventsReceived += events.count
+        for (i, event) in events.enumerated() {
+            if let key = event.key, !vendorSeen.insert(VendorKey(vendor: vendor, key: key)).inserted {
+                counts.eventsDuplicate += 1
+                continue
+            }
+            counts.eventsUnique += 1
+            logs.append(StoredLog(id: UUIDKey.zero, install: "", type: .event, name: event.name,
+                                  receivedAtMs: arrivalMs, json: event.json, vendor: vendor))
+            guard let timestamp = event.timestampMs else { continue }
+            let delay = arrivalMs - timestamp
+            delays.append(delay)
+            histogram[DelayHistogram.bucket(of: delay)] += 1
+            if i < cutoffs.count, arrivalMs > cutoffs[i] { lateLogs += 1 }
+        }
+        vendorCounts[vendor] = counts
+    }
+
+    /// Every vendor, with zeros for those without traffic; App Center's events from the `logs*` counts.
+    var vendorStats: [String: MockStats.VendorStats] {
+        var out: [String: MockStats.VendorStats] = [:]
+        for vendor in Vendor.allCases {
+            var counts = vendorCounts[vendor] ?? .zero
+            if vendor == .appcenter {
+                counts.eventsReceived = logsReceived
+                counts.eventsUnique = seen.count
+                counts.eventsDuplicate = logsReceived - seen.count
+            }
+            out[vendor.rawValue] = counts
+        }
+        return out
+    }
+
     mutating func stats() -> MockStats {
         if percentileCache.count != delays.count {
             percentileCache = (delays.count, .of(sorted: delays.sorted()))
@@ -76,7 +125,8 @@ struct RecordedState {
             installs: installs,
             lateLogs: lateLogs,
             delayMs: percentileCache.value,
-            maxInFlight: maxInFlight)
+            maxInFlight: maxInFlight,
+            vendors: vendorStats)
     }
 
     var delayHistogram: DelayHistogram {

@@ -26,6 +26,35 @@ public struct MockStats: Codable, Sendable, Equatable {
     public var delayMs: DelayPercentiles
     /// The most ingestion requests in progress at once (head read, answer not yet written).
     public var maxInFlight: Int
+    /// Per vendor, every vendor present (zeros without traffic) (SPEC V4). `appcenter`'s events are the
+    /// `logs_*` counts; the others' delays and late events are in `delay_ms` and `late_logs` too.
+    public var vendors: [String: VendorStats]
+
+    /// One vendor's counts: ingestion requests to its paths, and its events — received in accepted
+    /// requests (duplicates included: `events_unique + events_duplicate`), and refused by validation.
+    public struct VendorStats: Codable, Sendable, Equatable {
+        public var requests: Int
+        public var eventsReceived: Int
+        public var eventsUnique: Int
+        public var eventsDuplicate: Int
+        public var eventsRefused: Int
+
+        public init(requests: Int, eventsReceived: Int, eventsUnique: Int, eventsDuplicate: Int, eventsRefused: Int) {
+            self.requests = requests
+            self.eventsReceived = eventsReceived
+            self.eventsUnique = eventsUnique
+            self.eventsDuplicate = eventsDuplicate
+            self.eventsRefused = eventsRefused
+        }
+
+        static let zero = VendorStats(requests: 0, eventsReceived: 0, eventsUnique: 0, eventsDuplicate: 0,
+                                      eventsRefused: 0)
+
+        enum CodingKeys: String, CodingKey {
+            case requests, eventsReceived = "events_received", eventsUnique = "events_unique",
+                 eventsDuplicate = "events_duplicate", eventsRefused = "events_refused"
+        }
+    }
 
     public struct InstallStats: Codable, Sendable, Equatable {
         public var logsReceived: Int
@@ -59,8 +88,54 @@ public struct MockStats: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case requests, statusCounts = "status_counts", logsReceived = "logs_received", logsUnique = "logs_unique",
              logsDuplicate = "logs_duplicate", faults, installs, lateLogs = "late_logs", delayMs = "delay_ms",
-             maxInFlight = "max_in_flight"
+             maxInFlight = "max_in_flight", vendors
     }
+
+    public init(requests: Int, statusCounts: [String: Int], logsReceived: Int, logsUnique: Int, logsDuplicate: Int,
+                faults: [String: Int], installs: [String: InstallStats], lateLogs: Int, delayMs: DelayPercentiles,
+                maxInFlight: Int, vendors: [String: VendorStats]) {
+        self.requests = requests
+        self.statusCounts = statusCounts
+        self.logsReceived = logsReceived
+        self.logsUnique = logsUnique
+        self.logsDuplicate = logsDuplicate
+        self.faults = faults
+        self.installs = installs
+        self.lateLogs = lateLogs
+        self.delayMs = delayMs
+        self.maxInFlight = maxInFlight
+        self.vendors = vendors
+    }
+
+    /// Reads stats of a server from before `vendors` existed as having none.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        requests = try c.decode(Int.self, forKey: .requests)
+        statusCounts = try c.decode([String: Int].self, forKey: .statusCounts)
+        logsReceived = try c.decode(Int.self, forKey: .logsReceived)
+        logsUnique = try c.decode(Int.self, forKey: .logsUnique)
+        logsDuplicate = try c.decode(Int.self, forKey: .logsDuplicate)
+        faults = try c.decode([String: Int].self, forKey: .faults)
+        installs = try c.decode([String: InstallStats].self, forKey: .installs)
+        lateLogs = try c.decode(Int.self, forKey: .lateLogs)
+        delayMs = try c.decode(DelayPercentiles.self, forKey: .delayMs)
+        maxInFlight = try c.decode(Int.self, forKey: .maxInFlight)
+        vendors = try c.decodeIfPresent([String: VendorStats].self, forKey: .vendors) ?? [:]
+    }
+
+    /// One vendor's counts (zeros when it had no traffic).
+    public func vendor(_ vendor: Vendor) -> VendorStats { vendors[vendor.rawValue] ?? .zero }
+}
+
+/// A unique event of any vendor, as `GET /_mock/logs` lists it.
+public struct MockVendorEvent: Sendable, Equatable {
+    public var vendor: Vendor
+    /// What `log_name` matches (SPEC V4b).
+    public var name: String?
+    /// Arrival on the server's (possibly skewed) clock, epoch ms.
+    public var receivedAtMs: Int64
+    /// The event as received, on one line.
+    public var json: String
 }
 
 /// A unique log as the server accepted it.

@@ -165,10 +165,12 @@ public struct Scenario: Codable, Sendable, Equatable {
         public var logName: String?
         /// The batch holds at least this many logs.
         public var minLogs: Int?
+        /// The request is on this vendor's wire (SPEC V, M8).
+        public var vendor: Vendor?
 
         public init(requests: RequestNumbers? = nil, afterSeconds: Double? = nil, untilSeconds: Double? = nil,
                     probability: Double? = nil, install: String? = nil, path: String? = nil,
-                    logName: String? = nil, minLogs: Int? = nil) {
+                    logName: String? = nil, minLogs: Int? = nil, vendor: Vendor? = nil) {
             self.requests = requests
             self.afterSeconds = afterSeconds
             self.untilSeconds = untilSeconds
@@ -177,11 +179,12 @@ public struct Scenario: Codable, Sendable, Equatable {
             self.path = path
             self.logName = logName
             self.minLogs = minLogs
+            self.vendor = vendor
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case requests, afterSeconds = "after_s", untilSeconds = "until_s", probability, install, path,
-                 logName = "log_name", minLogs = "min_logs"
+                 logName = "log_name", minLogs = "min_logs", vendor
         }
 
         public init(from decoder: Decoder) throws {
@@ -195,6 +198,7 @@ public struct Scenario: Codable, Sendable, Equatable {
             path = try c.decodeIfPresent(String.self, forKey: .path)
             logName = try c.decodeIfPresent(String.self, forKey: .logName)
             minLogs = try c.decodeIfPresent(Int.self, forKey: .minLogs)
+            vendor = try c.decodeIfPresent(Vendor.self, forKey: .vendor)
         }
 
         /// Fits only once the body is read and validated.
@@ -203,7 +207,7 @@ public struct Scenario: Codable, Sendable, Equatable {
         /// Only a time window: such a `refuse` rule takes the port down on a timer, request or not.
         var isPureTimeWindow: Bool {
             untilSeconds != nil && requests == nil && probability == nil && install == nil && path == nil
-                && logName == nil && minLogs == nil
+                && logName == nil && minLogs == nil && vendor == nil
         }
     }
 

@@ -10,6 +10,8 @@ struct RequestFacts {
     var logCount: Int
     /// Names of the events and screens of a valid batch (empty when the batch is invalid).
     var logNames: [String]
+    /// Whose wire the path belongs to (SPEC V, M8 `match.vendor`); nil for a path no vendor serves.
+    var vendor: Vendor? = nil
 }
 
 /// SplitMix64: tiny, fast, and the same sequence on every platform for a given seed.
@@ -97,6 +99,7 @@ struct ScenarioEngine {
         }
         if let min = m.minLogs, f.logCount < min { return false }
         if let name = m.logName, !f.logNames.contains(name) { return false }
+        if let vendor = m.vendor, f.vendor != vendor { return false }
         return true
     }
 

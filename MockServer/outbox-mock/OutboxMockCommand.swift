@@ -10,7 +10,10 @@ struct OutboxMockCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbox-mock",
         abstract: "Mock ingestion server: strict, recording, fault-injecting, replaying.",
-        discussion: "Control API and live page under http://HOST:PORT/_mock/ (stats, logs, requests, scenario, reset).")
+        discussion: "Serves App Center's POST /logs and the ingestion APIs of Segment (/v1/batch …), PostHog (/batch/, "
+            + "/i/v1/analytics/events …), Snowplow (/com.snowplowanalytics.snowplow/tp2, /i) and Mixpanel (/track, /engage, "
+            + "/groups, /import). Control API and live page under http://HOST:PORT/_mock/ (stats, logs, requests, "
+            + "scenario, reset).")
 
     @Option(help: "Port to listen on; 0 picks a free one.")
     var port: Int = 0

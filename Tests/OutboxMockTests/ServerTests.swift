@@ -59,7 +59,7 @@ struct ServerTests {
             #expect(noVersion.status == 400)
             #expect(noVersion.json["reason"] as? String == "api-version: must be 1.0.0")
             #expect(try conn.request("POST", "/logs?api-version=2.0.0", headers: Wire.headers(), body: body).status == 400)
-            #expect(try conn.request("POST", "/v1/batch", headers: Wire.headers(), body: body).status == 404)
+            #expect(try conn.request("POST", "/v2/batch", headers: Wire.headers(), body: body).status == 404)
             let get = try conn.request("GET", Wire.logsPath)
             #expect(get.status == 405)
             #expect(get.header("Allow") == "POST")
@@ -179,13 +179,13 @@ struct ServerTests {
         }
     }
 
-    // SPEC X1: /_mock/stats has exactly the X1 keys.
+    // SPEC X1, V4: /_mock/stats has exactly the X1 keys, and `vendors`.
     @Test func statsHaveExactlyTheX1Keys() throws {
         try withServer { (server: MockServer) throws in
             try Wire.post(server.port, Wire.events(2))
             let stats = try statsJSON(server.port)
             #expect(Set(stats.keys) == ["requests", "status_counts", "logs_received", "logs_unique", "logs_duplicate",
-                                        "faults", "installs", "late_logs", "delay_ms", "max_in_flight"])
+                                        "faults", "installs", "late_logs", "delay_ms", "max_in_flight", "vendors"])
             #expect(Set((stats["delay_ms"] as? [String: Any] ?? [:]).keys) == ["p50", "p90", "p99", "max"])
             let decoded = try JSONDecoder().decode(MockStats.self, from: Data(HTTP.get(server.port, "/_mock/stats").body))
             #expect(decoded == server.stats())
