@@ -42,7 +42,12 @@ DAY_MS = 86_400_000
 # enough that the backlog a few killed rounds leave never reaches it (an eviction would be a gap).
 CRASH_CAP = 4 << 20
 ROUNDS_PER_STORE = 90
-HEAD_READ_SLACK_MS = 250
+# No `outbox emit` sends a request sooner than this after its spawn (exec, loading, opening the store).
+STARTUP_MS = 15
+# How long a round waits for its phase before it kills anyway (the kill then counts in the phases under way).
+PHASE_WAIT_S = 2.0
+# Logs waiting in a crash store above which a process that is not killed delivers them first.
+DRAIN_ABOVE = 4000
 
 rng = random.Random(SEED)
 results = []          # (part, name, ok, detail)
@@ -223,13 +228,19 @@ def crash_rounds(work):
     exits = []            # when a round's process ended by itself, on the record's time base
     evictions = []
     kill_log = []         # (round, ms, target, phase flags)
+    procs = []            # (spawn, end, "kill" or "exit") of each round's process, on the record's time base
+    drains_between = 0
     timed_out = 0
     waited_out = 0
     counts = []
     start = time.monotonic()
     fd = os.open(phase_file, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        for n in range(ROUNDS):
+        # A round is one kill: a process that ends by itself before its phase came is a run without a kill, and
+        # the round goes on with the next process (at most twice as many processes as rounds).
+        n = -1
+        while len(kill_times) < ROUNDS and n + 1 < 2 * ROUNDS:
+            n += 1
             # Round-robin targets, but the phase whose count lags most goes first once the others are ahead.
             lag = min(PHASES, key=lambda p: kills[p])
             target = PHASES[n % 4] if kills[PHASES[n % 4]] <= kills[lag] + 25 else lag
@@ -237,8 +248,25 @@ def crash_rounds(work):
             if n % ROUNDS_PER_STORE == 0:
                 stores.append(os.path.join(work, f"crash-{len(stores)}.outbox"))
             store = stores[-1]
+            # Kills that come early leave a backlog; before it nears the cap (an eviction would be a gap), a
+            # process that is not killed delivers it (faults still on). It is a process like the others for the
+            # duplicates' accounting.
+            status = subprocess.run([OUTBOX, "status", "--store", store], capture_output=True, text=True)
+            backlog = 0
+            if status.returncode == 0 and status.stdout.strip():
+                st = json.loads(status.stdout)
+                backlog = st["pending_normal"] + st["pending_critical"] + st["in_flight"]
+            if backlog > DRAIN_ABOVE:
+                drain_spawn = mock.ms()
+                run_emit(store, 0, mock, "none", ["--testing", "--interval", "0.05", "--batch-size", "50",
+                                                   "--retry-intervals", "0.05,0.1,0.2,0.2,0.2,0.2", "--wait-delivered",
+                                                   "--timeout", "30", "--max-storage-bytes", str(CRASH_CAP)], env=env)
+                procs.append((drain_spawn, mock.ms(), "exit"))
+                drains_between += 1
             # A round aimed at tracking tracks a longer burst (trackEvent calls last microseconds each).
-            count = rng.randint(1500, 2500) if target == "tracking" else rng.randint(200, 800)
+            # A checkpoint needs WAL traffic (a quarter of the cap's pages): rounds aimed at it track as much.
+            count = rng.randint(1500, 2500) if target in ("tracking", "checkpoint") else rng.randint(200, 800)
+            spawn_ms = mock.ms()
             proc = subprocess.Popen(
                 emit_args(store, count, mock, f"r{n}",
                           ["--testing", "--interval", "0.05", "--batch-size", str(rng.choice([10, 25, 50])),
@@ -248,8 +276,8 @@ def crash_rounds(work):
                 stdout=open(out_path, "w"), stderr=open(err_path, "w"), env=env)
             counts.append(count)
             # A random earliest moment, then the first instant the target phase is seen.
-            not_before = time.monotonic() + rng.uniform(0.0, 0.25 if target == "tracking" else 0.4)
-            deadline = time.monotonic() + 6.0
+            not_before = time.monotonic() + rng.uniform(0.0, 0.05 if target == "tracking" else 0.4)
+            deadline = time.monotonic() + PHASE_WAIT_S
             while True:
                 if proc.poll() is not None:
                     break
@@ -265,6 +293,7 @@ def crash_rounds(work):
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 kill_times.append(kill_ms)
+                procs.append((spawn_ms, kill_ms, "kill"))
                 flags = os.pread(fd, 4, 0)
                 kill_log.append((n, round(kill_ms), target, flags.decode()))
                 active = [p for i, p in enumerate(PHASES) if flags[i:i + 1] == b"1"]
@@ -276,6 +305,7 @@ def crash_rounds(work):
             else:
                 natural_exits += 1
                 exits.append(mock.ms())
+                procs.append((spawn_ms, exits[-1], "exit"))
                 # A round that ends by itself exits 0, having delivered everything or waited out its --timeout
                 # (a channel disabled after its last retry, SPEC R5, waits for the next start).
                 if proc.returncode != 0:
@@ -295,7 +325,8 @@ def crash_rounds(work):
                     if "evicted the oldest logs" in line:
                         evictions.append((n, line.strip()[-200:]))
             if (n + 1) % 100 == 0:
-                print(f"     crash: {n + 1}/{ROUNDS} rounds, kills {kills}, {elapsed(start):.0f} s", flush=True)
+                print(f"     crash: {len(kill_times)}/{ROUNDS} rounds (kills), {n + 1} processes, kills {kills}, "
+                      f"{elapsed(start):.0f} s", flush=True)
         # The final drain: no faults, everything stored is delivered.
         mock.set_scenario({"seed": 1, "rules": []})
         drains = []
@@ -309,8 +340,9 @@ def crash_rounds(work):
         os.close(fd)
         mock.stop()
     duration = elapsed(start)
-    check(part, f"{ROUNDS} rounds ran, {len(kill_times)} kill -9", len(kill_times) + natural_exits == ROUNDS,
-          f"{natural_exits} ended before their kill, {waited_out} killed after waiting 6 s for the phase, {duration:.0f} s")
+    check(part, f"{ROUNDS} rounds of kill -9", len(kill_times) == ROUNDS,
+          f"{len(kill_times)} kills in {len(procs)} processes: {natural_exits} ended by themselves before their phase "
+          f"came, {waited_out} killed after waiting {PHASE_WAIT_S:.0f} s for it; {duration:.0f} s")
     check(part, "every round that ended by itself exited 0", not failed_exits,
           f"{len(failed_exits)} did not: {failed_exits[:3]}")
     for p in PHASES:
@@ -337,8 +369,7 @@ def crash_rounds(work):
           f"logs_unique {stats['logs_unique']}, lines {len(logs)}")
     # Duplicates: every acceptance of a log after its first must follow an acceptance whose answer the client
     # never had: a lost acknowledgement, or an answer within 1 s before a kill (or a request still in flight at it).
-    ends = sorted([(t, "kill") for t in kill_times] + [(t, "exit") for t in exits])
-    end_times = [t for t, _ in ends]
+    spawns = [p[0] for p in procs]
     seen = {}
     dup_total = 0
     explained = {"lost acknowledgement": 0, "answered <= 1 s before a kill": 0, "in flight at a kill": 0,
@@ -357,15 +388,14 @@ def crash_rounds(work):
             if prev.get("action") == "drop_after_body":
                 explained["lost acknowledgement"] += 1
                 continue
-            # The first end of a process at or after the request arrived: its answer was lost with the process if
-            # the end came before the answer, or the answer came so shortly before a kill that the deletion of
-            # the delivered rows had not committed yet.
-            # The mock stamps a request when its event loop reads the head, which on a loaded machine can come a
-            # little after the sender was killed (the bytes were already in the socket): ends up to
-            # HEAD_READ_SLACK_MS before `at` count as ends with the request in flight.
+            # The sender: the last process started at least STARTUP_MS before the request (processes run one
+            # after another, and none sends sooner after its start). Its answer was lost with the process if the
+            # process ended before the answer, or came so shortly before a kill that the deletion of the
+            # delivered rows had not committed yet. The mock stamps a request (`at`) when its event loop reads
+            # the head, which on a loaded machine can be after the sender's death (the bytes were in the socket).
             answer = answered_at(prev)
-            i = bisect.bisect_left(end_times, prev["at"] - HEAD_READ_SLACK_MS)
-            end, kind = ends[i] if i < len(ends) else (None, None)
+            i = bisect.bisect_right(spawns, prev["at"] - STARTUP_MS) - 1
+            end, kind = (procs[i][1], procs[i][2]) if i >= 0 else (None, None)
             if end is not None and end <= answer + 20:
                 explained["in flight at a kill" if kind == "kill" else
                           "in flight when its process exited (C8: shutdown cancels it)"] += 1
@@ -382,7 +412,7 @@ def crash_rounds(work):
            if unexplained else ""))
     with open(os.path.join(work, "crash.kills.json"), "w") as f:
         json.dump({"kills": kill_log, "exits": exits}, f)
-    report["crash"] = dict(rounds=ROUNDS, kills=len(kill_times), natural=natural_exits, waited_out=waited_out,
+    report["crash"] = dict(drains_between=drains_between, rounds=ROUNDS, kills=len(kill_times), natural=natural_exits, waited_out=waited_out,
                            timed_out=timed_out,
                            kills_per_phase=kills, primary=primary, logs=len(logs), runs=len(runs),
                            tracked_per_round=(min(counts), max(counts)), failed_exits=failed_exits, duplicates=dup_total, explained=explained,
@@ -719,7 +749,7 @@ def soak(work):
     try:
         proc = subprocess.Popen(emit_args(store, n, mock, "soak",
                                           ["--rate", str(rate), "--testing", "--interval", "1", "--critical-every", "50",
-                                           "--retry-intervals", "0.5,1,2", "--payload-bytes", "300",
+                                           "--retry-intervals", "0.5,1,2,2,2,2,2,2", "--payload-bytes", "300",
                                            "--wait-delivered", "--timeout", "120"]),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         start = time.monotonic()
@@ -799,12 +829,13 @@ def write_report(total_s):
     c = report.get("crash")
     if c:
         lines += ["", "## Crash rounds", "",
-                  f"{c['rounds']} rounds of `outbox emit`, {ROUNDS_PER_STORE} rounds per store (SPEC T4: 200 event names per install) (200–800 events each, 1500–2500 when aimed at tracking; batches of 10/25/50, "
+                  f"{c['rounds']} rounds of `outbox emit` killed with SIGKILL, {ROUNDS_PER_STORE} processes per store (SPEC T4: 200 event names per install) (200–800 events each, 1500–2500 when aimed at tracking or a checkpoint; batches of 10/25/50, "
                   f"every 9th critical, a 4 MiB cap so that checkpoints come often) on one store against `outbox-mock` with 8 % lost "
                   f"acknowledgements, 20 % 503s and 25 % answers delayed 120 ms; {c['kills']} `kill -9`, "
-                  f"{c['natural']} rounds ended by themselves before their kill ({c['timed_out']} of them at their 10 s "
-                  f"`--timeout` with logs left for the next round), {c['waited_out']} killed after waiting "
-                  f"6 s for their phase; {c['seconds']:.0f} s.", "",
+                  f"{c['natural']} more processes ended by themselves before their phase came ({c['timed_out']} of them at their 10 s "
+                  f"`--timeout` with logs left for the next round), {c['drains_between']} processes not killed delivered a backlog above "
+                  f"{DRAIN_ABOVE} logs, {c['waited_out']} killed after waiting "
+                  f"{PHASE_WAIT_S:.0f} s for their phase; {c['seconds']:.0f} s.", "",
                   "Kills per phase (read from `OUTBOX_TESTING_PHASE_FILE` right after each kill; phases overlap, so a "
                   "kill counts in each phase under way at that instant — a checkpoint always runs inside a commit):", "",
                   "| phase | kills while under way | kills where it was the innermost phase |", "|---|---|---|"]
@@ -818,9 +849,12 @@ def write_report(total_s):
                   ", ".join(f"{k}: {v}" for k, v in c["explained"].items()) + f"; unexplained: {c['unexplained']}. "
                   "A duplicate is explained when the previous acceptance of the same log id was a lost acknowledgement "
                   "(`drop_after_body`), or was answered at most 1 s before a kill, or was still in flight at a kill "
-                  "(the mock records a batch before a delayed answer goes out; a killed client never reads it). The mock "
-                  f"stamps a request (`at`) when it reads its head: a kill up to {HEAD_READ_SLACK_MS} ms before that "
-                  "stamp counts as a kill with the request in flight (its bytes were in the socket before the kill)."]
+                  "(the mock records a batch before a delayed answer goes out; a killed client never reads it). The sender "
+                  f"of a request is the last process spawned at least {STARTUP_MS} ms before the mock read its head "
+                  "(the rounds' processes run one after another); the mock may read a killed sender's request after "
+                  "the kill, its bytes being in the socket already. \"In flight when its process exited\": a round "
+                  "that ended by itself (everything delivered, or its `--timeout`) with a request still out, which "
+                  "shutdown cancels (SPEC C8)."]
     d = report.get("disk")
     if d:
         lines += ["", "## Full disk", "", f"A {d.get('size_mib', '?')} MiB tmpfs (root): " + json.dumps(d)]
