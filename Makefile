@@ -13,7 +13,7 @@ C_PREFIX ?= $(CURDIR)/.build/c-prefix
 NODE ?= node
 export NODE
 
-.PHONY: deps build test unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address screenshot clean
+.PHONY: deps build test unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -137,6 +137,15 @@ sanitize-thread: deps
 
 sanitize-address: deps
 	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
+
+# Issue 18: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped and a soak, against
+# the release CLI and mock; writes torture/REPORT.md and torture/soak.svg. Not part of `make test` (about 30 min).
+# TORTURE_ROUNDS (1000) and TORTURE_SOAK_S (120) scale it.
+torture: deps
+	$(call install-missing,python3,torture)
+	$(SWIFT) build -c release --product outbox
+	$(SWIFT) build -c release --product outbox-mock
+	python3 scripts/torture/torture.py
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps

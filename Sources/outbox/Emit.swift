@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Outbox
 import OutboxMock
+import Synchronization
 
 /// SPEC X3: tracks N events and prints what happened as one JSON object.
 struct Emit: ParsableCommand {
@@ -26,6 +27,9 @@ struct Emit: ParsableCommand {
     @Option(help: "Extra CA bundle (PEM) for an HTTPS endpoint.") var caFile: String?
     @Option(help: "Body compression: fast (default) or zlib:LEVEL, LEVEL 1–9 (SPEC W1).") var compression: String?
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
+    @Option(help: ArgumentHelp(
+        "Testing only: a file holding a wall-clock offset in milliseconds (an integer, may be negative), re-read every 100 ms and added to the engine's wall clock (not to its boot clock). Also OUTBOX_TESTING_CLOCK_OFFSET_FILE.",
+        valueName: "path")) var testingClockOffsetFile: String?
     @OptionGroup var logging: LoggingOptions
 
     /// SPEC X7: the padding is spread over string properties of at most 125 characters (T3), and an event keeps
@@ -47,6 +51,16 @@ struct Emit: ParsableCommand {
         if let interval { _ = try Self.duration(seconds: interval, option: "--interval") }
         _ = try parsedRetryIntervals()
         _ = try parsedCompression()
+        if let path = clockOffsetPath, OffsetFileClock.read(path: path) == nil {
+            throw ValidationError("--testing-clock-offset-file: \(path) must hold an integer number of milliseconds")
+        }
+    }
+
+    /// The option, else the environment variable (a testing hook like OUTBOX_TESTING_PHASE_FILE).
+    var clockOffsetPath: String? {
+        if let testingClockOffsetFile { return testingClockOffsetFile }
+        guard let value = getenv(OffsetFileClock.environmentVariable), value[0] != 0 else { return nil }
+        return String(cString: value)
     }
 
     func parsedCompression() throws -> BodyCompression? {
@@ -83,6 +97,7 @@ struct Emit: ParsableCommand {
         var configuration = Configuration(storePath: store)
         configuration.logger = try logging.makeLogger()
         configuration.testingAllowsValuesBelowBounds = testing
+        if let path = clockOffsetPath { configuration.clock = OffsetFileClock(path: path) }
         // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
         configuration.sessionTracking = .manual
         if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
@@ -147,5 +162,48 @@ struct Emit: ParsableCommand {
             ("pending", status.pendingNormal + status.pendingCritical + status.inFlight), ("retries", status.retries),
             ("disabled", status.disabledReason != nil),
         ])
+    }
+}
+
+/// Testing (`make torture`'s clock jumps): the machine's clocks with the wall clock moved by an offset read from a
+/// file, so that a driver can step the engine's wall clock while it runs, as an NTP step would, and leave its boot
+/// clock alone (faketime would move both). The file is re-read at most every `rereadNs` of boot time; a file that
+/// cannot be read or parsed keeps the last offset.
+final class OffsetFileClock: OutboxClock, Sendable {
+    static let environmentVariable = "OUTBOX_TESTING_CLOCK_OFFSET_FILE"
+    static let rereadNs: Int64 = 100_000_000
+    private let path: String
+    private let system = SystemClock()
+    private let state: Mutex<(offsetMs: Int64, readAtNs: Int64?)>
+
+    init(path: String) {
+        self.path = path
+        state = Mutex((Self.read(path: path) ?? 0, nil))
+    }
+
+    func wallMs() -> Int64 {
+        let now = system.monoNs()
+        let offset = state.withLock { state -> Int64 in
+            if let readAt = state.readAtNs, now - readAt < Self.rereadNs { return state.offsetMs }
+            if let value = Self.read(path: path) { state.offsetMs = value }
+            state.readAtNs = now
+            return state.offsetMs
+        }
+        return system.wallMs() + offset
+    }
+
+    func monoNs() -> Int64 { system.monoNs() }
+
+    /// The integer in the file (surrounding spaces and newlines ignored), or nil.
+    static func read(path: String) -> Int64? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard count > 0, count < buffer.count else { return nil }
+        let words = String(decoding: buffer[0..<count], as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard words.count == 1, let word = words.first else { return nil }
+        return Int64(word)
     }
 }

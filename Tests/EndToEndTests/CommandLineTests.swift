@@ -32,6 +32,7 @@ struct CommandLineTests {
         (["--compression", "lz4"], "--compression"),
         (["--count", "-1"], "--count"),
         (["--wait-delivered"], "--wait-delivered"),
+        (["--testing-clock-offset-file", "/nonexistent/outbox-clock-offset"], "--testing-clock-offset-file"),
     ])
     func badEmitArgumentsExitNonZeroNamingTheOption(extra: [String], option: String) throws {
         let dir = TempDirectory(); defer { dir.remove() }

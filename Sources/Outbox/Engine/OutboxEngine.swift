@@ -33,6 +33,7 @@ public final class OutboxEngine: @unchecked Sendable {
     /// another engine holds the file, `storeTooNew`, `storage`/`io` when the file cannot be opened.
     public init(configuration: Configuration) throws {
         try configuration.validate()
+        TestingPhase.startIfRequested()
         self.configuration = configuration
         self.updateLock = Mutex(configuration)
         self.logger = configuration.logger
@@ -86,6 +87,7 @@ public final class OutboxEngine: @unchecked Sendable {
     /// Throws `emptyEventName`, `invalidPropertyValue` (NaN, infinity), `tooManyEventNames` (SPEC T4), and for a
     /// `.critical` log any error that prevented its commit. While disabled (SPEC T6) the event is ignored.
     public func trackEvent(_ name: String, properties: [String: PropertyValue] = [:], flags: LogFlags = .normal) throws {
+        TestingPhase.enter(.tracking); defer { TestingPhase.leave(.tracking) }
         try EventValidator.validate(name: name, properties: properties) { name, body, adjustments throws(OutboxError) in
             if !adjustments.isEmpty { warn(name: name, adjustments) }
             let clock = configuration.clock

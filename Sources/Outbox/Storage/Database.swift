@@ -190,6 +190,7 @@ final class Database {
         }
         // BEGIN and COMMIT come from the statement cache: `exec` compiles its SQL at every call, and delivery
         // runs two transactions per request.
+        TestingPhase.enter(.commit); defer { TestingPhase.leave(.commit) }
         try cachedStatement(kind.rawValue).run()
         let value: T
         do {

@@ -71,7 +71,9 @@ final class WALCheckpointer {
         if frames < writtenBackFrames { writtenBackFrames = 0 }
         if everyCommit || frames >= (tight ? min(checkpointPages, disk?.tightPages ?? checkpointPages) : checkpointPages) {
             // As SQLite's own hook: errors are left to the next checkpoint (a reader may hold it back).
+            TestingPhase.enter(.checkpoint)
             _ = sqlite3_wal_checkpoint(db, nil)
+            TestingPhase.leave(.checkpoint)
             checkpoints += 1
             checkDisk()
             return
@@ -81,7 +83,9 @@ final class WALCheckpointer {
             startWriteBack()
             // Once per write-back interval (1 MiB of WAL): one statvfs, nothing per commit.
             if checkDisk(), let tightPages = disk?.tightPages, frames >= tightPages {
+                TestingPhase.enter(.checkpoint)
                 _ = sqlite3_wal_checkpoint(db, nil)
+                TestingPhase.leave(.checkpoint)
                 checkpoints += 1
             }
         }

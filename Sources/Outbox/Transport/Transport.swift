@@ -133,6 +133,8 @@ final class Transport {
     /// Queues `request`; `completion` runs once on the loop thread with the answer or the failure.
     @discardableResult
     func send(_ request: HTTPRequest, completion: @escaping (TransferResult) -> Void) -> TransferID {
+        // `make torture`'s phase file (TestingPhase): the request is in flight until its completion runs.
+        let completion = TestingPhase.isOn ? TestingPhase.request(completion) : completion
         let id = TransferID(rawValue: nextID)
         nextID += 1
         let transfer = CurlTransfer(id: id, request: request, bodyCap: options.maxResponseBodyBytes, completion: completion)
