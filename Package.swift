@@ -16,6 +16,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        // OTLP/HTTP on the mock (SPEC V1): code generated once by scripts/gen-otlp.sh and committed.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev).
@@ -73,6 +75,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "MockServer/OutboxMock",
             // Optimised even in debug builds: `swift test` builds debug, and the engine's load tests must not
@@ -115,6 +118,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "SwiftProtobuf", package: "swift-protobuf"),  // decodes the OTLP answers
         ], path: "Tests/OutboxMockTests"),
         .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]
