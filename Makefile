@@ -120,6 +120,8 @@ FUZZ_SEED ?= 5
 # Then the mock's vendor decoders (VendorFuzzTests; `make test` runs 2 000): VENDOR_FUZZ_ITERATIONS mutated captured
 # requests of Segment, PostHog, Snowplow and Mixpanel, each of which must be answered and counted consistently.
 VENDOR_FUZZ_ITERATIONS ?= 1000000
+# And OTLP's path (OTLPVendorTests; protobuf and OTLP/JSON bodies of up to 50 records, about 0.25 ms an input).
+OTLP_FUZZ_ITERATIONS ?= 100000
 fuzz: deps
 	$(call install-missing,python3,fuzz)
 	SWIFT="$(SWIFT)" FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_STORE_RUNS=$(FUZZ_STORE_RUNS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) \
@@ -129,6 +131,8 @@ fuzz: deps
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
 	OUTBOX_FUZZ_ITERATIONS=$(VENDOR_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter VendorFuzzTests
+	OUTBOX_FUZZ_ITERATIONS=$(OTLP_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
+	  $(SWIFT) test --skip-build --filter OTLPVendorTests.mutatedRequestsAreAnsweredAndCountedConsistently
 
 # The whole suite under ThreadSanitizer, then AddressSanitizer (+ LeakSanitizer): not part of `make test`, several
 # minutes each on two cores. Own scratch paths (.build-tsan, .build-asan), so the normal build stays. Any report, of
