@@ -96,6 +96,22 @@ struct FleetEndToEndTests {
         }
     }
 
+    // SPEC F2: against a server that is not an outbox-mock (nginx: no /_mock/stats), loss cannot be counted:
+    // "lost": null and exit 2, whatever was delivered.
+    @Test(.enabled(if: NginxServer.isAvailable)) func aServerThatIsNotAnOutboxMockGivesLostNullAndExit2() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let nginx = try NginxServer(); defer { nginx.stop() }
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--endpoint", nginx.url(.http1),
+                                    "--dir", dir.path + "/stores", "--timeout", "1"] + Self.fast, in: dir)
+        #expect(result.status == 2, "stderr: \(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(Set(summary.keys) == Self.keys)
+        #expect(summary["lost"] is NSNull)
+        #expect(summary["delay_ms"] is NSNull)
+        #expect(summary["tracked"] as? Int == 10)
+        #expect(!result.errors.contains("missing "))
+    }
+
     // SPEC F4: a fleet the descriptor limit cannot hold is refused before anything starts, saying what it needs.
     @Test func aFleetBeyondTheDescriptorLimitIsRefusedSayingWhatItNeeds() throws {
         let dir = TempDirectory(); defer { dir.remove() }
