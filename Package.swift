@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         // OTLP/HTTP on the mock (SPEC V1): code generated once by scripts/gen-otlp.sh and committed.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // `outbox fleet`'s delivery-delay percentiles (SPEC F1, F3).
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev).
@@ -58,8 +60,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "outbox",
-            dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Outbox", "OutboxMock", "CLibUV", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Histogram", package: "hdrhistogram-swift")],
             path: "Sources/outbox",
             // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold cannot
             // write, and no dynamic export of the executable's own symbols: both cut what every process maps at start.
