@@ -74,12 +74,12 @@ extension LogStore {
         if try scan.step() {
             logCount = scan.int(at: 0)
             nextSeq = (scan.optionalInt64(at: 1) ?? 0) + 1
+            expiryBound = ExpiryBound(otherBootWallMs: scan.optionalInt64(at: 2), thisBootMonoNs: scan.optionalInt64(at: 3))
         }
         // Numbering goes on above every seq this file ever held, delivered ones included, so that the commit mark
         // (CommitMark) and the database count the same way across sessions.
         if let high = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.seqHighKey)]) ?? "") {
             nextSeq = max(nextSeq, high + 1)
-            expiryBound = ExpiryBound(otherBootWallMs: scan.optionalInt64(at: 2), thisBootMonoNs: scan.optionalInt64(at: 3))
         }
         pending = nil
         // The stored value is a reservation (`batchIDBlock`): numbering goes on above it.
