@@ -751,7 +751,11 @@ def count_logs(store):
                 shutil.copy(store + suffix, os.path.join(d, "s" + suffix))
         con = sqlite3.connect(os.path.join(d, "s"))
         try:
-            count, high = con.execute("SELECT count(*), coalesce(max(seq), 0) FROM logs").fetchone()
+            try:
+                count, high = con.execute("SELECT count(*), coalesce(max(seq), 0) FROM logs").fetchone()
+            except sqlite3.OperationalError:
+                # A WAL cut at its header before any checkpoint leaves the empty file: no schema, no logs.
+                return 0, 0
             return count, high
         finally:
             con.close()
