@@ -166,7 +166,7 @@ struct Emit: ParsableCommand {
             ("tracked", tracked), ("rejected", rejected + status.rejected), ("delivered", status.delivered),
             ("dead_lettered", status.deadLettered), ("evicted", status.evicted), ("expired", status.expired),
             ("pending", status.pendingNormal + status.pendingCritical + status.inFlight), ("retries", status.retries),
-            ("disabled", status.disabledReason != nil),
+            ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
         ])
     }
 }

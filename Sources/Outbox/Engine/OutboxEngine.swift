@@ -18,6 +18,9 @@ public final class OutboxEngine: @unchecked Sendable {
     public let installID: UUID
     /// Where the store was moved aside because it was corrupt at open (SPEC S7); nil when it was healthy.
     public let recoveredCorruptStore: String?
+    /// Logs lost before this start because the store's WAL was cut short while no engine ran (SPEC S7), found by the
+    /// store's commit mark and reported once (also in `status().lostAtOpen` and an error log); 0 normally.
+    public let lostLogsAtOpen: Int
     let configuration: Configuration
     let logger: Logger
     let loop: EventLoop
@@ -51,6 +54,7 @@ public final class OutboxEngine: @unchecked Sendable {
         }
         self.installID = installID
         self.recoveredCorruptStore = store.recoveredFromCorruption
+        self.lostLogsAtOpen = store.lostAtOpen
         let enabled = try store.meta(MetaKey.enabled) != "0"
         // SPEC A5: `$is_first_time` belongs to the first start of this install, whether or not it is tracked.
         let isFirstStart = try store.meta(MetaKey.firstStart) == nil
@@ -262,7 +266,8 @@ public final class OutboxEngine: @unchecked Sendable {
             evicted: core.store.evictedTotal, rejected: core.counters.rejected,
             expired: core.store.expiredTotal,
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
-            retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0)
+            retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
+            lostAtOpen: lostLogsAtOpen)
     }
 
     // MARK: - Shutdown
@@ -324,6 +329,8 @@ public struct EngineStatus: Sendable, Equatable, Codable {
     public var deadLettered: Int
     public var retries: Int
     public var requests: Int
+    /// Logs found lost at this engine's start (a WAL cut short while stopped, SPEC S7): see `lostLogsAtOpen`.
+    public var lostAtOpen: Int = 0
 
     public subscript<T>(dynamicMember keyPath: KeyPath<StoreReport, T>) -> T { store[keyPath: keyPath] }
 }

@@ -195,6 +195,8 @@ extension LogStore {
                     return try insertRows(logs, candidates, skipping: plan)
                 }
                 nextSeq = outcome.nextSeq
+                // After the commit, never before: a mark ahead of its commit would be a false loss (CommitMark).
+                if outcome.stored > 0 { commitMark?.write(nextSeq - 1) }
                 logCount += outcome.stored
                 if outcome.plan.evictions.isEmpty, pending != nil {
                     for (position, candidate) in candidates.enumerated() where !outcome.plan.rejected.contains(position) {

@@ -39,6 +39,7 @@ extension LogStore {
         // A store rebuilt by VACUUM (opt-out, cap lowered) needs its temporary copy somewhere; memory keeps
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")
+        try db.exec(Self.seqHighTrigger)
 
         let flagged = try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.retryTimesKey)]) != nil
         try db.transaction { () throws(OutboxError) in
@@ -58,6 +59,7 @@ extension LogStore {
         claimFloor = [0, 0]
         baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
         try loadCounters()
+        checkCommitMark()
         try enforceCapAtOpen()
         _ = try expireOnce(nowMs: clock.wallMs())
         try pruneContexts()
@@ -73,6 +75,11 @@ extension LogStore {
             logCount = scan.int(at: 0)
             nextSeq = (scan.optionalInt64(at: 1) ?? 0) + 1
             expiryBound = ExpiryBound(otherBootWallMs: scan.optionalInt64(at: 2), thisBootMonoNs: scan.optionalInt64(at: 3))
+        }
+        // Numbering goes on above every seq this file ever held, delivered ones included, so that the commit mark
+        // (CommitMark) and the database count the same way across sessions.
+        if let high = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.seqHighKey)]) ?? "") {
+            nextSeq = max(nextSeq, high + 1)
         }
         pending = nil
         // The stored value is a reservation (`batchIDBlock`): numbering goes on above it.
@@ -123,6 +130,51 @@ extension LogStore {
         recoveredFromCorruption = moved
         try configureOpenedDatabase()
         nextSeq = max(nextSeq, previousSeq)
+        commitMark?.write(nextSeq - 1)
         lastBatchID = max(lastBatchID, previousBatch)
+    }
+}
+
+/// The commit mark (SPEC S7, see `CommitMark`): how far the appends went, checked at open against the database.
+extension LogStore {
+    /// The highest seq ever deleted from `logs` when it was the highest one there (`seqHighTrigger`): with
+    /// `max(seq)`, the highest seq the file ever held, which delivery, eviction, expiry, dead-lettering and opt-out
+    /// never lower.
+    static let seqHighKey = "store.seq_high"
+
+    /// A TEMP trigger lives in the connection, not in the file: no schema change, and an older Outbox opening the
+    /// file sees nothing new. It writes meta only when a delete takes the highest row (the last of a drained
+    /// backlog), so appends never pay for it and a delete with a backlog above it pays one b-tree seek.
+    static let seqHighTrigger = """
+        CREATE TEMP TRIGGER IF NOT EXISTS outbox_seq_high AFTER DELETE ON main.logs
+        WHEN old.seq > coalesce((SELECT max(seq) FROM main.logs), 0)
+        BEGIN
+            INSERT INTO meta (key, value) VALUES ('\(seqHighKey)', old.seq)
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value
+            WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
+        END
+        """
+
+    var commitMarkPath: String { path + "-mark" }
+
+    /// At open, after `loadCounters`: when the mark says appends committed seqs the database does not hold, their
+    /// commits were cut from the WAL while the engine was stopped (or lost with the power): reports them once,
+    /// then brings the mark in line, so the next open reports nothing. A store just moved aside (S7) has reported
+    /// its loss already and starts its mark afresh, as do a store file created now and a missing or garbled mark.
+    func checkCommitMark() {
+        if commitMark == nil { commitMark = CommitMark(path: commitMarkPath) }
+        guard let commitMark else { return }
+        let held = nextSeq - 1
+        if recoveredFromCorruption == nil, !createdAtOpen, let marked = commitMark.read(), marked > held {
+            let lost = Int(marked - held)
+            lostAtOpen += lost
+            logger.error("the store's WAL was cut short while the engine was stopped: the logs of its last commits are lost and will not be sent (SPEC S7)", metadata: [
+                "outbox.store": "\(path)",
+                "outbox.lost": "\(lost)",
+                "outbox.committed_seq": "\(marked)",
+                "outbox.stored_seq": "\(held)",
+            ])
+        }
+        commitMark.write(held)
     }
 }

@@ -25,6 +25,13 @@ final class LogStore {
 
     /// The path the corrupt database was moved to, when this store had to start afresh (SPEC S7).
     var recoveredFromCorruption: String?
+    /// Logs whose commits the database lost while the engine was stopped (a WAL cut short, SPEC S7), found at open
+    /// by the commit mark and reported once.
+    var lostAtOpen = 0
+    /// Whether this open created the store file (there was none).
+    var createdAtOpen = false
+    /// `<path>-mark` (see CommitMark.swift); nil when it cannot be opened.
+    var commitMark: CommitMark?
     /// Whether the open ran `PRAGMA quick_check` (it does unless the last session closed the file cleanly).
     var checkedAtOpen = true
 
@@ -126,6 +133,8 @@ final class LogStore {
         }
 
         Self.releaseReserveIfDiskFull(path: path)
+        // A store file created now has no commits to lose: a mark left by a deleted store is no loss of this one.
+        self.createdAtOpen = !FileSystem.exists(path)
         let opened = try StoreOpener.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
         self.lock = lock
         self.db = opened.db
@@ -156,6 +165,7 @@ final class LogStore {
         guard db.isOpen || lock != nil else { return }
         markClosedCleanly()
         db.close()
+        commitMark = nil
         // SPEC S7: the WAL file is gone now; its room is the next open's reserve, should the disk be full by then.
         if !diskReserveHeld && pageSize > 0 { holdDiskReserve(leaving: 0) }
         lock?.unlock()
