@@ -25,25 +25,45 @@ public struct SystemClock: OutboxClock {
 }
 
 /// A clock the test moves by hand. Thread-safe.
-public final class ManualClock: OutboxClock, Sendable {
-    private let now: Mutex<(wall: Int64, mono: Int64)>
+///
+/// A pthread mutex rather than `Synchronization.Mutex`: the engine's loop reads this clock while a test moves it,
+/// and Mutex's contended slow path lives in the uninstrumented libswiftSynchronization, so ThreadSanitizer saw no
+/// ordering between the two and reported a race (scripts/tsan.supp). It understands pthread mutexes.
+public final class ManualClock: OutboxClock, @unchecked Sendable {
+    // Allocated once: a pthread mutex must not move, which a stored property does not promise.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let now = UnsafeMutablePointer<(wall: Int64, mono: Int64)>.allocate(capacity: 1)
 
     public init(wallMs: Int64 = 1_700_000_000_000, monoNs: Int64 = 1_000_000_000) {
-        now = Mutex((wallMs, monoNs))
+        pthread_mutex_init(mutex, nil)
+        now.initialize(to: (wallMs, monoNs))
     }
 
-    public func wallMs() -> Int64 { now.withLock { $0.wall } }
-    public func monoNs() -> Int64 { now.withLock { $0.mono } }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+        now.deinitialize(count: 1)
+        now.deallocate()
+    }
+
+    private func locked<T>(_ body: (inout (wall: Int64, mono: Int64)) -> T) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&now.pointee)
+    }
+
+    public func wallMs() -> Int64 { locked { $0.wall } }
+    public func monoNs() -> Int64 { locked { $0.mono } }
 
     /// Moves both clocks forward.
     public func advance(ms: Int64) {
-        now.withLock {
+        locked {
             $0.wall += ms
             $0.mono += ms * 1_000_000
         }
     }
     /// Moves only the wall clock (a user or NTP changing the time); the monotonic clock is unaffected.
     public func jumpWall(ms: Int64) {
-        now.withLock { $0.wall += ms }
+        locked { $0.wall += ms }
     }
 }
