@@ -6,7 +6,11 @@ Run from the repository root:
     python3 -m venv .build/otlp-venv
     .build/otlp-venv/bin/pip install opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2
     .build/otlp-venv/bin/python scripts/capture-otlp.py Fixtures/vendors/otlp
+    .build/otlp-venv/bin/python scripts/capture-otlp.py --against http://127.0.0.1:8080
 
+With `--against URL` the same exporters make the same calls against a running mock instead, save nothing, and
+print one JSON line: {"errors": [...]}, the warnings and errors the SDK logged (an export it gave up on, a
+response it could not read); the end-to-end tests compare the mock's counts with what was sent.
 A threaded capture server on 127.0.0.1 (a free port) answers every POST 200 with an empty protobuf body, as a
 collector does, and saves each request as NAME.request.json (method, path, headers in the order sent) and
 NAME.body (the body exactly as sent: gzip stays gzip). The exporters run unmodified but for the endpoint, through
@@ -15,6 +19,7 @@ protobuf only; OTLP/JSON fixtures are the examples of the opentelemetry-proto re
 Ids, timestamps and service.instance.id change on every run: tests assert on counts and shapes, not on them.
 """
 import json
+import logging
 import os
 import sys
 import threading
@@ -54,8 +59,13 @@ class Capture(BaseHTTPRequestHandler):
         pass
 
 
+AGAINST = None  # the mock's URL in --against mode
+
+
 def take(path):
-    """The requests received on `path` since the last call, in order."""
+    """The requests received on `path` since the last call, in order (none against a mock)."""
+    if AGAINST:
+        return [None]
     with lock:
         mine = [r for r in received if r[0] == path]
         received[:] = [r for r in received if r[0] != path]
@@ -63,6 +73,8 @@ def take(path):
 
 
 def save(out, name, request):
+    if AGAINST:
+        return
     path, headers, body = request
     with open(os.path.join(out, name + ".request.json"), "w") as f:
         # One header a line, in the order sent: diffs of a new capture stay readable.
@@ -74,12 +86,30 @@ def save(out, name, request):
     print(f"{name}: {path} {len(body)} bytes")
 
 
+class Problems(logging.Handler):
+    """Collects what the SDK logs at WARNING and above: how an exporter reports a failed export."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "Fixtures/vendors/otlp"
-    os.makedirs(out, exist_ok=True)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    global AGAINST
+    problems = Problems()
+    if len(sys.argv) > 2 and sys.argv[1] == "--against":
+        AGAINST = sys.argv[2].rstrip("/")
+        logging.getLogger("opentelemetry").addHandler(problems)
+        server, base, out = None, AGAINST, None
+    else:
+        out = sys.argv[1] if len(sys.argv) > 1 else "Fixtures/vendors/otlp"
+        os.makedirs(out, exist_ok=True)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = f"http://127.0.0.1:{server.server_address[1]}"
     resource = Resource.create({"service.name": "outbox-fixture"})
 
     # Traces first, so that some log records below carry a real trace context.
@@ -152,7 +182,10 @@ def main():
 
     for provider in (logger_provider, gz_provider, tracer_provider, meter_provider):
         provider.shutdown()
-    server.shutdown()
+    if server:
+        server.shutdown()
+    else:
+        print(json.dumps({"errors": problems.messages}))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@ import Foundation
 import NIOHTTP1
 
 /// Batches in the form each vendor's official Python client sends them (Fixtures/vendors): Segment and
-/// PostHog as gzip JSON (their `gzip=True`), Snowplow as tp2 JSON, Mixpanel as BufferedConsumer's form.
+/// PostHog as gzip JSON (their `gzip=True`), Snowplow as tp2 JSON, Mixpanel as BufferedConsumer's form, OTLP as
+/// protobuf log batches gzipped (the exporter's `compression=Gzip`).
 /// Every event has its own key, so the server de-duplicates nothing.
 enum VendorMaker {
-    static let vendors: Set<String> = ["segment", "posthog", "snowplow", "mixpanel"]
+    static let vendors: Set<String> = ["segment", "posthog", "snowplow", "mixpanel", "otlp"]
 
-    static func gzipped(_ vendor: String) -> Bool { vendor == "segment" || vendor == "posthog" }
+    static func gzipped(_ vendor: String) -> Bool { vendor == "segment" || vendor == "posthog" || vendor == "otlp" }
 
     static func head(_ vendor: String) -> HTTPRequestHead {
         var head: HTTPRequestHead
@@ -19,6 +20,11 @@ enum VendorMaker {
             head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/batch/")
         case "snowplow":
             head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/com.snowplowanalytics.snowplow/tp2")
+        case "otlp":
+            head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/logs")
+            head.headers.add(name: "Content-Type", value: "application/x-protobuf")
+            head.headers.add(name: "Content-Encoding", value: "gzip")
+            return head
         default:
             head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/track")
             head.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
@@ -30,6 +36,9 @@ enum VendorMaker {
     }
 
     static func body(_ vendor: String, r: Int, batchSize: Int, timestamp: String) -> [UInt8] {
+        if vendor == "otlp" {
+            return OTLPMaker.logsRequest(r: r, batchSize: batchSize, nowNs: UInt64(Date().timeIntervalSince1970 * 1e9))
+        }
         let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
         let events = (0..<batchSize).map { i -> String in
             let n = r * batchSize + i

@@ -10,7 +10,7 @@ import OutboxTestSupport
 //   swift build -c release
 //   .build/release/outbox-mock-bench                      # server in-process, on this machine
 //   .build/release/outbox-mock-bench --url http://127.0.0.1:8080 --requests 4000
-//   .build/release/outbox-mock-bench --vendor segment        # segment, posthog, snowplow or mixpanel (SPEC V)
+//   .build/release/outbox-mock-bench --vendor segment        # segment, posthog, snowplow, mixpanel or otlp (SPEC V)
 //
 // Batches are built and gzip-compressed before the clock starts (every log has its own id, so the
 // server de-duplicates nothing), then sent over keep-alive connections, one request in flight each.
@@ -229,7 +229,7 @@ func processCPUSeconds() -> Double {
 func run() throws {
     guard let options = Options.parse(CommandLine.arguments) else {
         print("usage: outbox-mock-bench [--url http://HOST:PORT] [--connections N] [--requests N] [--batch N] "
-              + "[--server-threads N] [--vendor segment|posthog|snowplow|mixpanel]")
+              + "[--server-threads N] [--vendor segment|posthog|snowplow|mixpanel|otlp]")
         exit(2)
     }
     var server: MockServer?

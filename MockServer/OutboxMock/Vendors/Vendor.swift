@@ -143,7 +143,8 @@ enum VendorWires {
         case .posthog: PostHogWire.injected(request)
         case .snowplow: SnowplowWire.injected(request)
         case .mixpanel: MixpanelWire.injected(request)
-        case .otlp, .appcenter: { MockCore.appCenterResponse(status: $0) }
+        case .otlp: OTLPHTTPWire.injected(request)
+        case .appcenter: { MockCore.appCenterResponse(status: $0) }
         }
     }
 
@@ -154,7 +155,8 @@ enum VendorWires {
         case .posthog: PostHogWire.error(status, reason)
         case .snowplow: SnowplowWire.error(status, reason)
         case .mixpanel: MixpanelWire.error(status, reason, request)
-        case .otlp, .appcenter: .json(status, status == 413 ? "TooLarge" : "Invalid", reason: reason)
+        case .otlp: OTLPHTTPWire.error(status, reason, request)
+        case .appcenter: .json(status, status == 413 ? "TooLarge" : "Invalid", reason: reason)
         }
     }
 
@@ -164,10 +166,10 @@ enum VendorWires {
         case .posthog: PostHogWire.decode(request)
         case .snowplow: SnowplowWire.decode(request)
         case .mixpanel: MixpanelWire.decode(request)
-        case .otlp, .appcenter:
-            // OTLP is decoded by its own module when it lands (Vendors/OTLP); until then its paths are known
-            // (counted under `vendors.otlp`) and answered 404.
-            .refusedWhole(vendor, .json(404, "NotFound", reason: "OTLP/HTTP is not served by this build"),
+        case .otlp: OTLPHTTPWire.decode(request)
+        case .appcenter:
+            // App Center's wire is the connection handler's own (LogValidator); it never routes here.
+            .refusedWhole(vendor, .json(404, "NotFound", reason: "no vendor wire for \(request.path)"),
                           injected: { MockCore.appCenterResponse(status: $0) })
         }
     }
