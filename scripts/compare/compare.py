@@ -19,6 +19,7 @@ import datetime
 import importlib.metadata
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -372,7 +373,9 @@ NOTES = {
               "dead-lettered and their neighbours delivered (R1, R2). Ids make re-sends duplicates the server absorbs. Its "
               "retry schedule is App Center's, made for phones' batteries: a batch that fails twice waits minutes, "
               "so within the 25 s cap Outbox delivers less than the in-memory clients under a long outage — and "
-              "loses nothing: what the cap left is sent by the next launch (`kept` column).",
+              "loses nothing: what the cap left is sent by the next launch (`kept` column). On exit without "
+              "flush, requests still in flight are cancelled and their events stay stored (C8): the next launch "
+              "sends them again, and the server absorbs them as duplicates by id.",
     "segment": "In-memory queue; retries 408/429/5xx and network errors with 0.5·2ⁿ s back-off, 10 retries "
                "(≈ 3 min), Retry-After honoured uncounted; any other 4xx drops the whole batch (consumer.py:281-297), "
                "so one poison event loses its whole batch of up to 100. `atexit` only joins: the batch in hand is "
@@ -395,8 +398,8 @@ NOTES = {
     "otel": "In-memory deque (2 048, oldest dropped); retries only 429/502/503/504 and connection errors, 1, 2, 4 "
             "s ×U(0.8,1.2) within the exporter's 10 s timeout, Retry-After replaces the back-off "
             "(exporter/otlp/common/http.py:30-42, 139-226), then the batch of up to 512 is dropped; a 400 drops the "
-            "batch. OTLP log records carry no id, so a re-sent batch is stored twice (the mock de-duplicates by a "
-            "hash of the record). `shutdown_on_exit` exports everything queued at exit.",
+            "batch. OTLP log records carry no id, so a collector stores a re-sent batch twice (the mock counts "
+            "them as duplicates by a hash of the record). `shutdown_on_exit` exports everything queued at exit.",
 }
 
 
@@ -539,6 +542,7 @@ def main():
                          for path in (tools.outbox, tools.mock))
     write_report(args.out, results, clients, scenarios, duration, skipped, binaries)
     plot(args.out, results, clients, scenarios)
+    shutil.rmtree(tools.work, ignore_errors=True)
     print(f"compare: wrote {args.out}/REPORT.md and compare.svg in {duration:.0f} s")
 
 
