@@ -130,12 +130,16 @@ JSON_FUZZ_ITERATIONS ?= 1000000
 # Then the mock's vendor decoders (VendorFuzzTests; `make test` runs 2 000): VENDOR_FUZZ_ITERATIONS mutated captured
 # requests of Segment, PostHog, Snowplow and Mixpanel, each of which must be answered and counted consistently.
 VENDOR_FUZZ_ITERATIONS ?= 1000000
+# And OTLP's path (OTLPVendorTests; protobuf and OTLP/JSON bodies of up to 50 records, about 0.25 ms an input).
+OTLP_FUZZ_ITERATIONS ?= 100000
 fuzz: deps
 	$(SWIFT) build --build-tests
 	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
 	OUTBOX_FUZZ_ITERATIONS=$(VENDOR_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter VendorFuzzTests
+	OUTBOX_FUZZ_ITERATIONS=$(OTLP_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
+	  $(SWIFT) test --skip-build --filter OTLPVendorTests.mutatedRequestsAreAnsweredAndCountedConsistently
 	$(MAKE) c-install
 	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
 
