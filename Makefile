@@ -120,19 +120,27 @@ bench: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
 
-# Long randomized round trips of the fast gzip compressor through zlib's inflate (FastGzipTests; `make test` runs
-# 200). FUZZ_ITERATIONS inputs (~7 ms each in a debug build), FUZZ_SEED to start elsewhere.
+# libFuzzer over every parser that meets outside input (scripts/fuzz.sh; `outbox-fuzz --list` names the targets):
+# FUZZ_RUNS inputs per target, the store target FUZZ_STORE_RUNS, built with AddressSanitizer in .build-fuzz (the
+# normal build stays). Fails on any crash, hang (FUZZ_TIMEOUT s), leak or broken invariant. FUZZ_TARGETS picks some.
+# Then the fast gzip compressor's long randomized round trips through zlib's inflate (FastGzipTests; `make test`
+# runs 200): inputs up to its 32 KiB window and beyond, which libFuzzer's few-KiB inputs do not reach.
+# FUZZ_ITERATIONS inputs (~7 ms each in a debug build), FUZZ_SEED to start elsewhere.
+FUZZ_RUNS ?= 1000000
+FUZZ_STORE_RUNS ?= 100000
+FUZZ_TIMEOUT ?= 10
+FUZZ_TARGETS ?=
 FUZZ_ITERATIONS ?= 50000
 FUZZ_SEED ?= 5
-# Then the C interface's JSON readers (outbox_track's properties, outbox_open's configuration): JSON_FUZZ_ITERATIONS
-# mutated inputs (a few µs each), none of which may crash or fail without a message.
-JSON_FUZZ_ITERATIONS ?= 1000000
 # Then the mock's vendor decoders (VendorFuzzTests; `make test` runs 2 000): VENDOR_FUZZ_ITERATIONS mutated captured
 # requests of Segment, PostHog, Snowplow and Mixpanel, each of which must be answered and counted consistently.
 VENDOR_FUZZ_ITERATIONS ?= 1000000
 # And OTLP's path (OTLPVendorTests; protobuf and OTLP/JSON bodies of up to 50 records, about 0.25 ms an input).
 OTLP_FUZZ_ITERATIONS ?= 100000
 fuzz: deps
+	$(call install-missing,python3,fuzz)
+	SWIFT="$(SWIFT)" FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_STORE_RUNS=$(FUZZ_STORE_RUNS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) \
+	  scripts/fuzz.sh $(FUZZ_TARGETS)
 	$(SWIFT) build --build-tests
 	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
@@ -140,8 +148,6 @@ fuzz: deps
 	  $(SWIFT) test --skip-build --filter VendorFuzzTests
 	OUTBOX_FUZZ_ITERATIONS=$(OTLP_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter OTLPVendorTests.mutatedRequestsAreAnsweredAndCountedConsistently
-	$(MAKE) c-install
-	scripts/json-fuzz.sh "$(C_PREFIX)" $(JSON_FUZZ_ITERATIONS) $(FUZZ_SEED)
 
 # The whole suite under ThreadSanitizer, then AddressSanitizer (+ LeakSanitizer): not part of `make test`, several
 # minutes each on two cores. Own scratch paths (.build-tsan, .build-asan), so the normal build stays. Any report, of

@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         // OTLP/HTTP on the mock (SPEC V1): code generated once by scripts/gen-otlp.sh and committed.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // `outbox fleet`'s delivery-delay percentiles (SPEC F1, F3).
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev).
@@ -58,8 +60,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "outbox",
-            dependencies: ["Outbox", "OutboxMock", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Outbox", "OutboxMock", "CLibUV", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Histogram", package: "hdrhistogram-swift")],
             path: "Sources/outbox",
             // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold cannot
             // write, and no dynamic export of the executable's own symbols: both cut what every process maps at start.
@@ -123,3 +126,34 @@ let package = Package(
         .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]
 )
+
+// `make fuzz` (scripts/fuzz.sh) only: OUTBOX_FUZZ=1 adds the libFuzzer harness, built in its own scratch path
+// (.build-fuzz) so the normal build never sees it. The harness calls the parsers' internal entry points, so it is
+// built in debug, where SwiftPM compiles every module for testing (`@testable import`). The CLI is an executable
+// target, whose objects SwiftPM links into no other executable: here it becomes a library of the same sources,
+// its `@main` renamed so that it does not clash with the harness's.
+if Context.environment["OUTBOX_FUZZ"] == "1" {
+    let cli = "outbox"
+    if let index = package.targets.firstIndex(where: { $0.name == cli }) {
+        let original = package.targets[index]
+        package.targets[index] = .target(
+            name: cli, dependencies: original.dependencies, path: original.path,
+            swiftSettings: [.unsafeFlags(["-Xfrontend", "-entry-point-function-name", "-Xfrontend", "outbox_cli_main"])])
+    }
+    package.products.removeAll { $0.name == cli }
+    // OutboxC's version script (only outbox_* exported) would apply to the harness too, and hide the
+    // AddressSanitizer allocator from the shared libraries: they would allocate with glibc's malloc.
+    package.targets.first { $0.name == "OutboxC" }?.linkerSettings = []
+    package.targets.append(.executableTarget(
+        name: "outbox-fuzz",
+        dependencies: [
+            "Outbox", "OutboxMock", "OutboxC", "COutboxSupport", .target(name: cli), "CZlib",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
+        ],
+        path: "Fuzz/outbox-fuzz"))
+}

@@ -6,7 +6,9 @@
 # 1. `outbox emit` delivers 40 events over plain HTTP;
 # 2. over HTTPS to a server with a fresh self-signed certificate, nothing is delivered (verification is on) and
 #    the 40 events stay stored;
-# 3. with that certificate as --ca-file, all 40 are delivered.
+# 3. with that certificate as --ca-file, all 40 are delivered;
+# 4. `outbox fleet` (SPEC F1–F2): a small fleet against its in-process mock loses nothing (exit 0), and against nginx,
+#    which is no outbox-mock, reports "lost": null with exit 2.
 # The server is Debian's nginx on 127.0.0.1 with a fresh self-signed certificate, as in the transport tests.
 # Skipped, saying why, without python3, openssl or nginx.
 set -euo pipefail
@@ -81,3 +83,17 @@ expect "HTTP delivers" "$(emit plain.sqlite "http://127.0.0.1:$plain" 30)" "$cou
 expect "HTTPS refuses an unknown certificate" "$(emit refused.sqlite "https://127.0.0.1:$tls" 2)" 0 "$count"
 expect "HTTPS delivers with --ca-file" \
     "$(emit trusted.sqlite "https://127.0.0.1:$tls" 30 --ca-file "$work/cert.pem")" "$count" 0
+
+fleet() { "$cli" fleet --devices 3 --events 20 --testing --interval 0.1 --retry-intervals 0.1 --timeout 30 "$@"; }
+status=0; json=$(fleet) || status=$?
+if [ "$status" != 0 ] || [ "$(field lost <<<"$json")" != 0 ] || [ "$(field delivered <<<"$json")" != 60 ]; then
+    echo "cli-check: FAILED: fleet against its in-process mock: exit $status, $json" >&2
+    exit 1
+fi
+echo "cli-check: ok: fleet loses nothing"
+status=0; json=$(fleet --endpoint "http://127.0.0.1:$plain" 2>/dev/null) || status=$?
+if [ "$status" != 2 ] || [ "$(field lost <<<"$json")" != None ]; then
+    echo "cli-check: FAILED: fleet against a server that is not an outbox-mock: exit $status, $json" >&2
+    exit 1
+fi
+echo "cli-check: ok: fleet without an outbox-mock reports lost null"

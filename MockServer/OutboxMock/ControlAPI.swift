@@ -16,6 +16,9 @@ enum ControlAPI {
             return json(core.stats())
         case (.GET, "/_mock/histogram"):
             return json(core.histogram())
+        case (.GET, "/_mock/metrics"):
+            return HTTPResponse(status: 200, headers: [("Content-Type", PrometheusMetrics.contentType)],
+                                body: PrometheusMetrics.render(core.metricsSnapshot()))
         case (.GET, "/_mock/logs"):
             return jsonLines(logs: core.storedLogs())
         case (.GET, "/_mock/requests"):
@@ -42,11 +45,11 @@ enum ControlAPI {
             core.reset()
             return HTTPResponse(status: 200, body: #"{"status":"ok"}"#)
         case (_, "/_mock"), (_, "/_mock/"), (_, "/_mock/stats"), (_, "/_mock/histogram"), (_, "/_mock/logs"),
-             (_, "/_mock/requests"), (_, "/_mock/scenario"), (_, "/_mock/reset"):
+             (_, "/_mock/metrics"), (_, "/_mock/requests"), (_, "/_mock/scenario"), (_, "/_mock/reset"):
             return .json(405, "MethodNotAllowed", reason: "\(head.method.rawValue) \(path) is not supported")
         default:
             return .json(404, "NotFound", reason: "no such control endpoint \(path): stats, logs, requests, "
-                + "histogram, scenario (GET, PUT), reset (POST)")
+                + "histogram, metrics, scenario (GET, PUT), reset (POST)")
         }
     }
 

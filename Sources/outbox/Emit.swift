@@ -93,9 +93,9 @@ struct Emit: ParsableCommand {
         try runBlocking { try await self.runAsync() }
     }
 
-    func runAsync() async throws {
+    /// The engine's configuration from the options, without the logger (`make fuzz` checks it on any arguments).
+    func engineConfiguration() throws -> Configuration {
         var configuration = Configuration(storePath: store)
-        configuration.logger = try logging.makeLogger()
         configuration.testingAllowsValuesBelowBounds = testing
         if let path = clockOffsetPath { configuration.clock = OffsetFileClock(path: path) }
         // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
@@ -111,6 +111,12 @@ struct Emit: ParsableCommand {
         }
         if let intervals = try parsedRetryIntervals() { configuration.retryIntervals = intervals }
         if let compression = try parsedCompression() { configuration.bodyCompression = compression }
+        return configuration
+    }
+
+    func runAsync() async throws {
+        var configuration = try engineConfiguration()
+        configuration.logger = try logging.makeLogger()
         let engine: OutboxEngine
         do {
             engine = try OutboxEngine(configuration: configuration)

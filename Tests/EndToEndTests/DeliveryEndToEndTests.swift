@@ -286,7 +286,11 @@ struct DeliveryEndToEndTests {
             .init(match: .init(requests: try .init("1-4")), outcome: .respond(.init(status: 503))),
         ]))
         defer { try? server.stop() }
-        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: server.baseURL))
+        // One batch: with the fast schedule, a loaded machine let the timer send two partial batches before the
+        // first dispatch, each with attempts of its own, so four 503s never exhausted one.
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
+        configuration.transmissionInterval = .seconds(60)
+        let engine = try OutboxEngine(configuration: configuration)
         defer { engine.shutdown() }
         try track(engine, count: 20)
         // Each dispatch answers with the next request's result: four 503s use the four attempts.

@@ -24,6 +24,14 @@ public struct Configuration: Sendable {
     /// Logs handed over but not yet committed, at most. A caller that tracks faster than the disk commits waits
     /// (back-pressure) rather than growing memory without bound or dropping logs. 1 000 – 10 000 000; default 100 000.
     public var intakeCapacity: Int = 100_000
+    /// SQLite's page cache of the store, at most, in bytes. nil (default): 1 MiB, more for caps above 256 MiB. A process
+    /// that runs many engines (`outbox fleet`) sets it small: the cache holds pages the engine reads again, and a small
+    /// store reads few. 64 KiB – 64 MiB when set.
+    public var pageCacheSize: Int? = nil
+    /// SPEC S7: the `<store>-reserve` file kept beside the store for a full disk, in bytes. nil (default): 256 KiB (or
+    /// 64 pages if larger). Many small stores in one directory (`outbox fleet`) set it small; it never goes below
+    /// 16 pages, twice the smallest WAL cycle the full-disk path checkpoints at. 32 KiB – 64 MiB when set.
+    public var diskReserveSize: Int? = nil
     /// Wall and monotonic clocks; tests inject a `ManualClock`.
     public var clock: any OutboxClock = SystemClock()
     /// The host's logger (STYLE 4). Default: discards everything.
@@ -96,6 +104,8 @@ public struct Configuration: Sendable {
         let minStorage = 24 * 1024  // the store itself needs 24 KiB (its schema alone takes 8 pages)
         try check("maxStorageSize", maxStorageSize, minStorage...(1 << 40), unit: " bytes")
         if let count = maxLogCount { try check("maxLogCount", count, 1...4000, unit: "") }
+        if let pageCacheSize { try check("pageCacheSize", pageCacheSize, (64 * 1024)...(64 << 20), unit: " bytes") }
+        if let diskReserveSize { try check("diskReserveSize", diskReserveSize, (32 * 1024)...(64 << 20), unit: " bytes") }
         let ageSeconds = Int(maxLogAge.components.seconds)
         try check("maxLogAge", ageSeconds, (testing ? 1 : 3600)...(365 * 24 * 3600), unit: " s")
         try check("maxDistinctEventNames", maxDistinctEventNames, 1...10_000, unit: "")
@@ -158,6 +168,8 @@ public struct Configuration: Sendable {
         limits.maxStorageSize = maxStorageSize
         limits.maxLogCount = maxLogCount
         limits.maxAgeMs = maxLogAge.milliseconds
+        limits.pageCacheKiB = pageCacheSize.map { max(1, $0 / 1024) }
+        limits.diskReserveBytes = diskReserveSize
         return limits
     }
 }

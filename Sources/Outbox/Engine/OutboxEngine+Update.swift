@@ -17,6 +17,8 @@ extension Configuration {
         compare("maxDistinctEventNames", maxDistinctEventNames, other.maxDistinctEventNames)
         compare("groupCommitWindow", groupCommitWindow, other.groupCommitWindow)
         compare("intakeCapacity", intakeCapacity, other.intakeCapacity)
+        compare("pageCacheSize", pageCacheSize, other.pageCacheSize)
+        compare("diskReserveSize", diskReserveSize, other.diskReserveSize)
         compare("clock", ObjectIdentifier(type(of: clock)), ObjectIdentifier(type(of: other.clock)))
         compare("logger", logger.label, other.logger.label)
         compare("logger", logger.logLevel, other.logger.logLevel)

@@ -29,7 +29,11 @@ struct RetryPolicy: Sendable, Equatable {
     static func retryAfterMs(retryAfter: String?, msRetryAfter: String?, nowMs: Int64) -> Int64? {
         if let text = msRetryAfter?.trimming(\.isSpaceOrTab), let ms = Int64(text), ms >= 0 { return ms }
         guard let text = retryAfter?.trimming(\.isSpaceOrTab), !text.isEmpty else { return nil }
-        if let seconds = Int64(text), seconds >= 0 { return seconds * 1000 }
+        if let seconds = Int64(text), seconds >= 0 {
+            // A wait too long for milliseconds in 64 bits is as good as forever: `pipelinePause` caps it (SPEC R4).
+            let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+            return overflow ? Int64.max : ms
+        }
         if let dateMs = HTTPDate.parse(text) { return max(0, dateMs - nowMs) }
         return nil
     }
@@ -41,8 +45,10 @@ enum HTTPDate {
 
     static func parse(_ text: String) -> Int64? {
         let parts = text.split(separator: " ")
+        // Four-digit years only (RFC 9110 §5.6.7): any other number would overflow the day count below.
         guard parts.count == 6, parts[5] == "GMT", let day = Int64(parts[1]),
-              let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int64(parts[3]) else { return nil }
+              let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int64(parts[3]),
+              (0...9999).contains(year) else { return nil }
         let time = parts[4].split(separator: ":")
         guard time.count == 3, let hour = Int64(time[0]), let minute = Int64(time[1]), let second = Int64(time[2]),
               (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)

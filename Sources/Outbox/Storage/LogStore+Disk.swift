@@ -15,8 +15,13 @@ import Logging
 ///   checkpoint needs stays within the reserve.
 /// When the disk has room again, the reserve is taken back and the cap raised (`liftDiskCapIfRoom`).
 extension LogStore {
-    /// At least 256 KiB, and 64 pages: a tight WAL cycle (half of it) plus the transaction that crosses it.
-    var diskReserveBytes: Int { max(256 * 1024, 64 * pageSize) }
+    /// By default at least 256 KiB, and 64 pages: a tight WAL cycle (half of it) plus the transaction that crosses it.
+    /// A configured size (`Configuration.diskReserveSize`) keeps at least 16 pages: the tight cycle (`diskWatch`,
+    /// never below 8 pages) shrinks with it and stays half of it, as at the default size.
+    var diskReserveBytes: Int {
+        guard let configured = limits.diskReserveBytes else { return max(256 * 1024, 64 * pageSize) }
+        return max(configured, 16 * pageSize)
+    }
     var reservePath: String { path + "-reserve" }
     var diskDirectory: String { FileSystem.directory(of: path) }
     /// `liftDiskCapIfRoom` reads the disk at most this often.

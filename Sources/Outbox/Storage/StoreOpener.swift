@@ -75,7 +75,7 @@ enum StoreOpener {
             // user opts out (T6), `deleteAllLogs` rebuilds the file, which scrubs the free pages anyway.
             try db.exec("PRAGMA secure_delete = OFF")
             // Before quick_check, which reads every page of the file through the cache.
-            try db.exec("PRAGMA cache_size = -\(pageCacheKiB(for: limits.maxStorageSize))")
+            try db.exec("PRAGMA cache_size = -\(limits.pageCacheKiB ?? pageCacheKiB(for: limits.maxStorageSize))")
             let checked = try walLeft ? true : !closedCleanly(db, path: path)
             if checked { try quickCheck(db) }
             try LogSchema.migrator.migrate(db)

@@ -94,6 +94,10 @@ struct StoreLimits: Sendable {
     var maxAgeMs: Int64 = 25 * 24 * 3600 * 1000
     /// SPEC R2: dead-letter table cap (bytes of payload).
     var maxDeadLetterBytes: Int = 1024 * 1024
+    /// SQLite's page cache in KiB; nil: `StoreOpener.pageCacheKiB(for:)` of the cap.
+    var pageCacheKiB: Int? = nil
+    /// SPEC S7: the reserve file's size; nil: `LogStore.defaultDiskReserveBytes`.
+    var diskReserveBytes: Int? = nil
 }
 
 /// Lower bounds of the stored logs' capture times (SPEC S4): wall time of the logs of earlier boots, boot time of

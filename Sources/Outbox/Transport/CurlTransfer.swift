@@ -146,13 +146,14 @@ final class CurlTransfer {
     private var body: UnsafeMutableRawBufferPointer?
 
     private let bodyCap: Int
-    private var responseHeaders = HTTPHeaders()
-    private var responseBody: [UInt8] = []
-    private var responseBytes = 0
+    // private(set), not private: the fuzz harness (Fuzz/, `make fuzz`) feeds the callbacks and reads what they kept.
+    private(set) var responseHeaders = HTTPHeaders()
+    private(set) var responseBody: [UInt8] = []
+    private(set) var responseBytes = 0
     /// Bytes of header lines received, status lines included, over all header blocks.
     private var headerBytes = 0
     /// The status of the header block being received (or last received), from its status line.
-    private var blockStatus: Int?
+    private(set) var blockStatus: Int?
     /// Whether the final (non-1xx) header block has ended: its empty line arrived.
     private var finalHeadersEnded = false
     /// Set once the request is being sent again on a new connection (`Transport`: at most once per request).
@@ -336,7 +337,7 @@ final class CurlTransfer {
 
     /// CURLOPT_WRITEFUNCTION: keeps the body up to the cap and swallows the rest (answering less than `count`
     /// would abort the transfer with a write error, and the status is what matters).
-    fileprivate func received(body data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
+    func received(body data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         responseBytes += count
         let room = bodyCap - responseBody.count
         if room > 0, let data {
@@ -351,7 +352,7 @@ final class CurlTransfer {
     /// new header block (a `100 Continue` or a proxy's `200 Connection established` come before the real one).
     // Parsed as bytes, not Characters: `String.firstIndex(of:)` and friends walk grapheme clusters, and this runs
     // for every header line of every response.
-    fileprivate func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
+    func received(header data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         guard let data else { return count }
         headerBytes += count
         var line = UnsafeRawBufferPointer(start: data, count: count)[...]

@@ -1,0 +1,104 @@
+// `make fuzz`: one libFuzzer target per parser that meets outside input. `outbox-fuzz TARGET [libFuzzer options]
+// [CORPUS_DIR…]` fuzzes one; `outbox-fuzz --list` names them all (scripts/fuzz.sh runs each in turn). Built by
+// scripts/fuzz-build.sh only (OUTBOX_FUZZ=1 in Package.swift).
+//
+// A target gets the input's bytes and must return: a crash (a trap, an AddressSanitizer report), a hang past
+// libFuzzer's -timeout or a leak fails the run, and so does a broken invariant of the parser (`invariant`).
+import Glibc
+
+/// One fuzz target: `body` receives every input libFuzzer makes.
+struct FuzzTarget: Sendable {
+    var name: String
+    var summary: String
+    var body: @Sendable (UnsafeBufferPointer<UInt8>) -> Void
+    /// Runs once before the first input (temporary directories, an engine shared by all inputs).
+    var setUp: @Sendable () -> Void = {}
+}
+
+/// Every target, in `make fuzz`'s order. A new parser adds one line here (vendor wires: `mockWires`).
+let allTargets: [FuzzTarget] = mockBodyTargets() + [
+    scenarioTarget,
+    engineResponseTarget,
+    gzipTarget,
+    storeTarget,
+    cliTarget,
+    cJSONTarget,
+]
+
+/// A broken invariant of a parser: a crash on purpose, which libFuzzer reports with the input that caused it.
+func invariant(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
+               file: StaticString = #fileID, line: UInt = #line) {
+    guard !condition() else { return }
+    printError("outbox-fuzz: invariant broken at \(file):\(line): \(message())\n")
+    abort()
+}
+
+/// The target chosen on the command line; libFuzzer's callback is a C function and cannot capture it.
+nonisolated(unsafe) var selected: FuzzTarget?
+
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+) -> Int32
+
+@main
+struct OutboxFuzz {
+    static func main() {
+        let arguments = CommandLine.arguments
+        guard arguments.count >= 2 else { usage() }
+        if arguments[1] == "--list" {
+            for target in allTargets { print("\(target.name)\t\(target.summary)") }
+            return
+        }
+        if arguments[1] == "--seed-store", arguments.count == 3 {
+            do {
+                try makeStoreSeed(path: arguments[2])
+                return
+            } catch {
+                printError("outbox-fuzz: cannot make the store seed: \(error)\n")
+                exit(1)
+            }
+        }
+        guard let target = allTargets.first(where: { $0.name == arguments[1] }) else {
+            printError("outbox-fuzz: no target '\(arguments[1])'\n")
+            usage()
+        }
+        selected = target
+        target.setUp()
+        // libFuzzer reads argv[1...] as its own options and corpus directories: drop the target's name.
+        var argv: [UnsafeMutablePointer<CChar>?] = ([arguments[0]] + arguments.dropFirst(2)).map { strdup($0) }
+        argv.append(nil)
+        var argc = Int32(argv.count - 1)
+        let status = argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var pointer = buffer.baseAddress
+            return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in
+                let input = UnsafeBufferPointer(start: size > 0 ? data : nil, count: size)
+                selected?.body(input)
+                return 0
+            }
+        }
+        exit(status)
+    }
+
+    static func usage() -> Never {
+        printError("usage: outbox-fuzz TARGET [libFuzzer options] [CORPUS_DIR...] | --list | --seed-store PATH\n")
+        exit(2)
+    }
+}
+
+/// A new directory for a target's files (mkdtemp), in memory (/dev/shm) when there is one: a store is synced to
+/// disk several times per open, and a disk shared with other work makes that most of an input's time.
+func temporaryDirectory(_ name: String) -> String {
+    let parent = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
+    var template = Array("\(parent)/outbox-fuzz-\(name).XXXXXX".utf8CString)
+    invariant(mkdtemp(&template) != nil, "mkdtemp failed: \(errno)")
+    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// A line on stderr (libFuzzer's own output goes there too).
+func printError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+}

@@ -1,0 +1,83 @@
+// The engine's two doors for a host: the `outbox` command line and the C interface's JSON.
+import COutboxSupport
+import ArgumentParser
+import Glibc
+@testable import Outbox
+@testable import OutboxC
+@testable import outbox
+
+/// `outbox`'s arguments (swift-argument-parser over our commands and their `validate()`), then, for `emit`, the
+/// engine configuration the options make and its validation (SPEC X3, X7). The input is argv: arguments separated
+/// by NUL or newline bytes. A refusal must come with a message (what the CLI prints with its usage).
+let cliTarget = FuzzTarget(name: "cli", summary: "outbox's argv through swift-argument-parser, the commands' validate() and Configuration.validate()") { input in
+    let arguments = input.split(whereSeparator: { $0 == 0 || $0 == 0x0A }).map { String(decoding: $0, as: UTF8.self) }
+    let command: ParsableCommand
+    do {
+        command = try OutboxCommand.parseAsRoot(arguments)
+    } catch {
+        // What `outbox` prints before it exits: help, version, or the error (its usage text left out: rendering
+        // it costs more than the parse, and it does not depend on the input).
+        let code = OutboxCommand.exitCode(for: error)
+        invariant(code.isSuccess || !OutboxCommand.message(for: error).isEmpty, "a usage error without a message")
+        return
+    }
+    guard let emit = command as? Emit else { return }
+    do {
+        let configuration = try emit.engineConfiguration()
+        do {
+            try configuration.validate()
+        } catch {
+            invariant(!"\(error)".isEmpty, "a configuration refused without a message")
+        }
+    } catch {
+        invariant(!"\(error)".isEmpty, "options refused without a message")
+    }
+}
+
+@_silgen_name("outbox_last_error")
+private func outboxLastError() -> UnsafePointer<CChar>
+
+/// A store-only engine that every `outbox_track` input goes to.
+private nonisolated(unsafe) var cEngine: UnsafeMutableRawPointer?
+private nonisolated(unsafe) var cDirectory = ""
+
+/// The C interface's JSON readers (SPEC E3): `outbox_track`'s properties object and `outbox_open` /
+/// `outbox_update`'s configuration object. The first byte picks the reader (even: properties, odd: configuration),
+/// the rest is the C string (a NUL inside ends it early, as it would for a C caller). Every call returns, and a
+/// failure leaves a message in `outbox_last_error()`. Properties go through `outbox_track` itself into a store-only
+/// engine; configurations through the decoder and `Configuration.validate()` that `outbox_open` runs, without
+/// opening an engine per input.
+let cJSONTarget = FuzzTarget(name: "c-json", summary: "outbox_track's properties and outbox_open/outbox_update's configuration JSON", body: { input in
+    guard let selector = input.first else { return }
+    var text = Array(input.dropFirst()).map { CChar(bitPattern: $0) }
+    text.append(0)
+    _ = outboxc_fail(0, "", 0)
+    if selector & 1 == 0 {
+        let rc = outbox_track(cEngine, "fuzz", text, 0)
+        invariant(rc == 0 || outboxLastError().pointee != 0, "outbox_track returned \(rc) without a message")
+        return
+    }
+    do throws(ConfigError) {
+        let members = try text.withUnsafeBufferPointer { bytes throws(ConfigError) in try ConfigDecoder.members(bytes.baseAddress) }
+        // outbox_update: only its keys, applied onto a running engine's configuration.
+        var updated = Configuration(storePath: "fuzz.outbox")
+        for (key, value) in members where ConfigDecoder.updateKeys.contains(key) {
+            try ConfigDecoder.apply(key, value, to: &updated)
+        }
+        let (configuration, _) = try ConfigDecoder.configuration(members)
+        do {
+            try configuration.validate()
+        } catch {
+            invariant(!"\(error)".isEmpty, "a configuration refused without a message")
+        }
+    } catch {
+        invariant(!error.message.isEmpty, "a configuration refused without a message")
+    }
+}, setUp: {
+    cDirectory = temporaryDirectory("c")
+    // A cap that the million inputs outgrow: eviction (SPEC S3) runs too, as it would for a real host.
+    let config = #"{"storePath":"\#(cDirectory)/fuzz.outbox","maxStorageSize":16777216,"maxDistinctEventNames":10000,"# +
+        #""sessionTracking":"manual","logLevel":"critical"}"#
+    cEngine = outbox_open(config, nil)
+    invariant(cEngine != nil, "outbox_open: \(String(cString: outboxLastError()))")
+})

@@ -1,0 +1,122 @@
+// The mock server's side: request bodies (plain or gzip) through the wire validators, and scenario files.
+import FoundationEssentials
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import NIOHTTPCompression
+@testable import OutboxMock
+
+/// The mock's request-body validators, one line per vendor wire: each becomes the target `mock-body-NAME`, with
+/// its seeds in Fixtures/fuzz/seeds/mock-body-NAME/. `check` gets a decompressed body, must accept or refuse it
+/// cleanly, and asserts what it can about an accepted one.
+let mockWires: [(name: String, check: @Sendable (UnsafeBufferPointer<UInt8>) -> Void)] = [
+    ("appcenter", checkAppCenterBody),
+]
+
+func mockBodyTargets() -> [FuzzTarget] {
+    mockWires.map { wire in
+        FuzzTarget(name: "mock-body-\(wire.name)",
+                   summary: "an HTTP request body (gzip when it starts 1f 8b) through the mock's \(wire.name) validator") { input in
+            // The mock inflates a gzip body before validating it (and refuses one that does not inflate).
+            if input.count >= 2, input[0] == 0x1F, input[1] == 0x8B {
+                guard case .inflated(let body) = MockInflate.inflate(input) else { return }
+                body.withUnsafeBufferPointer { wire.check($0) }
+            } else {
+                wire.check(input)
+            }
+        }
+    }
+}
+
+/// App Center (W1–W2): the validator the mock answers 200 or 400 by, and the JSON tape under it.
+func checkAppCenterBody(_ body: UnsafeBufferPointer<UInt8>) {
+    // The tape: whatever parses, minified, parses again to the same minified bytes.
+    if let tape = try? JSONTape.parse(body) {
+        var minified: [UInt8] = []
+        JSONView(bytes: body, tape: tape).appendMinified(0, to: &minified)
+        minified.withUnsafeBufferPointer { again in
+            guard let second = try? JSONTape.parse(again) else {
+                return invariant(false, "minified JSON does not parse: \(String(decoding: again, as: UTF8.self))")
+            }
+            var twice: [UInt8] = []
+            JSONView(bytes: again, tape: second).appendMinified(0, to: &twice)
+            invariant(twice == minified, "minifying twice changed the bytes")
+        }
+    }
+    let check = LogValidator.check(body: body)
+    guard check.failure == nil else { return }
+    invariant(check.logs.count == check.logCount, "accepted \(check.logs.count) of \(check.logCount) logs")
+    // Accepted ⇒ re-encodes: the logs as the mock records them (and serves them back to tests), in a new
+    // container, are a body the mock accepts again, with the same ids, times, types and names.
+    var again = Array(#"{"logs":["#.utf8)
+    for (position, log) in check.logs.enumerated() {
+        if position > 0 { again.append(UInt8(ascii: ",")) }
+        again += log.json
+    }
+    again += Array("]}".utf8)
+    let second = again.withUnsafeBufferPointer { LogValidator.check(body: $0) }
+    invariant(second.failure == nil, "recorded logs refused: \(second.failure?.reason ?? "")")
+    invariant(second.logs.map(\.id) == check.logs.map(\.id) && second.logs.map(\.timestampMs) == check.logs.map(\.timestampMs)
+              && second.logs.map(\.type) == check.logs.map(\.type) && second.logs.map(\.name) == check.logs.map(\.name),
+              "recorded logs read back differently")
+}
+
+/// The mock's inflate: swift-nio-extras' request decompressor, as `MockServer.addConnectionHandlers` puts it in
+/// every connection's pipeline, on an `EmbeddedChannel`, with a decompressed limit (a gzip bomb stops there).
+enum MockInflate {
+    /// Far smaller than the mock's default (20 MiB), so that libFuzzer's inputs (a few KiB, up to about 1000:1 for
+    /// deflate) reach it, and a bomb costs little time per input; the code path is the same.
+    static let limit = 64 << 10
+
+    enum Outcome {
+        case inflated([UInt8])
+        case refused
+    }
+
+    static func inflate(_ bytes: UnsafeBufferPointer<UInt8>, limit: Int = limit) -> Outcome {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish() }
+        do {
+            try channel.pipeline.syncOperations.addHandler(NIOHTTPRequestDecompressor(limit: .size(limit)))
+            var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/logs?api-version=1.0.0")
+            head.headers.add(name: "Content-Encoding", value: "gzip")
+            head.headers.add(name: "Content-Length", value: "\(bytes.count)")
+            try channel.writeInbound(HTTPServerRequestPart.head(head))
+            try channel.writeInbound(HTTPServerRequestPart.body(channel.allocator.buffer(bytes: bytes)))
+            try channel.writeInbound(HTTPServerRequestPart.end(nil))
+            var body: [UInt8] = []
+            while let part = try channel.readInbound(as: HTTPServerRequestPart.self) {
+                if case .body(var buffer) = part { body += buffer.readBytes(length: buffer.readableBytes) ?? [] }
+            }
+            invariant(body.count <= limit, "inflated \(body.count) bytes past the limit \(limit)")
+            return .inflated(body)
+        } catch {
+            return .refused
+        }
+    }
+}
+
+/// Scenario files (`outbox-mock --scenario`, `PUT /_mock/scenario`): decoded and checked, or refused with a reason;
+/// an accepted one encodes (`GET /_mock/scenario`) to JSON that decodes to the same scenario.
+let scenarioTarget = FuzzTarget(name: "scenario", summary: "a scenario file through Scenario.decode and back") { input in
+    let data = Data(buffer: input)
+    let scenario: Scenario
+    do {
+        scenario = try Scenario.decode(from: data)
+    } catch let error as ScenarioError {
+        invariant(!error.description.isEmpty, "a refusal without a reason")
+        return
+    } catch {
+        return invariant(false, "Scenario.decode threw something other than ScenarioError: \(error)")
+    }
+    do {
+        let again = try Scenario.decode(from: scenario.jsonData())
+        invariant(again == scenario, "a scenario changed through its JSON")
+    } catch {
+        invariant(false, "an accepted scenario's own JSON is refused: \(error)")
+    }
+    // Every rule's request numbers answer for any request number without trapping.
+    for rule in scenario.rules {
+        for n in [0, 1, 2, 3, 1000, Int.max] { _ = rule.match.requests?.contains(n) }
+    }
+}

@@ -1,0 +1,400 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import Histogram
+import Logging
+import Outbox
+import OutboxMock
+import Synchronization
+
+/// SPEC F1–F4: N simulated installs, each with its own store and engine, on a few shared loop threads, against one
+/// ingestion server; at the end one JSON object, and `lost` counted against what the mock recorded.
+struct Fleet: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Simulate N installs against one ingestion server and account for every log (SPEC F1–F4).")
+
+    @Option(help: "Simulated installs.") var devices: Int
+    @Option(help: "Events each device tracks.") var events: Int
+    @Option(help: "Events per second per device (default: as fast as back-pressure allows).") var rate: Double?
+    @Option(help: "Seeds who goes offline and when.") var seed: UInt64 = 1
+    @Option(help: "Ingestion server base URL (default: the mock, started in-process).") var endpoint: String?
+    @Option(help: "Scenario file for the in-process mock (SPEC X2).") var scenario: String?
+    @Option(help: "Fraction of the devices that go offline once, at a random moment of their tracking.")
+    var offlineFraction: Double = 0
+    @Option(name: .customLong("offline-s"), help: "Seconds an offline device stays offline.") var offlineSeconds: Double = 10
+    @Option(help: "Logs per request (1–500).") var batchSize: Int?
+    @Option(help: "Transmission interval in seconds (SPEC C2).") var interval: Double?
+    @Option(help: "Retry intervals in seconds, comma-separated (SPEC R3).") var retryIntervals: String?
+    @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
+    @Option(help: "Directory for the devices' stores (default: a temporary directory, removed at the end).") var dir: String?
+    @Option(help: "Write report.html and summary.json into this directory (SPEC F3).") var report: String?
+    @Option(help: "Serve the fleet's counters for Prometheus on this port (not built yet).") var metricsPort: Int?
+    @Option(help: "Number of the first device (runs on several machines take disjoint ranges).") var deviceOffset: Int = 0
+    @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
+    var timeout: Double = 600
+    @OptionGroup var logging: LoggingOptions
+
+    /// Descriptors one device holds under load: the store, its WAL, its shared memory and its lock file; the curl
+    /// multi handle's wake-up socket pair; and its keep-alive connections, up to 4 while batches overlap
+    /// (BENCHMARKS.md). An in-process mock holds the server's end of each connection too.
+    static let descriptorsPerDevice = 10
+    /// The process's own: stdio, the loops, the mock's listener.
+    static let descriptorsBase = 64
+
+    func validate() throws {
+        guard devices >= 1 else { throw ValidationError("--devices must be 1 or more, got \(devices)") }
+        guard events >= 0 else { throw ValidationError("--events must be 0 or more, got \(events)") }
+        if let rate, !(rate > 0 && rate.isFinite) { throw ValidationError("--rate must be a positive number of events per second") }
+        guard (0...1).contains(offlineFraction) else {
+            throw ValidationError("--offline-fraction takes a fraction from 0 to 1, got \(offlineFraction)")
+        }
+        _ = try Emit.duration(seconds: offlineSeconds, option: "--offline-s")
+        _ = try Emit.duration(seconds: timeout, option: "--timeout")
+        if let interval { _ = try Emit.duration(seconds: interval, option: "--interval") }
+        _ = try parsedRetryIntervals()
+        if endpoint != nil && scenario != nil {
+            throw ValidationError("--scenario configures the in-process mock; give an external mock its scenario with PUT /_mock/scenario")
+        }
+        if let endpoint, !(endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://")) {
+            throw ValidationError("--endpoint must start with http:// or https://, got \(endpoint)")
+        }
+        if metricsPort != nil {
+            throw ValidationError("--metrics-port is not built yet (SPEC M9, issue 21)")
+        }
+        guard deviceOffset >= 0 else { throw ValidationError("--device-offset must be 0 or more, got \(deviceOffset)") }
+    }
+
+    func parsedRetryIntervals() throws -> [Duration]? {
+        guard let retryIntervals else { return nil }
+        if retryIntervals.isEmpty { return [] }
+        return try retryIntervals.split(separator: ",").map { part in
+            guard let seconds = Double(part.trimmingSpaceAndTab), seconds >= 0 else {
+                throw ValidationError("--retry-intervals takes seconds separated by commas, got '\(retryIntervals)'")
+            }
+            return try Emit.duration(seconds: seconds, option: "--retry-intervals")
+        }
+    }
+
+    func run() throws {
+        let code = try runBlocking { try await self.runAsync() }
+        if code != 0 { throw ExitCode(code) }
+    }
+
+    func runAsync() async throws -> Int32 {
+        let logger = try logging.makeLogger(label: "outbox.fleet")
+        try checkDescriptorLimit(perDevice: Self.descriptorsPerDevice + (endpoint == nil ? 4 : 0))
+
+        // The stores.
+        let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
+        let base = dir ?? temporary + (temporary.hasSuffix("/") ? "" : "/") + "outbox-fleet-\(getpid())-\(monotonicNs() % 1_000_000)"
+        do {
+            try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        } catch {
+            throw CLIError(description: "outbox fleet: cannot create the store directory \(base): \(error)")
+        }
+        defer { if dir == nil { try? FileManager.default.removeItem(atPath: base) } }
+
+        // The server: the mock in-process unless --endpoint.
+        var server: MockServer? = nil
+        if endpoint == nil {
+            do {
+                let loaded = try scenario.map { try Scenario.load(path: $0) }
+                let mock = try MockServer(configuration: .init(scenario: loaded))
+                try mock.start()
+                server = mock
+            } catch {
+                throw CLIError(description: "outbox fleet: cannot start the mock: \(error)")
+            }
+        }
+        defer { try? server?.stop() }
+        let target = endpoint ?? server?.baseURL ?? ""
+        let client = FleetMockClient(endpoint: target)
+        let baseline = client.flatMap { try? FleetMockStats.read($0) }
+        if baseline == nil {
+            logger.warning("the server does not answer GET /_mock/stats as an outbox-mock does: lost cannot be counted",
+                           metadata: ["outbox.endpoint": "\(target)"])
+        }
+
+        // Who goes offline, and at which of their events (seeded, SPEC F1).
+        var random = FleetRandom(seed: seed)
+        let offlineCount = Int((offlineFraction * Double(devices)).rounded())
+        var order = Array(0..<devices)
+        random.shuffle(&order)
+        let offline = Set(order.prefix(offlineCount))
+        var specs: [FleetDeviceSpec] = []
+        specs.reserveCapacity(devices)
+        for index in 0..<devices {
+            let at: Int? = offline.contains(index) ? (events > 0 ? random.below(events) : 0) : nil
+            specs.append(FleetDeviceSpec(number: deviceOffset + index, offlineAt: at, phase: random.unit()))
+        }
+
+        let plan = FleetPlan(events: events, rate: rate,
+                             offlineNs: UInt64((offlineSeconds * 1e9).rounded()),
+                             runID: Self.runID(), configuration: try deviceConfiguration(base: base, endpoint: target, logger: logger))
+
+        // One loop per core, devices dealt round-robin.
+        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let loopCount = min(cores, devices)
+        let rssStartKiB = FleetResources.rssKiB()
+        let fdsStart = FleetResources.openDescriptors()
+        var loops: [FleetLoop] = []
+        do {
+            for index in 0..<loopCount {
+                let loop = FleetLoop(index: index, plan: plan)
+                try loop.start(stride(from: index, to: devices, by: loopCount).map { specs[$0] })
+                loops.append(loop)
+            }
+        } catch {
+            for loop in loops { loop.stop() }
+            throw CLIError(description: "outbox fleet: cannot start a device: \(error)")
+        }
+        let engines = loops.flatMap(\.engines)
+        logger.notice("fleet started", metadata: ["outbox.devices": "\(devices)", "outbox.loops": "\(loopCount)",
+                                                  "outbox.endpoint": "\(target)", "outbox.run": "\(plan.runID)"])
+
+        // Tracking, with the progress line and the report's samples beside it.
+        let sampler = FleetSampler(loops: loops, client: baseline == nil ? nil : client, baseline: baseline,
+                                   devices: devices, terminal: isatty(2) != 0)
+        sampler.start()
+        let startNs = monotonicNs()
+        await withTaskGroup(of: Void.self) { group in
+            for loop in loops {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        loop.begin(startNs: startNs) { continuation.resume() }
+                    }
+                }
+            }
+        }
+        let trackingEndNs = monotonicNs()
+
+        // Delivery: every device until its store is empty (offline ones come back first), or --timeout.
+        let deadlineNs = trackingEndNs + UInt64((timeout * 1e9).rounded())
+        var drained = true
+        for engine in engines {
+            let leftMs = Int64((deadlineNs > monotonicNs() ? deadlineNs - monotonicNs() : 0) / 1_000_000)
+            if await !engine.waitUntilDelivered(timeout: .milliseconds(max(1, leftMs))) { drained = false }
+        }
+        let endNs = monotonicNs()
+        sampler.stop()
+        if !drained { logger.warning("--timeout passed before every device delivered everything; the rest is pending") }
+
+        // What the run cost, measured before the accounting reads the mock's records.
+        let peakRSSKiB = FleetResources.peakRSSKiB()
+        let fdsEnd = FleetResources.openDescriptors()
+        let cpuSeconds = FleetResources.cpuSeconds()
+
+        // Each store's own count (SPEC F2): pending, dead-lettered, evicted; and the dead letters' ordinals.
+        var stores: [String: FleetStoreCount] = [:]
+        for engine in engines {
+            let install = engine.installID.uuidString.lowercased()
+            guard let status = try? await engine.status() else { continue }
+            var count = FleetStoreCount(pending: status.pendingNormal + status.pendingCritical + status.inFlight,
+                                        deadLettered: status.deadLetters, evicted: status.evicted,
+                                        delivered: status.delivered, deadOrdinals: [])
+            if status.deadLetters > 0, let letters = try? await engine.deadLetters() {
+                count.deadOrdinals = Set(letters.compactMap { FleetAccounting.ordinal(inLogJSON: $0.log) })
+            }
+            stores[install] = count
+        }
+        for loop in loops { loop.stop() }
+        let counts = loops.flatMap(\.finalCounts)
+
+        // The mock's records (SPEC F2).
+        var accounting = FleetAccounting(devices: counts, stores: stores, deviceOffset: deviceOffset, events: events)
+        let finalStats = client.flatMap { try? FleetMockStats.read($0) }
+        var recordsRead = false
+        if let client, baseline != nil, finalStats != nil {
+            do {
+                try accounting.readLogs(client: client, runID: plan.runID)
+                recordsRead = true
+            } catch {
+                logger.error("cannot read GET /_mock/logs: \(error)")
+            }
+        }
+
+        let seconds = Double(endNs - startNs) / 1e9
+        let summary = FleetSummary(
+            devices: devices, tracked: accounting.tracked,
+            delivered: recordsRead ? accounting.uniqueDelivered : accounting.engineDelivered,
+            duplicates: (finalStats?.logsDuplicate ?? 0) - (baseline?.logsDuplicate ?? 0),
+            deadLettered: accounting.deadLettered, evicted: accounting.evicted, pending: accounting.pending,
+            lost: recordsRead ? accounting.lost : nil,
+            eventsPerSecond: seconds > 0 ? Double(recordsRead ? accounting.uniqueDelivered : accounting.engineDelivered) / seconds : 0,
+            delay: recordsRead ? accounting.delayPercentiles : nil,
+            peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds)
+        let json = summary.json
+        print(json)
+        fflush(nil)
+        logger.notice("fleet resources", metadata: [
+            "outbox.rss_start_kib": "\(rssStartKiB)", "outbox.peak_rss_kib": "\(peakRSSKiB)",
+            "outbox.kib_per_device": "\((peakRSSKiB - rssStartKiB) / max(1, devices))",
+            "outbox.fds_start": "\(fdsStart)", "outbox.fds_end": "\(fdsEnd)",
+            "outbox.fds_per_device": "\(cFormat("%.2f", Double(fdsEnd - fdsStart) / Double(max(1, devices))))",
+            "outbox.tracking_s": "\(cFormat("%.2f", Double(trackingEndNs - startNs) / 1e9))",
+        ])
+
+        if let report {
+            do {
+                try FleetReport(summary: summary, json: json, samples: sampler.samples(), histogram: accounting.histogram,
+                                title: "outbox fleet — \(devices) devices × \(events) events", command: Self.commandLine())
+                    .write(to: report)
+            } catch {
+                writeStandardError("outbox fleet: cannot write the report to \(report): \(error)\n")
+            }
+        }
+
+        guard recordsRead else { return 2 }
+        if accounting.lost != 0 {
+            for line in accounting.missingLines(limit: 10) { writeStandardError(line + "\n") }
+            return 1
+        }
+        return 0
+    }
+
+    /// SPEC F4: refuses to start a fleet the descriptor limit cannot hold, saying what it needs; raises the soft
+    /// limit up to the hard one first.
+    func checkDescriptorLimit(perDevice: Int) throws {
+        let needed = devices * perDevice + Self.descriptorsBase
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        if limit.rlim_cur < rlim_t(needed) && limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = min(limit.rlim_max, rlim_t(needed))
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        guard limit.rlim_cur >= rlim_t(needed) else {
+            let fits = max(0, (Int(limit.rlim_cur) - Self.descriptorsBase) / perDevice)
+            throw CLIError(description: "outbox fleet: \(devices) devices need about \(needed) file descriptors "
+                + "(\(perDevice) per device + \(Self.descriptorsBase)); RLIMIT_NOFILE allows \(limit.rlim_cur) "
+                + "(hard limit \(limit.rlim_max)). Run at most \(fits) devices here, or raise the limit (ulimit -n \(needed)).")
+        }
+    }
+
+    /// Each device's engine: its own store, host-loop mode, sized for thousands in one process.
+    func deviceConfiguration(base: String, endpoint: String, logger: Logger) throws
+        -> @Sendable (FleetDeviceSpec, UnsafeMutableRawPointer) -> Configuration {
+        var template = Configuration(storePath: base)
+        template.logger = logger
+        template.endpoint = endpoint
+        template.appSecret = "fleet-secret"
+        template.appVersion = "fleet"
+        template.testingAllowsValuesBelowBounds = testing
+        // Only the tracked events go into the stores (no startSession logs, SPEC A2), so that the counts add up (F2).
+        template.sessionTracking = .manual
+        // The fleet says when a device is offline (SPEC N2); a watcher per engine would be N netlink sockets.
+        template.watchesNetwork = false
+        // A device's store holds its backlog; the defaults suit one engine per process, not thousands (SPEC F4).
+        template.pageCacheSize = 64 * 1024
+        template.diskReserveSize = 64 * 1024
+        if let batchSize { template.batchSize = batchSize }
+        if let interval {
+            template.transmissionInterval = try Emit.duration(seconds: interval, option: "--interval")
+            template.criticalTransmissionInterval = min(template.criticalTransmissionInterval, template.transmissionInterval)
+        }
+        if let intervals = try parsedRetryIntervals() {
+            template.retryIntervals = intervals
+            // A test fleet's devices that used up their retries try again soon, not after SPEC's 30 minutes (R5).
+            if testing, let longest = intervals.max() { template.probeInterval = longest }
+        }
+        try template.validate()
+        let configured = template
+        return { spec, loop in
+            var configuration = configured
+            let directory = base + "/device-\(spec.number)"
+            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            configuration.storePath = directory + "/outbox.sqlite"
+            configuration.runMode = .hostLoop(loop)
+            return configuration
+        }
+    }
+
+    /// Tells this run's events from others' on a shared mock: the process and the moment, in base 36.
+    static func runID() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return String(Int(getpid()), radix: 36) + "-" + String(Int(now.tv_sec) * 1000 + now.tv_nsec / 1_000_000, radix: 36)
+    }
+
+    static func commandLine() -> String {
+        (["outbox"] + CommandLine.arguments.dropFirst()).joined(separator: " ")
+    }
+}
+
+/// What one store held at the end (SPEC F2).
+struct FleetStoreCount {
+    var pending: Int
+    var deadLettered: Int
+    var evicted: Int
+    var delivered: Int
+    var deadOrdinals: Set<Int>
+}
+
+/// SplitMix64: the fleet's seeded choices (who goes offline, when).
+struct FleetRandom {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// 0 ..< bound; bound > 0.
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+    /// 0 ≤ x < 1.
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+
+    mutating func shuffle(_ items: inout [Int]) {
+        guard items.count > 1 else { return }
+        for i in stride(from: items.count - 1, to: 0, by: -1) {
+            items.swapAt(i, below(i + 1))
+        }
+    }
+}
+
+/// The process's memory, descriptors and CPU (SPEC F1's `peak_rss_kib`, `cpu_s`; F4's per-device figures).
+enum FleetResources {
+    static func rssKiB() -> Int {
+        guard let file = fopen("/proc/self/statm", "r") else { return 0 }
+        defer { fclose(file) }
+        var size = 0
+        var resident = 0
+        guard fscanf_two(file, &size, &resident) else { return 0 }
+        return resident * Int(sysconf(Int32(_SC_PAGESIZE))) / 1024
+    }
+
+    private static func fscanf_two(_ file: UnsafeMutablePointer<FILE>, _ a: inout Int, _ b: inout Int) -> Bool {
+        var line = [CChar](repeating: 0, count: 256)
+        guard fgets(&line, Int32(line.count), file) != nil else { return false }
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let fields = text.split(separator: " ")
+        guard fields.count >= 2, let x = Int(fields[0]), let y = Int(fields[1]) else { return false }
+        a = x
+        b = y
+        return true
+    }
+
+    static func peakRSSKiB() -> Int {
+        var usage = rusage()
+        getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+        return usage.ru_maxrss
+    }
+
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    static func openDescriptors() -> Int {
+        guard let directory = opendir("/proc/self/fd") else { return 0 }
+        defer { closedir(directory) }
+        var count = 0
+        while readdir(directory) != nil { count += 1 }
+        return max(0, count - 3)  // ".", ".." and the directory's own descriptor
+    }
+}

@@ -1,0 +1,144 @@
+import FoundationEssentials
+import Histogram
+
+/// SPEC F2: every tracked log is delivered (in the mock's records), pending, dead-lettered or evicted; whatever is
+/// none of these is lost. The mock's `/_mock/logs` is read line by line, and a device's delivered events are kept as
+/// a bitmap of their ordinals, so that the accounting of a million logs takes a few megabytes.
+struct FleetAccounting {
+    struct Device {
+        var number: Int
+        var install: String
+        var tracked: Int
+        var store: FleetStoreCount?
+        var delivered: [UInt64]
+        var uniqueDelivered = 0
+
+        func isDelivered(_ ordinal: Int) -> Bool {
+            let word = ordinal >> 6
+            return word < delivered.count && delivered[word] & (1 << UInt64(ordinal & 63)) != 0
+        }
+
+        var pending: Int { store?.pending ?? 0 }
+        var deadLettered: Int { store?.deadLettered ?? 0 }
+        var evicted: Int { store?.evicted ?? 0 }
+        var lost: Int { tracked - uniqueDelivered - pending - deadLettered - evicted }
+    }
+
+    private(set) var devices: [Device]
+    private let deviceOffset: Int
+    private let events: Int
+    /// Delivery delay (server arrival − the log's timestamp) of this run's unique logs, ms.
+    private(set) var histogram = Histogram<UInt64>(highestTrackableValue: 24 * 3600 * 1000, numberOfSignificantValueDigits: .three)
+
+    init(devices counts: [(number: Int, tracked: Int, rejected: Int, install: String)], stores: [String: FleetStoreCount],
+         deviceOffset: Int, events: Int) {
+        self.deviceOffset = deviceOffset
+        self.events = events
+        var devices = counts.map {
+            Device(number: $0.number, install: $0.install, tracked: $0.tracked, store: stores[$0.install],
+                   delivered: [UInt64](repeating: 0, count: (events + 63) / 64))
+        }
+        devices.sort { $0.number < $1.number }
+        self.devices = devices
+    }
+
+    var tracked: Int { devices.reduce(0) { $0 + $1.tracked } }
+    var uniqueDelivered: Int { devices.reduce(0) { $0 + $1.uniqueDelivered } }
+    var engineDelivered: Int { devices.reduce(0) { $0 + ($1.store?.delivered ?? 0) } }
+    var pending: Int { devices.reduce(0) { $0 + $1.pending } }
+    var deadLettered: Int { devices.reduce(0) { $0 + $1.deadLettered } }
+    var evicted: Int { devices.reduce(0) { $0 + $1.evicted } }
+    var lost: Int { devices.reduce(0) { $0 + max(0, $1.lost) } }
+
+    var delayPercentiles: FleetSummary.Delay {
+        guard histogram.totalCount > 0 else { return FleetSummary.Delay(p50: 0, p90: 0, p99: 0, max: 0) }
+        return FleetSummary.Delay(p50: Int(histogram.valueAtPercentile(50)), p90: Int(histogram.valueAtPercentile(90)),
+                                  p99: Int(histogram.valueAtPercentile(99)), max: Int(histogram.max))
+    }
+
+    /// Streams `GET /_mock/logs` and counts this run's logs by device and ordinal.
+    mutating func readLogs(client: FleetMockClient, runID: String) throws {
+        var splitter = LineSplitter()
+        var histogram = self.histogram
+        var devices = self.devices
+        let offset = deviceOffset
+        let events = self.events
+        // Devices are numbered offset, offset + 1, …: index by number.
+        let consume: (UnsafeRawBufferPointer) -> Void = { line in
+            guard let log = FleetLogLine.parse(line), log.run == runID else { return }
+            let index = log.device - offset
+            guard index >= 0, index < devices.count, devices[index].number == log.device,
+                  log.ordinal >= 0, log.ordinal < events else { return }
+            let word = log.ordinal >> 6
+            let bit: UInt64 = 1 << UInt64(log.ordinal & 63)
+            guard devices[index].delivered[word] & bit == 0 else { return }
+            devices[index].delivered[word] |= bit
+            devices[index].uniqueDelivered += 1
+            _ = histogram.record(UInt64(max(0, min(log.delayMs, 24 * 3600 * 1000))))
+        }
+        try client.get("/_mock/logs") { chunk in splitter.feed(chunk, line: consume) }
+        splitter.finish(line: consume)
+        self.devices = devices
+        self.histogram = histogram
+    }
+
+    /// SPEC F2: `missing DEVICE LOG-ID` for at most `limit` logs of the devices that lost some. A log that never
+    /// reached the server has no id outside the store that dropped it, so it is named by its install and ordinal
+    /// (`INSTALL-ID/i`, the `i` property of the event).
+    func missingLines(limit: Int) -> [String] {
+        var lines: [String] = []
+        for device in devices where device.lost > 0 {
+            let dead = device.store?.deadOrdinals ?? []
+            var named = 0
+            for ordinal in 0..<events where !device.isDelivered(ordinal) && !dead.contains(ordinal) {
+                guard lines.count < limit, named < device.lost else { break }
+                lines.append("missing \(device.number) \(device.install)/\(ordinal)")
+                named += 1
+            }
+            if lines.count >= limit { break }
+        }
+        return lines
+    }
+
+    /// The `i` property of an event's JSON as the engine sends it (`typedProperties`).
+    static func ordinal(inLogJSON json: String) -> Int? {
+        let bytes = Array(json.utf8)
+        let needle = Array(#""name":"i","value":"#.utf8)
+        guard bytes.count >= needle.count else { return nil }
+        for start in 0...(bytes.count - needle.count) where bytes[start..<(start + needle.count)].elementsEqual(needle) {
+            let digits = bytes[(start + needle.count)...].prefix { $0 >= 48 && $0 <= 57 }
+            return Int(String(decoding: digits, as: UTF8.self))
+        }
+        return nil
+    }
+}
+
+/// The closing object of SPEC F1, with exactly its keys; `summary.json` holds the same (F2).
+struct FleetSummary {
+    struct Delay { var p50: Int; var p90: Int; var p99: Int; var max: Int }
+
+    var devices: Int
+    var tracked: Int
+    var delivered: Int
+    var duplicates: Int
+    var deadLettered: Int
+    var evicted: Int
+    var pending: Int
+    var lost: Int?
+    var eventsPerSecond: Double
+    var delay: Delay?
+    var peakRSSKiB: Int
+    var cpuSeconds: Double
+
+    var json: String {
+        let delayJSON = delay.map { #"{"p50":\#($0.p50),"p90":\#($0.p90),"p99":\#($0.p99),"max":\#($0.max)}"# } ?? "null"
+        let fields: [(String, String)] = [
+            ("devices", String(devices)), ("tracked", String(tracked)), ("delivered", String(delivered)),
+            ("duplicates", String(duplicates)), ("dead_lettered", String(deadLettered)), ("evicted", String(evicted)),
+            ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
+            ("events_per_s", cFormat("%.1f", eventsPerSecond)), ("delay_ms", delayJSON),
+            ("peak_rss_kib", String(peakRSSKiB)), ("cpu_s", cFormat("%.2f", cpuSeconds)),
+        ]
+        return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+    }
+}

@@ -1,0 +1,113 @@
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// One point of the report's time series (SPEC F3).
+struct FleetSample: Sendable {
+    /// Seconds since the sampler started.
+    var t: Double
+    var tracked: Int
+    /// Unique logs at the mock since the run started; nil when the server is not an outbox-mock.
+    var delivered: Int?
+    var online: Int
+    /// Answers by HTTP status since the run started, and requests that got none (faults).
+    var statusCounts: [String: Int]
+    var noAnswer: Int
+    var p99Ms: Int64?
+}
+
+/// Samples the fleet's counters and the mock's stats every second for the report, and shows progress (SPEC F1): a
+/// line rewritten in place on a terminal, a plain line every few seconds otherwise. Runs on its own thread so that
+/// the loops never wait for the mock's answers.
+final class FleetSampler: @unchecked Sendable {
+    private let loops: [FleetLoop]
+    private let client: FleetMockClient?
+    private let baseline: FleetMockStats?
+    private let devices: Int
+    private let terminal: Bool
+    private let state = Mutex<(stop: Bool, samples: [FleetSample])>((false, []))
+    private let finished = DispatchSemaphore(value: 0)
+    private let wake = DispatchSemaphore(value: 0)
+
+    /// Seconds between two samples; between two plain progress lines when stderr is not a terminal.
+    static let sampleInterval = 1.0
+    static let plainLineInterval = 5.0
+
+    init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, devices: Int, terminal: Bool) {
+        self.loops = loops
+        self.client = client
+        self.baseline = baseline
+        self.devices = devices
+        self.terminal = terminal
+    }
+
+    func start() {
+        startThread { [self] in self.runLoop() }
+    }
+
+    /// Takes a last sample, ends the progress line and returns once the thread ended.
+    func stop() {
+        state.withLock { $0.stop = true }
+        wake.signal()
+        finished.wait()
+    }
+
+    func samples() -> [FleetSample] { state.withLock { $0.samples } }
+
+    private func runLoop() {
+        let start = monotonicNs()
+        var lastPlain = -Self.plainLineInterval
+        while true {
+            let sample = take(t: Double(monotonicNs() - start) / 1e9)
+            let (stopping, previous) = state.withLock { state -> (Bool, FleetSample?) in
+                let previous = state.samples.last
+                state.samples.append(sample)
+                return (state.stop, previous)
+            }
+            let line = progressLine(sample, previous: previous)
+            if terminal {
+                writeStandardError("\r\u{1B}[2K" + line + (stopping ? "\n" : ""))
+            } else if sample.t - lastPlain >= Self.plainLineInterval || stopping {
+                writeStandardError(line + "\n")
+                lastPlain = sample.t
+            }
+            if stopping { break }
+            _ = wake.wait(timeout: .now() + Self.sampleInterval)
+        }
+        finished.signal()
+    }
+
+    private func take(t: Double) -> FleetSample {
+        let tracked = loops.reduce(0) { $0 + $1.trackedTotal.load(ordering: .relaxed) }
+        let offline = loops.reduce(0) { $0 + $1.offlineNow.load(ordering: .relaxed) }
+        var sample = FleetSample(t: t, tracked: tracked, delivered: nil, online: devices - offline, statusCounts: [:],
+                                 noAnswer: 0, p99Ms: nil)
+        if let client, let baseline, let stats = try? FleetMockStats.read(client) {
+            sample.delivered = stats.logsUnique - baseline.logsUnique
+            var answered = 0
+            for (status, count) in stats.statusCounts {
+                let delta = count - (baseline.statusCounts[status] ?? 0)
+                sample.statusCounts[status] = delta
+                answered += delta
+            }
+            sample.noAnswer = max(0, stats.requests - baseline.requests - answered)
+            sample.p99Ms = stats.delayMs.p99
+        }
+        return sample
+    }
+
+    private func progressLine(_ sample: FleetSample, previous: FleetSample?) -> String {
+        var rate = 0.0
+        if let previous, sample.t > previous.t {
+            rate = Double(sample.tracked - previous.tracked) / (sample.t - previous.t)
+        }
+        var line = cFormat("%6.1fs  online %d/%d  tracked %d", sample.t, sample.online, devices, sample.tracked)
+        if let delivered = sample.delivered {
+            line += "  delivered \(delivered)  pending \(max(0, sample.tracked - delivered))"
+        }
+        line += cFormat("  events/s %.0f", rate)
+        if let p99 = sample.p99Ms { line += "  p99 \(p99) ms" }
+        return line
+    }
+}

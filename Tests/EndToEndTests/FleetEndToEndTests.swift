@@ -1,0 +1,140 @@
+import Foundation
+import OutboxMock
+import Testing
+
+/// The real `outbox fleet` binary against the real mock (SPEC F1–F3).
+@Suite("outbox fleet (SPEC F1–F4)")
+struct FleetEndToEndTests {
+    /// SPEC F1: the closing object has exactly these keys.
+    static let keys: Set<String> = ["devices", "tracked", "delivered", "duplicates", "dead_lettered", "evicted", "pending",
+                                    "lost", "events_per_s", "delay_ms", "peak_rss_kib", "cpu_s"]
+
+    /// Short intervals and quick retries, so that a fault scenario resolves in seconds.
+    static let fast = ["--testing", "--interval", "0.1", "--retry-intervals", "0.1,0.2,0.4", "--batch-size", "10"]
+
+    // SPEC F1, F2, F3: 20 devices × 50 events through 30 % 503s, a fifth of them offline for a second: everything
+    // tracked is delivered, nothing is lost, and the report holds its plots.
+    @Test func aFleetUnderFaultsWithDevicesOfflineLosesNothingAndWritesTheReport() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let report = dir.path + "/report"
+        let result = try runOutbox(["fleet", "--devices", "20", "--events", "50", "--seed", "7",
+                                    "--scenario", try MockServer.scenarioPath("flaky"),
+                                    "--offline-fraction", "0.2", "--offline-s", "1",
+                                    "--dir", dir.path + "/stores", "--report", report, "--timeout", "120"] + Self.fast, in: dir)
+        #expect(result.status == 0, "stderr: \(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(Set(summary.keys) == Self.keys)
+        #expect(summary["devices"] as? Int == 20)
+        #expect(summary["tracked"] as? Int == 1000)
+        #expect(summary["delivered"] as? Int == 1000)
+        #expect(summary["lost"] as? Int == 0)
+        #expect(summary["pending"] as? Int == 0)
+        let delay = summary["delay_ms"] as? [String: Any]
+        #expect(Set(delay?.keys.map { $0 } ?? []) == ["p50", "p90", "p99", "max"])
+        #expect((summary["peak_rss_kib"] as? Int ?? 0) > 0)
+
+        // SPEC F3: summary.json is the closing object; report.html is self-contained with its four plots.
+        let written = try String(contentsOfFile: report + "/summary.json", encoding: .utf8)
+        #expect(written.trimmingCharacters(in: .whitespacesAndNewlines) == result.output.trimmingCharacters(in: .whitespacesAndNewlines))
+        let html = try String(contentsOfFile: report + "/report.html", encoding: .utf8)
+        #expect(html.components(separatedBy: "<svg").count - 1 == 4)
+        #expect(html.contains("<polyline"))
+        #expect(!html.contains("<script"))
+        #expect(!html.contains("src=\"http"))
+        // The status plot shows the scenario's 503s beside the 200s.
+        #expect(html.contains(">503<"))
+
+        // Each device has its own store directory, and its disk reserve (SPEC S7) is the fleet's small one, not the
+        // 256 KiB default that would take 2.5 GB at 10 000 devices.
+        let stores = try FileManager.default.contentsOfDirectory(atPath: dir.path + "/stores").filter { $0.hasPrefix("device-") }
+        #expect(stores.count == 20)
+        let reserve = try FileManager.default.attributesOfItem(atPath: dir.path + "/stores/device-0/outbox.sqlite-reserve")
+        #expect((reserve[.size] as? Int) == 64 * 1024)
+    }
+
+    // SPEC F2: logs the mock forgot (a reset in mid-run) are lost: exit 1, and `missing DEVICE LOG-ID` lines
+    // (at most 10) on stderr naming them.
+    // Synchronous on purpose: the watch below must not wait for a cooperative thread to resume it (on 2 cores the
+    // pool is 2 threads, which other tests' blocking process waits can hold past the fleet's whole run).
+    @Test func logsTheMockNoLongerHoldsAreCountedLostAndNamed() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let outPath = dir.path + "/stdout"
+        let errPath = dir.path + "/stderr"
+        FileManager.default.createFile(atPath: outPath, contents: nil)
+        FileManager.default.createFile(atPath: errPath, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
+        process.arguments = ["fleet", "--devices", "4", "--events", "40", "--rate", "10", "--endpoint", server.baseURL,
+                             "--dir", dir.path + "/stores", "--timeout", "60"] + Self.fast
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        try process.run()
+        // Tracking lasts four seconds; once the first logs arrived, the mock forgets them. The mock has no event to
+        // wait on, so its count is watched.
+        let deadline = Date().addingTimeInterval(60)
+        while server.stats().logsUnique == 0 && Date() < deadline && process.isRunning { usleep(5_000) }
+        let forgotten = server.stats().logsUnique
+        server.reset()
+        process.waitUntilExit()
+        let output = try String(contentsOfFile: outPath, encoding: .utf8)
+        let errors = try String(contentsOfFile: errPath, encoding: .utf8)
+        #expect(forgotten > 0)
+        #expect(process.terminationStatus == 1, "stderr: \(errors)")
+        let summary = jsonObject(output)
+        let lost = summary["lost"] as? Int ?? 0
+        #expect(lost >= forgotten)
+        #expect(summary["tracked"] as? Int == 160)
+        let missing = errors.split(separator: "\n").filter { $0.hasPrefix("missing ") }
+        #expect(missing.count == min(10, lost))
+        // DEVICE is a device number; LOG-ID names the install and the event's ordinal.
+        for line in missing {
+            let fields = line.split(separator: " ")
+            #expect(fields.count == 3)
+            #expect(Int(fields[1]).map { (0..<4).contains($0) } == true)
+            #expect(fields[2].split(separator: "/").count == 2)
+        }
+    }
+
+    // SPEC F2: against a server that is not an outbox-mock (nginx: no /_mock/stats), loss cannot be counted:
+    // "lost": null and exit 2, whatever was delivered.
+    @Test(.enabled(if: NginxServer.isAvailable)) func aServerThatIsNotAnOutboxMockGivesLostNullAndExit2() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let nginx = try NginxServer(); defer { nginx.stop() }
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--endpoint", nginx.url(.http1),
+                                    "--dir", dir.path + "/stores", "--timeout", "1"] + Self.fast, in: dir)
+        #expect(result.status == 2, "stderr: \(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(Set(summary.keys) == Self.keys)
+        #expect(summary["lost"] is NSNull)
+        #expect(summary["delay_ms"] is NSNull)
+        #expect(summary["tracked"] as? Int == 10)
+        #expect(!result.errors.contains("missing "))
+    }
+
+    // SPEC F4: a fleet the descriptor limit cannot hold is refused before anything starts, saying what it needs.
+    @Test func aFleetBeyondTheDescriptorLimitIsRefusedSayingWhatItNeeds() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runOutbox(["fleet", "--devices", "1000000", "--events", "1", "--dir", dir.path + "/stores"], in: dir)
+        #expect(result.status != 0)
+        #expect(result.status < 128)
+        #expect(result.errors.contains("file descriptors"), "stderr: \(result.errors)")
+        #expect(result.errors.contains("RLIMIT_NOFILE"))
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/stores"))
+    }
+
+    // SPEC F1: bad values are usage errors naming the option.
+    @Test(arguments: [
+        (["--offline-fraction", "1.5"], "--offline-fraction"),
+        (["--rate", "0"], "--rate"),
+        (["--offline-s", "nan"], "--offline-s"),
+        (["--endpoint", "ftp://x"], "--endpoint"),
+    ])
+    func badFleetArgumentsNameTheOption(extra: [String], option: String) throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "1"] + extra, in: dir)
+        #expect(result.status != 0)
+        #expect(result.status < 128)
+        #expect(result.errors.contains(option), "stderr: \(result.errors)")
+    }
+}
