@@ -13,7 +13,7 @@ C_PREFIX ?= $(CURDIR)/.build/c-prefix
 NODE ?= node
 export NODE
 
-.PHONY: deps build test unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
+.PHONY: deps build test vendor-venv compare unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -43,12 +43,27 @@ build: deps
 
 # Builds everything (tests, the CLI, the mock server and the crash child), runs every test, then builds the release
 # CLI as shipped and checks it end to end over HTTP and HTTPS (`make cli-check`).
-test: deps
+test: deps vendor-venv
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) cli-check
 	$(MAKE) c-test
 	$(MAKE) node-test
+
+# The official Python clients (SPEC V6) for VendorClientsEndToEndTests: installed when missing, once; without
+# python3 or PyPI the tests skip and say so, and `make test` goes on.
+vendor-venv:
+	@scripts/compare/venv.sh .build/vendor-venv || echo "make test: the vendor clients are not installed; VendorClientsEndToEndTests will be skipped"
+
+# SPEC V6: the official clients of Segment, PostHog, Snowplow, Mixpanel and OpenTelemetry and Outbox through the same
+# seven scenarios, each run on its own outbox-mock (nginx TLS front for Mixpanel and PostHog); writes
+# compare/REPORT.md and compare/compare.svg. Release builds; about 5 minutes once built.
+compare: deps
+	$(call install-missing,python3 python3-venv openssl nginx,compare)
+	scripts/compare/venv.sh .build/vendor-venv --plot
+	$(SWIFT) build -c release --product outbox
+	$(SWIFT) build -c release --product outbox-mock
+	.build/vendor-venv/bin/python scripts/compare/compare.py
 
 # The pure tests alone (OutboxUnitTests: no file, socket or child process), in seconds once built.
 unit: deps
