@@ -79,6 +79,8 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                // Request bodies: libdeflate in one shot, zlib streaming as the bounded fallback (SPEC M10).
+                "CLibDeflate", "CZlib",
             ],
             path: "MockServer/OutboxMock",
             // Optimised even in debug builds: `swift test` builds debug, and the engine's load tests must not

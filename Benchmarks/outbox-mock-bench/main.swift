@@ -14,13 +14,16 @@ import OutboxTestSupport
 //
 // Batches are built and gzip-compressed before the clock starts (every log has its own id, so the
 // server de-duplicates nothing), then sent over keep-alive connections, one request in flight each.
+// In-process, it runs once per `--server-threads` count (1 and 2 by default) and reports the server's own
+// CPU per log (`server_cpu_us_per_log`, its event-loop threads only: SPEC M10) beside the whole process's.
 
 struct Options {
     var url: String?
     var connections = 4
     var requests = 6000
     var batchSize = 50
-    var serverThreads = System.coreCount
+    /// In-process server: one run per thread count (SPEC M10: µs per log and logs/s at 1 and 2 threads).
+    var serverThreads = [1, max(2, System.coreCount)]
     /// Another vendor's wire instead of App Center's: each batch in the form its official client sends.
     var vendor: String?
 
@@ -37,7 +40,9 @@ struct Options {
             case "--connections": o.connections = value().flatMap(Int.init) ?? o.connections
             case "--requests": o.requests = value().flatMap(Int.init) ?? o.requests
             case "--batch": o.batchSize = value().flatMap(Int.init) ?? o.batchSize
-            case "--server-threads": o.serverThreads = value().flatMap(Int.init) ?? o.serverThreads
+            case "--server-threads":
+                let list = (value() ?? "").split(separator: ",").compactMap { Int($0) }.filter { $0 >= 1 }
+                if !list.isEmpty { o.serverThreads = list }
             case "--vendor":
                 o.vendor = value()
                 guard let v = o.vendor, VendorMaker.vendors.contains(v) else { return nil }
@@ -218,6 +223,25 @@ final class Cursor: @unchecked Sendable {
     }
 }
 
+/// CPU seconds (user + system) of each thread of this process, by thread id, from /proc/self/task: the
+/// in-process server's event-loop threads are told apart from the load client's and the main thread's.
+func threadCPUSeconds() -> [Int: (name: String, seconds: Double)] {
+    var out: [Int: (name: String, seconds: Double)] = [:]
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return out }
+    for tid in tids {
+        guard let id = Int(tid),
+              let stat = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")"),
+              let open = stat.firstIndex(of: "(") else { continue }
+        // Fields after the command name: state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+        out[id] = (String(stat[stat.index(after: open)..<close]), (user + system) / ticks)
+    }
+    return out
+}
+
 /// User and system CPU of this process (the in-process server's threads and the load client's), in seconds.
 func processCPUSeconds() -> Double {
     var usage = rusage()
@@ -229,9 +253,17 @@ func processCPUSeconds() -> Double {
 func run() throws {
     guard let options = Options.parse(CommandLine.arguments) else {
         print("usage: outbox-mock-bench [--url http://HOST:PORT] [--connections N] [--requests N] [--batch N] "
-              + "[--server-threads N] [--vendor segment|posthog|snowplow|mixpanel|otlp]")
+              + "[--server-threads N[,N…]] [--vendor segment|posthog|snowplow|mixpanel|otlp]")
         exit(2)
     }
+    if options.url != nil {
+        try run(options, serverThreads: 0)
+    } else {
+        for threads in options.serverThreads { try run(options, serverThreads: threads) }
+    }
+}
+
+func run(_ options: Options, serverThreads: Int) throws {
     var server: MockServer?
     var host = "127.0.0.1"
     var port = 0
@@ -239,7 +271,7 @@ func run() throws {
         host = components.host ?? host
         port = p
     } else {
-        let s = try MockServer(configuration: .init(threads: options.serverThreads))
+        let s = try MockServer(configuration: .init(threads: serverThreads))
         try s.start()
         server = s
         port = s.port
@@ -252,8 +284,14 @@ func run() throws {
     let cursor = Cursor(requests)
     let authority = "\(host):\(port)"
 
+    // The server's CPU alone (SPEC M10): the event-loop threads that exist before the client's.
+    let serverThreadIDs = Set(threadCPUSeconds().filter { $0.value.name.hasPrefix("NIO-ELT") }.keys)
+    func serverCPU() -> Double {
+        threadCPUSeconds().filter { serverThreadIDs.contains($0.key) }.values.reduce(0) { $0 + $1.seconds }
+    }
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     defer { try? group.syncShutdownGracefully() }
+    let serverCPUStart = serverCPU()
     FileHandle.standardError.write(Data("sending over \(options.connections) connections…\n".utf8))
     let start = DispatchTime.now()
     let cpuStart = processCPUSeconds()
@@ -282,6 +320,7 @@ func run() throws {
     }
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
     let cpuSeconds = processCPUSeconds() - cpuStart
+    let serverCPUSeconds = serverCPU() - serverCPUStart
     let sent = statuses.values.reduce(0, +)
     let logs = (statuses[200] ?? 0) * options.batchSize
 
@@ -291,11 +330,15 @@ func run() throws {
         unique = options.vendor.map { stats.vendors[$0]?.eventsUnique ?? 0 } ?? stats.logsUnique
         try server.stop()
     }
+    let serverCPUPerLog: Any = server == nil ? NSNull()
+        : ((serverCPUSeconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000) as Double
     let result: [String: Any] = [
-        "mode": server == nil ? "external \(host):\(port)" : "in-process (\(options.serverThreads) server threads)",
+        "mode": server == nil ? "external \(host):\(port)" : "in-process (\(serverThreads) server threads)",
         "vendor": options.vendor ?? "appcenter", "us_per_log": (seconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000,
         "cpu_us_per_log": (cpuSeconds * 1e6 / Double(max(1, logs)) * 1000).rounded() / 1000,
-        "connections": options.connections, "batch_size": options.batchSize, "requests": sent, "logs": logs,
+        // Only meaningful in-process: the server's event-loop threads, without the load client (SPEC M10).
+        "server_cpu_us_per_log": serverCPUPerLog,
+        "server_threads": serverThreads, "connections": options.connections, "batch_size": options.batchSize, "requests": sent, "logs": logs,
         "seconds": (seconds * 1000).rounded() / 1000,
         "requests_per_s": Int(Double(sent) / seconds), "logs_per_s": Int(Double(logs) / seconds),
         "statuses": Dictionary(uniqueKeysWithValues: statuses.map { (String($0.key), $0.value) }),

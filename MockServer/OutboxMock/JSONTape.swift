@@ -5,6 +5,8 @@
 // strings and numbers stay byte ranges into the body, and nothing is allocated per value unless
 // a rule needs the decoded text (non-ASCII lengths, escapes).
 
+import Foundation
+
 /// One JSON value on the tape. Containers are followed by their members (objects: key, value, key,
 /// value …) and `next` points past all of them, so a validator can skip a whole subtree in O(1).
 struct JSONToken {
@@ -72,6 +74,9 @@ private struct JSONTapeParser {
     var logIndex: Int?
     var nextArrayIsLogs = false
     var innerWhitespace = false
+    /// The last `device` object parsed in full: its bytes and its tokens. A batch's logs nearly always carry
+    /// the same device, and equal bytes parse to the same tokens, so the next one is copied, not parsed.
+    var device: (start: Int, length: Int, firstToken: Int, tokenCount: Int)?
 
     static let maxDepth = 64
 
@@ -167,7 +172,11 @@ private struct JSONTapeParser {
                 pos += 1
                 skipWhitespace()
                 if depth == 1 { nextArrayIsLogs = isKey(keyIndex, "logs") }
-                try parseValue()
+                if depth == 3, pos < bytes.count, bytes[pos] == UInt8(ascii: "{"), isKey(keyIndex, "device") {
+                    try parseDevice()
+                } else {
+                    try parseValue()
+                }
                 nextArrayIsLogs = false
                 count += 1
                 skipWhitespace()
@@ -181,6 +190,29 @@ private struct JSONTapeParser {
         tokens[me].count = count
         tokens[me].next = Int32(tokens.count)
         depth -= 1
+    }
+
+    /// A log's `device` object (depth 3 is inside one log): copied from the last one when the bytes are the
+    /// same, parsed (and remembered) otherwise. A value's tokens depend only on its bytes and its depth.
+    mutating func parseDevice() throws(JSONParseError) {
+        if let known = device, let base = bytes.baseAddress, pos + known.length <= bytes.count,
+           memcmp(base + known.start, base + pos, known.length) == 0 {
+            let byteShift = Int32(pos - known.start)
+            let tokenShift = Int32(tokens.count - known.firstToken)
+            for i in known.firstToken..<(known.firstToken + known.tokenCount) {
+                var t = tokens[i]
+                t.start += byteShift
+                t.end += byteShift
+                t.next += tokenShift
+                tokens.append(t)
+            }
+            pos += known.length
+            return
+        }
+        let start = pos
+        let firstToken = tokens.count
+        try parseValue()
+        device = (start, pos - start, firstToken, tokens.count - firstToken)
     }
 
     func isKey(_ index: Int, _ literal: StaticString) -> Bool {
@@ -228,7 +260,19 @@ private struct JSONTapeParser {
         let start = pos
         var flags: UInt8 = 0
         let n = bytes.count
+        let raw = UnsafeRawPointer(bytes.baseAddress)
         while pos < n {
+            // Eight bytes at a time: most of a log's bytes are inside strings with nothing to check. A chunk that
+            // holds a special byte moves `pos` straight to the first one, which the code below handles.
+            if let raw, pos + 8 <= n {
+                let special = Self.specialBytes(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: pos,
+                                                                                       as: UInt64.self)))
+                if special == 0 {
+                    pos += 8
+                    continue
+                }
+                pos += special.trailingZeroBitCount >> 3
+            }
             let b = bytes[pos]
             if b == UInt8(ascii: "\"") {
                 tokens.append(JSONToken(kind: .string, flags: flags, start: Int32(start), end: Int32(pos),
@@ -249,6 +293,23 @@ private struct JSONTapeParser {
             }
         }
         throw fail("unterminated string", at: start - 1)
+    }
+
+    /// The high bit of each byte of `v` (first byte lowest) that is a quote, a backslash, a control character
+    /// or non-ASCII; no carry crosses bytes, so the lowest set bit is exactly the first special byte.
+    @inline(__always) static func specialBytes(_ v: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = v ^ (ones &* 0x22)
+        let backslash = v ^ (ones &* 0x5C)
+        // High bit set where the byte is zero: adding 0x7F to the low seven bits carries into bit 7 unless all
+        // seven are zero, and the byte's own bit 7 is or-ed in.
+        let isQuote = ~(((quote & low7) &+ low7) | quote)
+        let isBackslash = ~(((backslash & low7) &+ low7) | backslash)
+        // Below 0x20: adding 0x60 to the low seven bits reaches bit 7 from 0x20 upwards.
+        let isControl = ~(((v & low7) &+ (ones &* 0x60)) | v)
+        return (isQuote | isBackslash | isControl | v) & highs
     }
 
     mutating func parseEscape() throws(JSONParseError) {

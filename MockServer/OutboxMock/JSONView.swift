@@ -1,5 +1,7 @@
 // Read access to a parsed tape: decoded strings, character counts, numbers, member lookup.
 
+import Foundation
+
 /// A parsed JSON document: the bytes it came from and its tape. Only valid while `bytes` is.
 struct JSONView {
     let bytes: UnsafeBufferPointer<UInt8>
@@ -61,18 +63,23 @@ struct JSONView {
         return string(index).count
     }
 
-    /// Whether a string token equals `literal` (after decoding escapes).
+    /// Whether a string token equals `literal` (after decoding escapes). Inlined, with the length compared first:
+    /// the validator asks this for nearly every key and type name.
+    @inline(__always)
     func equals(_ index: Int, _ literal: StaticString) -> Bool {
-        withDecodedBytes(index) { Self.bytesEqual($0, literal) }
+        let t = tape[index]
+        guard t.flags & JSONToken.escapes == 0 else { return withDecodedBytes(index) { Self.bytesEqual($0, literal) } }
+        let n = literal.utf8CodeUnitCount
+        guard Int(t.end - t.start) == n, let base = bytes.baseAddress else { return false }
+        return memcmp(base + Int(t.start), literal.utf8Start, n) == 0
     }
 
     @inline(__always)
     static func bytesEqual(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
         let n = literal.utf8CodeUnitCount
         guard bytes.count == n else { return false }
-        let lit = literal.utf8Start
-        for i in 0..<n where bytes[i] != lit[i] { return false }
-        return true
+        guard n > 0, let base = bytes.baseAddress else { return true }
+        return memcmp(base, literal.utf8Start, n) == 0
     }
 
     /// A number token as a finite Double, or nil when it overflows to ±infinity.

@@ -1,6 +1,8 @@
 // Strict validation of a W1 request body against the W2 log types and the T2–T3 limits
 // (the contract is the "Wire format" section of the README). The first bad log decides the 400.
 
+import Foundation
+
 /// The six W2 log types.
 public enum LogType: String, Sendable, Codable, CaseIterable {
     case event, startSession, endSession, screen, userProperties, location
@@ -33,8 +35,9 @@ struct ValidatedLog: Sendable {
     var type: LogType
     /// `name` of events and screens.
     var name: String?
-    /// The log object as received, whitespace between tokens removed.
-    var json: [UInt8]
+    /// The log object as received, whitespace between tokens removed: a slice of one buffer that holds the
+    /// whole batch, so that recording a log allocates nothing of its own.
+    var json: ArraySlice<UInt8>
 }
 
 enum LogValidator {
@@ -124,18 +127,30 @@ enum LogValidator {
             throw ValidationFailure(index: nil, field: doc.string(unknown), message: "unknown key (W defines logs, sentAt)")
         }
         var logs: [ValidatedLog] = []
-        logs.reserveCapacity(Int(doc[logsIndex].count))
+        logs.reserveCapacity(logCount)
+        var ends: [Int] = []
+        ends.reserveCapacity(logCount)
+        // Every accepted log's bytes, one after the other: each log keeps a slice of it.
+        var batch: [UInt8] = []
+        batch.reserveCapacity(Int(doc[logsIndex].end - doc[logsIndex].start))
         var failure: ValidationFailure?
         var validDevice: Range<Int>?
         doc.forEachElement(of: logsIndex) { position, element in
             guard failure == nil else { return }
             do throws(ValidationFailure) {
                 logs.append(try validateLog(doc, element, position: position, validDevice: &validDevice))
+                doc.appendMinified(element, to: &batch)
+                ends.append(batch.count)
             } catch {
                 failure = error
             }
         }
         if let failure { throw failure }
+        var start = 0
+        for i in logs.indices {
+            logs[i].json = batch[start..<ends[i]]
+            start = ends[i]
+        }
         return logs
     }
 
@@ -222,11 +237,12 @@ enum LogValidator {
     }
 
     /// Maps each member of an object to a slot (first occurrence wins); -1 = absent. `unknown` receives the
-    /// tape index of the first key that is in none of the slots (-1 when every key is known).
+    /// tape index of the first key that is in none of the slots (-1 when every key is known). The slots live
+    /// inline, sized for the larger key set (the device's 16), so that a log allocates none.
     @inline(__always)
-    private static func slots(_ doc: JSONView, _ object: Int, _ keys: [(Int, StaticString)], count: Int,
-                              unknown: inout Int, present: inout UInt32) -> [Int] {
-        var slots = [Int](repeating: -1, count: count)
+    private static func slots(_ doc: JSONView, _ object: Int, _ keys: [(Int, StaticString)],
+                              unknown: inout Int, present: inout UInt32) -> InlineArray<16, Int> {
+        var slots = InlineArray<16, Int>(repeating: -1)
         var firstUnknown = -1
         var mask: UInt32 = 0
         doc.forEachMember(of: object) { key, value in
@@ -259,7 +275,7 @@ enum LogValidator {
         guard doc[index].kind == .object else { throw fail("", "must be an object") }
         var unknownKey = -1
         var presentKeys: UInt32 = 0
-        let f = slots(doc, index, logKeys, count: LogKey.allCases.count, unknown: &unknownKey, present: &presentKeys)
+        let f = slots(doc, index, logKeys, unknown: &unknownKey, present: &presentKeys)
         func slot(_ key: LogKey) -> Int? {
             let i = f[key.rawValue]
             return i >= 0 && doc[i].kind != .null ? i : nil
@@ -301,7 +317,8 @@ enum LogValidator {
             throw fail("device", "must be an object")
         }
         let deviceRange = Int(doc[device].start)..<Int(doc[device].end)
-        if let known = validDevice, doc.bytes[known].elementsEqual(doc.bytes[deviceRange]) {
+        if let known = validDevice, known.count == deviceRange.count, let base = doc.bytes.baseAddress,
+           memcmp(base + known.lowerBound, base + deviceRange.lowerBound, known.count) == 0 {
             // Same bytes as a device already validated.
         } else {
             try validateDevice(doc, device) { fail("device." + $0, $1) }
@@ -361,9 +378,7 @@ enum LogValidator {
             throw fail("\(key.literal)", "unknown key (not defined for \(type.rawValue) logs)")
         }
 
-        var json: [UInt8] = []
-        doc.appendMinified(index, to: &json)
-        return ValidatedLog(id: id, timestampMs: timestampMs, type: type, name: name, json: json)
+        return ValidatedLog(id: id, timestampMs: timestampMs, type: type, name: name, json: [])
     }
 
     private static func logType(_ doc: JSONView, _ index: Int) -> LogType? {
@@ -394,7 +409,7 @@ enum LogValidator {
     ) throws(ValidationFailure) {
         var unknown = -1
         var present: UInt32 = 0
-        let d = slots(doc, index, deviceKeys, count: DeviceKey.allCases.count, unknown: &unknown, present: &present)
+        let d = slots(doc, index, deviceKeys, unknown: &unknown, present: &present)
         for key in DeviceKey.allCases {
             let i = d[key.rawValue]
             switch key {
@@ -432,17 +447,19 @@ enum LogValidator {
         let count = Int(doc[index].count)
         if count < min { throw fail("", "must hold at least \(min) property") }
         if count > maxProperties { throw fail("", "more than \(maxProperties) properties") }
-        var names: [Int] = []
-        names.reserveCapacity(count)
+        // Inline, as `count` ≤ `maxProperties`: no allocation per log.
+        var names = InlineArray<20, Int>(repeating: 0)
+        var named = 0
         var failure: ValidationFailure?
         doc.forEachElement(of: index) { k, element in
             guard failure == nil else { return }
             do throws(ValidationFailure) {
                 let name = try validateTypedProperty(doc, element) { fail("[\(k)]" + $0, $1) }
-                for other in names where sameString(doc, other, name) {
+                for j in 0..<named where sameString(doc, names[j], name) {
                     throw fail("[\(k)].name", "duplicate name \"\(doc.string(name))\"")
                 }
-                names.append(name)
+                names[named] = name
+                named += 1
             } catch {
                 failure = error
             }

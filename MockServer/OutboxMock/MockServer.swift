@@ -122,7 +122,7 @@ public final class MockServer: Sendable {
         try channel.pipeline.syncOperations.addHandlers([
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
             guardHandler,
-            NIOHTTPRequestDecompressor(limit: .size(core.configuration.decompressedLimit)),
+            BodyInflater(limit: core.configuration.decompressedLimit),
             ConnectionHandler(core: core, guardHandler: guardHandler),
         ])
     }

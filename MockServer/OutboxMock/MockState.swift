@@ -8,7 +8,8 @@ struct StoredLog {
     var type: LogType
     var name: String?
     var receivedAtMs: Int64
-    var json: [UInt8]
+    /// A slice of the batch's buffer (App Center) or the event's own bytes (other vendors).
+    var json: ArraySlice<UInt8>
     /// Other vendors' events are stored here too, so that `/_mock/logs` keeps one arrival order; for them
     /// `id` is zero and `type` is `.event` (their key is inside `json`).
     var vendor: Vendor = .appcenter
@@ -86,7 +87,7 @@ struct RecordedState {
             }
             counts.eventsUnique += 1
             logs.append(StoredLog(id: UUIDKey.zero, install: "", type: .event, name: event.name,
-                                  receivedAtMs: arrivalMs, json: event.json, vendor: vendor))
+                                  receivedAtMs: arrivalMs, json: event.json[...], vendor: vendor))
             guard let timestamp = event.timestampMs else { continue }
             let delay = arrivalMs - timestamp
             delays.append(delay)

@@ -121,26 +121,28 @@ struct UUIDKey: Hashable, Sendable {
 
     /// Parses `8-4-4-4-12` hex digits (either case).
     init?(_ b: UnsafeBufferPointer<UInt8>) {
-        guard b.count == 36 else { return nil }
+        guard b.count == 36, b[8] == UInt8(ascii: "-"), b[13] == UInt8(ascii: "-"), b[18] == UInt8(ascii: "-"),
+              b[23] == UInt8(ascii: "-") else { return nil }
+        // Dashes checked above; the 32 digits are read group by group, with no per-character position test.
+        var bad: UInt8 = 0
+        @inline(__always) func digits(_ from: Int, _ to: Int, into word: inout UInt64) {
+            for i in from..<to {
+                let c = b[i]
+                let decimal = c &- UInt8(ascii: "0")
+                let letter = (c | 0x20) &- UInt8(ascii: "a")
+                let isDecimal = decimal < 10
+                bad |= (isDecimal || letter < 6) ? 0 : 1
+                word = word << 4 | UInt64(isDecimal ? decimal : letter &+ 10)
+            }
+        }
         var high: UInt64 = 0
         var low: UInt64 = 0
-        var nibbles = 0
-        for i in 0..<36 {
-            let c = b[i]
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                guard c == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            let v: UInt64
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt64(c - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = UInt64(c - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): v = UInt64(c - UInt8(ascii: "A") + 10)
-            default: return nil
-            }
-            if nibbles < 16 { high = high << 4 | v } else { low = low << 4 | v }
-            nibbles += 1
-        }
+        digits(0, 8, into: &high)
+        digits(9, 13, into: &high)
+        digits(14, 18, into: &high)
+        digits(19, 23, into: &low)
+        digits(24, 36, into: &low)
+        guard bad == 0 else { return nil }
         self.high = high
         self.low = low
     }

@@ -133,6 +133,34 @@ struct ConnectionHandlerTests {
         #expect(!connection.isOpen)
     }
 
+    // SPEC M1, M10: gzip's stated size (ISIZE) only sizes the one-shot inflate. A bomb whose trailer claims a
+    // small size still stops at the limit (413); a body that lies about its size, a gzip member followed by
+    // other bytes, or a truncated member is refused (400); an honest one is accepted.
+    @Test func gzipStatedSizeIsNeverTrusted() throws {
+        func withStatedSize(_ gz: [UInt8], _ size: UInt32) -> [UInt8] {
+            var out = gz
+            for i in 0..<4 { out[out.count - 4 + i] = UInt8(truncatingIfNeeded: size >> (8 * UInt32(i))) }
+            return out
+        }
+        let plain = Wire.body(Wire.events(3))
+        let gz = TestGzip.compress(plain)
+        let cases: [(String, [UInt8], Int)] = [
+            ("honest", gz, 200),
+            ("bomb claiming 100 bytes", withStatedSize(
+                TestGzip.compress([UInt8](repeating: UInt8(ascii: " "), count: 200_000), level: 9), 100), 413),
+            ("size too small", withStatedSize(gz, UInt32(plain.count - 1)), 400),
+            ("size too large", withStatedSize(gz, UInt32(plain.count + 1)), 400),
+            ("trailing bytes", gz + [1, 2, 3], 400),
+            ("truncated", Array(gz.dropLast(6)), 400),
+        ]
+        for (name, body, status) in cases {
+            let connection = try EmbeddedConnection(bodyLimit: 16384, decompressedLimit: 65536)
+            try connection.receive(HTTPBytes.request(headers: Wire.headers(gzip: true), body: body))
+            #expect(try connection.responses().map(\.status) == [status], "\(name)")
+            #expect(connection.core.stats().logsUnique == (status == 200 ? 3 : 0), "\(name)")
+        }
+    }
+
     // SPEC X2 respond: the rule's status, headers and body are written as given, and the connection stays open.
     @Test func respondWritesTheRuleStatusHeadersAndBody() throws {
         let connection = try EmbeddedConnection(scenario: try scenario(

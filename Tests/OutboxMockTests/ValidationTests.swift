@@ -391,6 +391,56 @@ struct ValidationTests {
         #expect(json.contains(#""name":"a b""#))
     }
 
+    // SPEC M1, M8: the parser copies a device whose bytes equal the previous log's (SPEC M10); a later log whose
+    // device differs is still validated in full, and each log keeps its own bytes.
+    @Test func aDifferentDeviceLaterInTheBatchIsStillValidated() throws {
+        var logs = Wire.events(3)
+        var ok = try validate(Wire.json(["logs": logs])).get()
+        #expect(ok.count == 3)
+        #expect(Set(ok.map { String(decoding: $0.json, as: UTF8.self) }).count == 3)
+        var device = Wire.device
+        device["timeZoneOffset"] = 900
+        logs[2]["device"] = device
+        guard case .failure(let failure) = validate(Wire.json(["logs": logs])) else {
+            Issue.record("accepted a device with timeZoneOffset 900")
+            return
+        }
+        #expect(failure.reason == "logs[2].device.timeZoneOffset: must be between -840 and 840")
+        // A second device that is valid but different is accepted, and the first one again after it.
+        device["timeZoneOffset"] = 120
+        logs[1]["device"] = device
+        logs[2]["device"] = Wire.device
+        ok = try validate(Wire.json(["logs": logs])).get()
+        #expect(ok.count == 3)
+        #expect(String(decoding: ok[1].json, as: UTF8.self).contains(#""timeZoneOffset":120"#))
+    }
+
+    // SPEC M1, T3: the string scanner reads eight bytes at a time (SPEC M10); a quote, backslash, control
+    // character or non-ASCII byte is found wherever it falls in those eight.
+    @Test func specialBytesAreFoundAtEveryOffsetOfALongString() throws {
+        for offset in 0..<17 {
+            let pad = String(repeating: "a", count: offset)
+            let tail = String(repeating: "b", count: 17 - offset)
+            // A control character is refused.
+            let control = "{\"logs\":[{\"type\":\"event\",\"name\":\"\(pad)\u{01}\(tail)\"}]}"
+            guard case .failure(let failure) = validate(control) else {
+                Issue.record("accepted a control character at offset \(offset)")
+                continue
+            }
+            #expect(failure.message.contains("control character"))
+            // An escaped quote and a non-ASCII character are kept, and counted as one character each.
+            var event = Wire.event(name: pad + "\"é" + tail)
+            event["typedProperties"] = [["type": "string", "name": "k", "value": pad + "\\ü" + tail]]
+            let logs = try validate(Wire.json(["logs": [event]])).get()
+            #expect(logs.first?.name == pad + "\"é" + tail)
+            // 125 characters is the limit: the non-ASCII character counts once, not as its two bytes.
+            var long = Wire.event()
+            long["typedProperties"] = [["type": "string", "name": "k",
+                                        "value": String(repeating: "x", count: 124 - offset) + "é" + pad]]
+            #expect((try? validate(Wire.json(["logs": [long]])).get()) != nil)
+        }
+    }
+
     // SPEC W2: timestamps round-trip and reject impossible dates.
     @Test func timestampsParseAndFormat() {
         #expect(ISOTimestamp.parse("1970-01-01T00:00:00.000Z") == .valid(epochMs: 0))
