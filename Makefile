@@ -121,8 +121,8 @@ bench: deps
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
 
 # libFuzzer over every parser that meets outside input (scripts/fuzz.sh; `outbox-fuzz --list` names the targets):
-# FUZZ_RUNS inputs per target, the store target FUZZ_STORE_RUNS, built with AddressSanitizer in .build-fuzz (the
-# normal build stays). Fails on any crash, hang (FUZZ_TIMEOUT s), leak or broken invariant. FUZZ_TARGETS picks some.
+# FUZZ_RUNS inputs per target, the store target FUZZ_STORE_RUNS, built in release (-enable-testing, for the harness's
+# @testable imports) with AddressSanitizer and LeakSanitizer on every input, in .build-fuzz (the normal build stays). Fails on any crash, hang (FUZZ_TIMEOUT s), leak or broken invariant. FUZZ_TARGETS picks some.
 # Then the fast gzip compressor's long randomized round trips through zlib's inflate (FastGzipTests; `make test`
 # runs 200): inputs up to its 32 KiB window and beyond, which libFuzzer's few-KiB inputs do not reach.
 # FUZZ_ITERATIONS inputs (~7 ms each in a debug build), FUZZ_SEED to start elsewhere.

@@ -131,7 +131,7 @@ let package = Package(
 
 // `make fuzz` (scripts/fuzz.sh) only: OUTBOX_FUZZ=1 adds the libFuzzer harness, built in its own scratch path
 // (.build-fuzz) so the normal build never sees it. The harness calls the parsers' internal entry points, so it is
-// built in debug, where SwiftPM compiles every module for testing (`@testable import`). The CLI is an executable
+// built with -enable-testing (`@testable import`), in release for speed. The CLI is an executable
 // target, whose objects SwiftPM links into no other executable: here it becomes a library of the same sources,
 // its `@main` renamed so that it does not clash with the harness's.
 if Context.environment["OUTBOX_FUZZ"] == "1" {

@@ -5,7 +5,7 @@
 # recordings, gzip copies of the payloads and a gzip bomb made here) and Fixtures/fuzz/seeds/TARGET/. Prints one
 # line per target (inputs, seconds, inputs/s, libFuzzer's final `cov:` and `ft:`, corpus size) and fails when any
 # target crashed, hung past FUZZ_TIMEOUT seconds, leaked or broke an invariant; the input that did it is kept in
-# .build-fuzz/work/artifacts/TARGET/ (replay: .build-fuzz/debug/outbox-fuzz TARGET FILE). A crash found becomes a
+# .build-fuzz/work/artifacts/TARGET/ (replay: .build-fuzz/release/outbox-fuzz TARGET FILE). A crash found becomes a
 # regression test replaying its input from Fixtures/fuzz/TARGET/.
 # Usage: scripts/fuzz.sh [TARGET...]   (default: every target of `outbox-fuzz --list`)
 set -uo pipefail
@@ -26,13 +26,49 @@ seed() {
   rm -rf "$dir"; mkdir -p "$dir"
   if [[ -d "$root/Fixtures/fuzz/seeds/$target" ]]; then cp "$root/Fixtures/fuzz/seeds/$target"/* "$dir"/ 2>/dev/null; fi
   case "$target" in
-    mock-body-*)
+    mock-body-appcenter)
       cp "$root"/Fixtures/payloads/*.json "$dir"/
       python3 - "$dir" "$root"/Fixtures/payloads/*.json <<'EOF'
 import gzip, os, sys
 for path in sys.argv[2:]:
     with open(path, "rb") as f, open(os.path.join(sys.argv[1], os.path.basename(path) + ".gz"), "wb") as out:
         out.write(gzip.compress(f.read(), 6))
+EOF
+      ;;
+    mock-body-*)
+      # A vendor's captured requests (Fixtures/vendors/VENDOR/): the index of the harness's request shape of the
+      # same method, path and content type as the first byte, then the body (a GET's query), gzip kept as it is.
+      "$binary" --shapes "$target" >"$dir/.shapes" || return 1
+      python3 - "$dir" "$root/Fixtures/vendors/${target#mock-body-}" <<'EOF'
+import base64, glob, json, os, sys
+out, fixtures = sys.argv[1], sys.argv[2]
+shapes = {}
+for line in open(os.path.join(out, ".shapes")):
+    index, shape = line.rstrip("\n").split("\t")
+    method, uri, ctype = shape.split(" ", 2)
+    shapes.setdefault((method, uri.split("?")[0], ctype.split(";")[0].lower()), int(index))
+os.remove(os.path.join(out, ".shapes"))
+n = 0
+for path in sorted(glob.glob(os.path.join(fixtures, "*.json"))):
+    o = json.load(open(path))
+    uri = o.get("uri") or o.get("path") or "/"
+    headers = {k.lower(): v for k, v in o.get("headers", [])}
+    if path.endswith(".request.json"):
+        body = open(path[:-len(".request.json")] + ".body", "rb").read()
+    elif "body_base64" in o:
+        body = base64.b64decode(o["body_base64"])
+    else:
+        body = (o.get("body") or "").encode()
+    if headers.get("content-encoding", "identity") not in ("gzip", "identity"): continue
+    method = o.get("method", "POST")
+    ctype = "-" if method == "GET" else (headers.get("content-type") or "-").split(";")[0].lower()
+    path_only, _, query = uri.partition("?")
+    if method == "GET": body = query.encode()
+    index = shapes.get((method, path_only, ctype))
+    if index is None: continue
+    n += 1
+    open(os.path.join(out, "vendor-%s" % os.path.basename(path)), "wb").write(bytes([index]) + body)
+if n == 0: sys.exit("no captured request matches a shape in " + fixtures)
 EOF
       ;;
     scenario) cp "$root"/Fixtures/scenarios/*.json "$dir"/ ;;
@@ -72,6 +108,13 @@ EOF
 }
 
 mkdir -p "$work/logs"
+# The harness's temporary directories (stores, the C engine's) go under one of ours, in memory when /dev/shm is
+# there, removed however the run ends (a crash skips the harness's own exit handler).
+tmp_parent=${TMPDIR:-/tmp}
+if [[ -d /dev/shm && -w /dev/shm ]]; then tmp_parent=/dev/shm; fi
+export OUTBOX_FUZZ_TMPDIR
+OUTBOX_FUZZ_TMPDIR=$(mktemp -d "$tmp_parent/outbox-fuzz.XXXXXX") || exit 1
+trap 'rm -rf "$OUTBOX_FUZZ_TMPDIR"' EXIT
 # libFuzzer reports the crash and saves the input; the Swift runtime's own backtracer would only slow that down.
 export SWIFT_BACKTRACE=enable=no
 # Short allocation stacks and a smaller quarantine: Swift allocates per value, and ASan's unwinding at every

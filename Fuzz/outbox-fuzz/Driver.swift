@@ -52,6 +52,14 @@ struct OutboxFuzz {
             for target in allTargets { print("\(target.name)\t\(target.summary)") }
             return
         }
+        if arguments[1] == "--shapes", arguments.count == 3 {
+            // The request shapes of a vendor wire's target, one a line, its index first: scripts/fuzz.sh turns
+            // captured requests into seeds (that index as their first byte, then the body) with them.
+            for wire in mockWires where "mock-body-\(wire.name)" == arguments[2] {
+                for (index, shape) in wire.shapes.enumerated() { print("\(index)\t\(shape)") }
+            }
+            return
+        }
         if arguments[1] == "--seed-store", arguments.count == 3 {
             do {
                 try makeStoreSeed(path: arguments[2])
@@ -66,6 +74,8 @@ struct OutboxFuzz {
             usage()
         }
         selected = target
+        // libFuzzer ends with exit() after its last input: the target's temporary directories go with it.
+        atexit { removeTemporaryDirectories() }
         target.setUp()
         // libFuzzer reads argv[1...] as its own options and corpus directories: drop the target's name.
         var argv: [UnsafeMutablePointer<CChar>?] = ([arguments[0]] + arguments.dropFirst(2)).map { strdup($0) }
@@ -88,13 +98,44 @@ struct OutboxFuzz {
     }
 }
 
+/// The directories `temporaryDirectory` made, removed at exit.
+nonisolated(unsafe) var temporaryDirectories: [String] = []
+
 /// A new directory for a target's files (mkdtemp), in memory (/dev/shm) when there is one: a store is synced to
-/// disk several times per open, and a disk shared with other work makes that most of an input's time.
+/// disk several times per open, and a disk shared with other work makes that most of an input's time. Under
+/// $OUTBOX_FUZZ_TMPDIR when it is set: scripts/fuzz.sh removes that one even after a crash, which skips exit
+/// handlers.
 func temporaryDirectory(_ name: String) -> String {
-    let parent = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
+    let parent = getenv("OUTBOX_FUZZ_TMPDIR").map { String(cString: $0) }
+        ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
     var template = Array("\(parent)/outbox-fuzz-\(name).XXXXXX".utf8CString)
     invariant(mkdtemp(&template) != nil, "mkdtemp failed: \(errno)")
-    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    temporaryDirectories.append(path)
+    return path
+}
+
+func removeTemporaryDirectories() {
+    for path in temporaryDirectories { removeTree(path) }
+    temporaryDirectories = []
+}
+
+/// `rm -rf PATH` without following symbolic links (the store target's files are the only things in there).
+func removeTree(_ path: String) {
+    var info = stat()
+    guard lstat(path, &info) == 0 else { return }
+    if info.st_mode & S_IFMT == S_IFDIR, let directory = opendir(path) {
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { removeTree(path + "/" + name) }
+        }
+        closedir(directory)
+        rmdir(path)
+    } else {
+        unlink(path)
+    }
 }
 
 /// A line on stderr (libFuzzer's own output goes there too).

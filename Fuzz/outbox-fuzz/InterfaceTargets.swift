@@ -15,10 +15,11 @@ let cliTarget = FuzzTarget(name: "cli", summary: "outbox's argv through swift-ar
     do {
         command = try OutboxCommand.parseAsRoot(arguments)
     } catch {
-        // What `outbox` prints before it exits: help, version, or the error (its usage text left out: rendering
-        // it costs more than the parse, and it does not depend on the input).
-        let code = OutboxCommand.exitCode(for: error)
-        invariant(code.isSuccess || !OutboxCommand.message(for: error).isEmpty, "a usage error without a message")
+        // What `outbox` prints before it exits: help, version, or the error. Each of `message(for:)` and
+        // `exitCode(for:)` renders the usage text again (and help in full), which costs more than the parse:
+        // the exit code is asked only of the rare error without a message.
+        invariant(!OutboxCommand.message(for: error).isEmpty || OutboxCommand.exitCode(for: error).isSuccess,
+                  "a usage error without a message")
         return
     }
     guard let emit = command as? Emit else { return }

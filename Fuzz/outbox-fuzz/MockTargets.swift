@@ -7,24 +7,70 @@ import NIOHTTPCompression
 @testable import OutboxMock
 
 /// The mock's request-body validators, one line per vendor wire: each becomes the target `mock-body-NAME`, with
-/// its seeds in Fixtures/fuzz/seeds/mock-body-NAME/. `check` gets a decompressed body, must accept or refuse it
-/// cleanly, and asserts what it can about an accepted one.
-let mockWires: [(name: String, check: @Sendable (UnsafeBufferPointer<UInt8>) -> Void)] = [
-    ("appcenter", checkAppCenterBody),
+/// its seeds in Fixtures/fuzz/seeds/mock-body-NAME/ (and, for a vendor, its captured requests in
+/// Fixtures/vendors/). `shapes` are the requests a vendor's body arrives in ("METHOD URI CONTENT-TYPE"; a URI
+/// ending in `?` takes the body as its query): the input's first byte picks one, the rest is the body. `check`
+/// gets a decompressed body, must accept or refuse it cleanly, and asserts what it can about an accepted one.
+let mockWires: [(name: String, shapes: [String], check: @Sendable (String, UnsafeBufferPointer<UInt8>) -> Void)] = [
+    ("appcenter", [], { _, body in checkAppCenterBody(body) }),
+    ("segment", ["POST /v1/batch application/json", "POST /v1/track application/json", "POST /v1/identify application/json"],
+     vendorCheck(.segment)),
+    ("posthog", ["POST /batch/ application/json", "POST /i/v1/analytics/events application/json", "POST /capture/ application/json"],
+     vendorCheck(.posthog)),
+    ("snowplow", ["POST /com.snowplowanalytics.snowplow/tp2 application/json", "GET /i? -"], vendorCheck(.snowplow)),
+    ("mixpanel", ["POST /track application/x-www-form-urlencoded", "POST /engage application/x-www-form-urlencoded",
+                  "POST /groups application/x-www-form-urlencoded", "POST /import application/x-www-form-urlencoded",
+                  "POST /track application/json", "POST /import?strict=1 application/json", "GET /track? -"],
+     vendorCheck(.mixpanel)),
+    ("otlp", ["POST /v1/logs application/x-protobuf", "POST /v1/traces application/x-protobuf",
+              "POST /v1/metrics application/x-protobuf", "POST /v1/logs application/json",
+              "POST /v1/traces application/json", "POST /v1/metrics application/json"], vendorCheck(.otlp)),
 ]
 
 func mockBodyTargets() -> [FuzzTarget] {
     mockWires.map { wire in
         FuzzTarget(name: "mock-body-\(wire.name)",
                    summary: "an HTTP request body (gzip when it starts 1f 8b) through the mock's \(wire.name) validator") { input in
+            var shape = ""
+            var input = input
+            if !wire.shapes.isEmpty {
+                guard let selector = input.first else { return }
+                shape = wire.shapes[Int(selector) % wire.shapes.count]
+                input = UnsafeBufferPointer(rebasing: input.dropFirst())
+            }
             // The mock inflates a gzip body before validating it (and refuses one that does not inflate).
             if input.count >= 2, input[0] == 0x1F, input[1] == 0x8B {
                 guard case .inflated(let body) = MockInflate.inflate(input) else { return }
-                body.withUnsafeBufferPointer { wire.check($0) }
+                body.withUnsafeBufferPointer { wire.check(shape, $0) }
             } else {
-                wire.check(input)
+                wire.check(shape, input)
             }
         }
+    }
+}
+
+/// A vendor wire (SPEC V1–V3): the body in the request `shape` through `VendorWires.decode`, as the connection
+/// handler calls it after reading the body. Every body gets an answer, and no more events are kept or refused
+/// than the batch counted.
+func vendorCheck(_ vendor: Vendor) -> @Sendable (String, UnsafeBufferPointer<UInt8>) -> Void {
+    { shape, body in
+        let parts = shape.split(separator: " ", maxSplits: 2).map(String.init)
+        guard parts.count == 3 else { return invariant(false, "a malformed shape: \(shape)") }
+        var uri = parts[1]
+        var body = body
+        if uri.hasSuffix("?") {
+            // A GET's payload is its query (Snowplow's /i, Mixpanel's ?data=): a URI has no NUL, CR or LF.
+            guard !body.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D }) else { return }
+            uri += String(decoding: body, as: UTF8.self)
+            body = UnsafeBufferPointer(start: nil, count: 0)
+        }
+        var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: parts[0]), uri: uri)
+        if parts[2] != "-" { head.headers.add(name: "Content-Type", value: parts[2]) }
+        let batch = VendorWires.decode(vendor, head: head, path: ConnectionHandler.path(of: uri), body: body, failure: nil)
+        invariant((200..<600).contains(batch.normal.status), "answered \(batch.normal.status)")
+        invariant(batch.events.count + batch.refused <= max(batch.eventCount, 1),
+                  "\(batch.events.count) kept + \(batch.refused) refused of \(batch.eventCount) events")
+        invariant(batch.events.allSatisfy { !$0.json.isEmpty }, "an event kept without its JSON")
     }
 }
 
