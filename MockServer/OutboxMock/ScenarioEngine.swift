@@ -14,13 +14,14 @@ struct RequestFacts {
     var vendor: Vendor? = nil
 }
 
-/// SplitMix64: tiny, fast, and the same sequence on every platform for a given seed.
-struct SeededRandom {
+/// SplitMix64: tiny, fast, and the same sequence on every platform for a given seed. Public for `outbox fleet`'s
+/// seeded choices, so that the two do not each carry a copy.
+public struct SeededRandom: Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -29,7 +30,7 @@ struct SeededRandom {
     }
 
     /// Uniform in [0, 1).
-    mutating func nextUnit() -> Double { Double(next() >> 11) * 0x1p-53 }
+    public mutating func nextUnit() -> Double { Double(next() >> 11) * 0x1p-53 }
 }
 
 struct ScenarioEngine {

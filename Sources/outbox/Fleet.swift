@@ -330,23 +330,17 @@ struct FleetStoreCount {
     var deadOrdinals: Set<Int>
 }
 
-/// SplitMix64: the fleet's seeded choices (who goes offline, when).
+/// The fleet's seeded choices (who goes offline, when): the mock's SplitMix64, so a seed means the same everywhere.
 struct FleetRandom {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
+    private var source: SeededRandom
+    init(seed: UInt64) { source = SeededRandom(seed: seed) }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { source.next() }
 
     /// 0 ..< bound; bound > 0.
     mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
     /// 0 ≤ x < 1.
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    mutating func unit() -> Double { source.nextUnit() }
 
     mutating func shuffle(_ items: inout [Int]) {
         guard items.count > 1 else { return }
