@@ -252,40 +252,8 @@ struct FleetLogLine {
         return digits > 0 ? value : nil
     }
 
-    /// `YYYY-MM-DDTHH:MM:SS[.mmm]Z` as epoch ms (the wire's timestamps, SPEC W2).
-    static func epochMs(_ text: Substring) -> Int64? {
-        let u = Array(text.utf8)
-        guard u.count >= 20, u[4] == 45, u[7] == 45, u[10] == 84, u[13] == 58, u[16] == 58 else { return nil }
-        func number(_ range: Range<Int>) -> Int64? {
-            var value: Int64 = 0
-            for i in range {
-                guard u[i] >= 48, u[i] <= 57 else { return nil }
-                value = value * 10 + Int64(u[i] - 48)
-            }
-            return value
-        }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-              let minute = number(14..<16), let second = number(17..<19), (1...12).contains(month) else { return nil }
-        var ms: Int64 = 0
-        if u[19] == 46 {
-            var i = 20
-            var scale: Int64 = 100
-            while i < u.count, u[i] >= 48, u[i] <= 57 {
-                ms += Int64(u[i] - 48) * scale
-                scale /= 10
-                i += 1
-            }
-        }
-        // Days from the civil date (Howard Hinnant's algorithm).
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        let days = era * 146_097 + doe - 719_468
-        return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + ms
-    }
+    /// `YYYY-MM-DDTHH:MM:SS[.mmm]Z` as epoch ms (the wire's timestamps, SPEC W2), read as the mock reads vendors' ones.
+    static func epochMs(_ text: Substring) -> Int64? { VendorTime.iso8601Ms(String(text)) }
 }
 
 /// Splits a byte stream into lines (without the `\n`), keeping only a partial last line between chunks.

@@ -141,11 +141,11 @@ enum Base64 {
     }
 }
 
-/// The timestamp formats the vendors' events carry.
-enum VendorTime {
+/// The timestamp formats the vendors' events carry. Public for `outbox fleet`, which reads `/_mock/logs`.
+public enum VendorTime {
     /// ISO 8601 / RFC 3339 date-time with any fraction and `Z` or an offset (`2026-11-22T07:05:21.303+00:00`),
     /// as Segment and PostHog send it; epoch ms, nil when it is not one.
-    static func iso8601Ms(_ text: String) -> Int64? {
+    public static func iso8601Ms(_ text: String) -> Int64? {
         var text = text
         return text.withUTF8 { iso8601Ms($0) }
     }
