@@ -164,13 +164,14 @@ sanitize-address: deps
 	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
 
 # Issue 18: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped and a soak, against
-# the release CLI and mock; writes torture/REPORT.md and torture/soak.svg. Not part of `make test` (about 30 min).
-# TORTURE_ROUNDS (1000) and TORTURE_SOAK_S (120) scale it.
+# the release CLI and mock, then the whole suite under ThreadSanitizer (scripts/sanitize.sh thread); writes
+# torture/REPORT.md, torture/soak.svg and torture/results.json. Not part of `make test` (about 30 min).
+# TORTURE_ROUNDS (1000) and TORTURE_SOAK_S (120) scale it; TORTURE_ONLY=crash,disk,clock,corrupt,soak,tsan picks parts.
 torture: deps
 	$(call install-missing,python3,torture)
 	$(SWIFT) build -c release --product outbox
 	$(SWIFT) build -c release --product outbox-mock
-	python3 scripts/torture/torture.py
+	SWIFT="$(SWIFT)" TORTURE_TSAN_TIME_SCALE=$(SANITIZE_TIME_SCALE) python3 scripts/torture/torture.py
 
 # The mock server's live page in headless chromium (installs chromium when missing); writes mock-page.png.
 screenshot: deps

@@ -4,7 +4,9 @@
 
 Prints one line per check and `N passed, N failed`, writes torture/REPORT.md (with torture/soak.svg), exits 1 on any
 failure. Scale with TORTURE_ROUNDS (default 1000) and TORTURE_SOAK_S (default 120); TORTURE_ONLY=crash,disk,clock,
-corrupt,soak runs a subset (for iteration; the report then says which parts ran).
+corrupt,soak,tsan runs a subset: each part's checks and figures are kept in torture/results.json with the commit and
+date they ran at, so a subset replaces only its own sections and the report says when each part last ran.
+The `tsan` part is `make sanitize-thread` (scripts/sanitize.sh thread): the whole Swift suite under ThreadSanitizer.
 
 Testing hooks of the engine it relies on (both inert unless set):
 - OUTBOX_TESTING_PHASE_FILE: one byte per phase (tracking, commit, checkpoint, request in flight), '1' while under
@@ -15,6 +17,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -34,7 +37,8 @@ MOCK = os.path.join(BIN_DIR, "outbox-mock")
 OUT_DIR = os.path.join(ROOT, "torture")
 ROUNDS = int(os.environ.get("TORTURE_ROUNDS", "1000"))
 SOAK_S = int(os.environ.get("TORTURE_SOAK_S", "120"))
-ONLY = [p for p in os.environ.get("TORTURE_ONLY", "crash,disk,clock,corrupt,soak").split(",") if p]
+ALL_PARTS = ["crash", "disk", "clock", "corrupt", "soak", "tsan"]
+ONLY = [p for p in os.environ.get("TORTURE_ONLY", ",".join(ALL_PARTS)).split(",") if p]
 SEED = int(os.environ.get("TORTURE_SEED", "20261124"))
 PHASES = ["tracking", "commit", "checkpoint", "request"]
 SECRET = "torture-secret"
@@ -851,6 +855,44 @@ def write_svg(path, samples):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# ThreadSanitizer: the whole suite (issue 18: "the full TSan run belongs in the torture report")
+
+def tsan(work):
+    """`scripts/sanitize.sh thread`: builds everything with --sanitize=thread in .build-tsan and runs every test there,
+    the CLI, the mock and the crash child being sanitized builds too; every process writes its reports to a file."""
+    env = dict(os.environ)
+    env["OUTBOX_TIME_SCALE"] = os.environ.get("TORTURE_TSAN_TIME_SCALE", "4")
+    start = time.monotonic()
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "sanitize.sh"), "thread"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = proc.stdout
+    seconds = elapsed(start)
+    summary = re.search(r"sanitize thread: build (\d+) s, tests (\d+) s, test exit status (\d+), (\d+) report file", out)
+    swift_testing = re.search(r"Test run with (\d+) tests? (?:in \d+ suites? )?passed", out)
+    swift_testing_failed = re.search(r"Test run with (\d+) tests? (?:in \d+ suites? )?failed", out)
+    xctest = re.findall(r"Executed (\d+) tests?, with (\d+) failures?", out)
+    reports = [line.strip() for line in out.splitlines() if "SUMMARY: ThreadSanitizer" in line]
+    figures = {"seconds": round(seconds), "exit": proc.returncode,
+               "build_s": int(summary.group(1)) if summary else None,
+               "tests_s": int(summary.group(2)) if summary else None,
+               "report_files": int(summary.group(4)) if summary else None,
+               "swift_testing_tests": int((swift_testing or swift_testing_failed).group(1)) if (swift_testing or swift_testing_failed) else None,
+               "xctest_tests": int(xctest[-1][0]) if xctest else None,
+               "xctest_failures": int(xctest[-1][1]) if xctest else None,
+               "summaries": reports[:20],
+               "suppressions": [l.strip() for l in open(os.path.join(ROOT, "scripts", "tsan.supp"))
+                                if l.strip() and not l.startswith("#")]}
+    report["tsan"] = figures
+    check("tsan", "the suite builds with --sanitize=thread", summary is not None, f"build {figures['build_s']} s",
+          stderr=out[-2000:] if summary is None else "")
+    check("tsan", "every test passes under ThreadSanitizer", summary is not None and summary.group(3) == "0",
+          f"tests {figures['tests_s']} s, Swift Testing {figures['swift_testing_tests']}, XCTest {figures['xctest_tests']}"
+          f" ({figures['xctest_failures']} failures)", stderr=out[-2000:])
+    check("tsan", "no ThreadSanitizer report from any process", figures["report_files"] == 0,
+          f"{figures['report_files']} report files" + (f": {reports[:3]}" if reports else ""))
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The report
 
 def notes():
@@ -884,15 +926,58 @@ def notes():
               ]
 
 
-def write_report(total_s):
+def commit():
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return (head or "?") + ("+changes" if dirty else "")
+    except OSError:
+        return "?"
+
+
+def merged_parts(part_seconds):
+    """torture/results.json: every part's last run (its checks, figures, settings, commit and date); the parts of
+    this run replace theirs, the others stay as they last ran."""
+    path = os.path.join(OUT_DIR, "results.json")
+    try:
+        with open(path) as f:
+            parts = json.load(f)
+    except (OSError, ValueError):
+        parts = {}
+    now, head = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), commit()
+    for name in ONLY:
+        parts[name] = {"ran_at": now, "commit": head, "seconds": round(part_seconds.get(name, 0)),
+                       "settings": {"TORTURE_ROUNDS": ROUNDS, "TORTURE_SOAK_S": SOAK_S, "TORTURE_SEED": SEED},
+                       "checks": [[n, ok, detail] for part, n, ok, detail in results if part == name],
+                       "figures": report.get(name)}
+    with open(path, "w") as f:
+        json.dump(parts, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return {name: parts[name] for name in ALL_PARTS if name in parts}
+
+
+def write_report(total_s, part_seconds):
     passed = sum(1 for r in results if r[2])
     failed = len(results) - passed
+    parts = merged_parts(part_seconds)
+    report.clear()
+    report.update({name: part["figures"] for name, part in parts.items() if part.get("figures")})
+    all_checks = [(name, n, ok, detail) for name, part in parts.items() for n, ok, detail in part["checks"]]
+    all_passed = sum(1 for c in all_checks if c[2])
     lines = ["# make torture — report", "",
-             f"Written by `scripts/torture/torture.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
-             f"TORTURE_ROUNDS={ROUNDS}, TORTURE_SOAK_S={SOAK_S}, TORTURE_SEED={SEED}, parts: {', '.join(ONLY)}; "
-             f"{total_s / 60:.1f} min in all on this machine (2 cores, shared). **{passed} passed, {failed} failed.**", "",
-             "| part | check | result | detail |", "|---|---|---|---|"]
-    for part, name, ok, detail in results:
+             f"Written by `scripts/torture/torture.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+             f"this run: parts {', '.join(ONLY)}, {total_s / 60:.1f} min on this machine (2 cores, shared), "
+             f"{passed} passed, {failed} failed. **All parts as last run: {all_passed} passed, "
+             f"{len(all_checks) - all_passed} failed.**", "",
+             "| part | last run | commit | settings | minutes |", "|---|---|---|---|---|"]
+    for name, part in parts.items():
+        settings = ", ".join(f"{k}={v}" for k, v in part["settings"].items()
+                             if (name == "crash" and k == "TORTURE_ROUNDS") or (name == "soak" and k == "TORTURE_SOAK_S")
+                             or k == "TORTURE_SEED")
+        lines.append(f"| {name} | {part['ran_at']} | {part['commit']} | {settings} | {part['seconds'] / 60:.1f} |")
+    lines += ["", "| part | check | result | detail |", "|---|---|---|---|"]
+    for part, name, ok, detail in all_checks:
         lines.append(f"| {part} | {name} | {'ok' if ok else '**FAIL**'} | {detail.replace('|', '/')} |")
     c = report.get("crash")
     if c:
@@ -950,6 +1035,21 @@ def write_report(total_s):
         step = max(1, len(s["samples"]) // 20)
         for t, rss, fds, wal in s["samples"][::step]:
             lines.append(f"| {t:.0f} | {rss / (1 << 20):.1f} | {fds} | {wal / 1024:.0f} |")
+    z = report.get("tsan")
+    if z:
+        lines += ["", "## ThreadSanitizer", "",
+                  f"`make sanitize-thread` (`scripts/sanitize.sh thread`): the whole Swift suite built with "
+                  f"`--sanitize=thread` in `.build-tsan` and run there; the CLI, `outbox-mock` and the crash child "
+                  f"that tests spawn are sanitized builds too, and every process writes its reports to a file "
+                  f"(`log_path`), so a child's report counts even when a test captured its stderr. Build "
+                  f"{z.get('build_s')} s, tests {z.get('tests_s')} s (OUTBOX_TIME_SCALE=4 widens the suite's few "
+                  f"wall-clock bounds); Swift Testing tests: {z.get('swift_testing_tests')}, XCTest tests: "
+                  f"{z.get('xctest_tests')} ({z.get('xctest_failures')} failures). **Report files: "
+                  f"{z.get('report_files')}.**", ""]
+        if z.get("summaries"):
+            lines += ["Reports:", ""] + [f"- `{line}`" for line in z["summaries"]] + [""]
+        lines.append("Suppressions in `scripts/tsan.supp`: " + (", ".join(f"`{x}`" for x in z["suppressions"])
+                     if z.get("suppressions") else "none (the file says why `Synchronization.Mutex` needs none)."))
     lines += notes()
     with open(os.path.join(OUT_DIR, "REPORT.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -965,7 +1065,14 @@ def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     work = tempfile.mkdtemp(prefix="outbox-torture-")
     start = time.monotonic()
-    parts = {"crash": crash_rounds, "disk": full_disk, "clock": clock_jumps, "corrupt": corruption, "soak": soak}
+    parts = {"crash": crash_rounds, "disk": full_disk, "clock": clock_jumps, "corrupt": corruption, "soak": soak,
+             "tsan": tsan}
+    unknown = [name for name in ONLY if name not in parts]
+    if unknown:
+        print(f"torture: unknown part(s) in TORTURE_ONLY: {', '.join(unknown)} (parts: {', '.join(ALL_PARTS)})",
+              file=sys.stderr)
+        return 2
+    part_seconds = {}
     try:
         for name in ONLY:
             t = time.monotonic()
@@ -975,9 +1082,10 @@ def main():
                 import traceback
                 traceback.print_exc()
                 check(name, "ran to its end", False, f"{type(error).__name__}: {error}")
+            part_seconds[name] = elapsed(t)
             print(f"     {name}: {elapsed(t):.0f} s", flush=True)
     finally:
-        passed, failed = write_report(elapsed(start))
+        passed, failed = write_report(elapsed(start), part_seconds)
         if failed == 0 and os.environ.get("TORTURE_KEEP") != "1":
             shutil.rmtree(work, ignore_errors=True)
         else:
