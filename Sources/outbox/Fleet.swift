@@ -230,7 +230,7 @@ struct Fleet: ParsableCommand {
             delay: recordsRead ? accounting.delayPercentiles : nil,
             peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds)
         let json = summary.json
-        metrics.finish(summary)
+        metrics.finish(summary, delays: accounting.histogram)
         print(json)
         fflush(nil)
         logger.notice("fleet resources", metadata: [
@@ -244,7 +244,8 @@ struct Fleet: ParsableCommand {
         if let report {
             do {
                 try FleetReport(summary: summary, json: json, samples: sampler.samples(), histogram: accounting.histogram,
-                                title: "outbox fleet — \(devices) devices × \(events) events", command: Self.commandLine())
+                                title: "outbox fleet — \(devices) devices × \(events) events", command: Self.commandLine(),
+                                metrics: metricsServer.map { _ in FleetMetrics.render(metrics.snapshot()) })
                     .write(to: report)
             } catch {
                 writeStandardError("outbox fleet: cannot write the report to \(report): \(error)\n")

@@ -1,4 +1,6 @@
 import ArgumentParser
+import Glibc
+import Histogram
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -20,6 +22,8 @@ struct FleetMetricsSnapshot {
     var delayP99Ms: Int64?
     /// The closing object (SPEC F1), once the run ended.
     var summary: FleetSummary?
+    /// The delays of this run's logs in the mock's records (SPEC F2's accounting), once the run ended.
+    var delays: Histogram<UInt64>?
 }
 
 /// SPEC F1 `--metrics-port`: the fleet's own counters in Prometheus' text format 0.0.4, rendered when scraped with the
@@ -48,7 +52,8 @@ enum FleetMetrics {
             w.family("outbox_fleet_delivered_total", type: "counter",
                      help: "Logs of this run the ingestion server holds (unique).")
             w.sample("outbox_fleet_delivered_total", [], delivered)
-            w.family("outbox_fleet_pending", type: "gauge", help: "Tracked and not yet delivered.")
+            w.family("outbox_fleet_pending", type: "gauge",
+                     help: "Tracked and not yet delivered (during the run the mock's count is read once a second).")
             w.sample("outbox_fleet_pending", [], s.summary?.pending ?? max(0, s.tracked - delivered))
         }
         if !s.requestsByStatus.isEmpty || s.requestsUnanswered > 0 {
@@ -60,7 +65,8 @@ enum FleetMetrics {
             w.sample("outbox_fleet_requests_total", [("status", "none")], s.requestsUnanswered)
         }
         w.family("outbox_fleet_events_per_second", type: "gauge",
-                 help: "Events tracked per second over the last sample; at the end, the closing object's events_per_s.")
+                 help: "Logs tracked per second between the last two samples (a second apart); once the run ended, "
+                     + "the closing object's events_per_s (delivered per second over the run).")
         w.sample("outbox_fleet_events_per_second", [], s.summary?.eventsPerSecond ?? s.eventsPerSecond)
         if let p99 = s.summary?.delay?.p99 ?? s.delayP99Ms.map(Int.init) {
             w.family("outbox_fleet_delivery_delay_p99_ms", type: "gauge",
@@ -80,9 +86,29 @@ enum FleetMetrics {
                 w.sample("outbox_fleet_lost", [], lost)
             }
         }
+        if let delays = s.delays, delays.totalCount > 0 { histogram(delays, into: &w) }
         w.family("outbox_fleet_finished", type: "gauge", help: "1 once the closing object was computed.")
         w.sample("outbox_fleet_finished", [], s.summary == nil ? 0 : 1)
         return w.out
+    }
+
+    /// `outbox_fleet_delivery_delay_ms`: the accounting's HdrHistogram in 1–2–5 buckets up to its largest delay.
+    /// Delays are whole milliseconds, so `le N` counts 0…N exactly. The sum is the histogram's mean times its count:
+    /// HdrHistogram keeps no exact sum.
+    private static func histogram(_ delays: Histogram<UInt64>, into w: inout PrometheusTextWriter) {
+        let name = "outbox_fleet_delivery_delay_ms"
+        w.family(name, type: "histogram", help: "Delivery delay of this run's logs (server arrival - event time), ms; end of run.")
+        var bound: UInt64 = 1
+        var step = 0
+        while true {
+            w.sample(name + "_bucket", [("le", String(bound))], delays.count(within: 0...bound))
+            if bound >= delays.max || step >= 40 { break }
+            bound = [2, 5, 10][step % 3] * UInt64(pow(10.0, Double(step / 3)))
+            step += 1
+        }
+        w.sample(name + "_bucket", [("le", "+Inf")], delays.totalCount)
+        w.sample(name + "_sum", [], UInt64((delays.mean * Double(delays.totalCount)).rounded()))
+        w.sample(name + "_count", [], delays.totalCount)
     }
 }
 
@@ -187,6 +213,7 @@ final class FleetMetricsBoard: Sendable {
         var loops: [FleetLoop] = []
         var sampler: FleetSampler?
         var summary: FleetSummary?
+        var delays: Histogram<UInt64>?
     }
 
     private let devices: Int
@@ -198,8 +225,8 @@ final class FleetMetricsBoard: Sendable {
         sources.withLock { $0.loops = loops; $0.sampler = sampler }
     }
 
-    func finish(_ summary: FleetSummary) {
-        sources.withLock { $0.summary = summary }
+    func finish(_ summary: FleetSummary, delays: Histogram<UInt64>) {
+        sources.withLock { $0.summary = summary; $0.delays = delays }
     }
 
     func snapshot() -> FleetMetricsSnapshot {
@@ -211,7 +238,7 @@ final class FleetMetricsBoard: Sendable {
             devicesDoneTracking: loops.reduce(0) { $0 + $1.devicesDone.load(ordering: .relaxed) },
             tracked: loops.reduce(0) { $0 + $1.trackedTotal.load(ordering: .relaxed) },
             delivered: nil, requestsByStatus: [:], requestsUnanswered: 0, eventsPerSecond: 0, delayP99Ms: nil,
-            summary: sources.summary)
+            summary: sources.summary, delays: sources.delays)
         // The mock's side comes from the sampler's last reading (once a second): a scrape never waits for the mock.
         let recent = sources.sampler?.samples().suffix(2) ?? []
         if let last = recent.last {

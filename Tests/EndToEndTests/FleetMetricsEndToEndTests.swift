@@ -72,12 +72,17 @@ struct FleetMetricsEndToEndTests {
         guard let statusLine = head.first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") else { return nil }
         let contentType = head.first { $0.lowercased().hasPrefix("content-type:") }
             .map { String($0.dropFirst("content-type:".count)).trimmingCharacters(in: .whitespaces) } ?? ""
+        return (status, contentType, values(String(text[split.upperBound...])))
+    }
+
+    /// Prometheus text: the value of each sample by its name with its labels.
+    static func values(_ text: String) -> [String: Double] {
         var values: [String: Double] = [:]
-        for line in text[split.upperBound...].split(separator: "\n") where !line.hasPrefix("#") {
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
             values[String(line[..<space])] = value
         }
-        return (status, contentType, values)
+        return values
     }
 
     /// Short intervals and quick retries.
@@ -91,7 +96,8 @@ struct FleetMetricsEndToEndTests {
         let server = try startMock(scenario: Scenario(seed: 1, rules: [.init(outcome: .respond(.init(status: 503)))]))
         defer { try? server.stop() }
         let fleet = try RunningFleet(["--devices", "3", "--events", "20", "--endpoint", server.baseURL, "--metrics-port", "0",
-                                      "--dir", dir.path + "/stores", "--timeout", "60"] + Self.fast, in: dir)
+                                      "--dir", dir.path + "/stores", "--report", dir.path + "/report", "--timeout", "60"] + Self.fast,
+                                     in: dir)
         defer { fleet.kill() }
         let port = try #require(fleet.metricsPort(), "stderr: \(fleet.errors)")
 
@@ -136,12 +142,20 @@ struct FleetMetricsEndToEndTests {
         #expect(summary["lost"] as? Int == 0)
         #expect(last["outbox_fleet_tracked_total"] == tracked)
         #expect((last["outbox_fleet_delivered_total"] ?? 0) <= tracked)
-        if last["outbox_fleet_finished"] == 1 {
-            // A scrape after the closing object was computed shows exactly its counts.
-            #expect(last["outbox_fleet_delivered_total"] == tracked)
-            #expect(last["outbox_fleet_pending"] == 0)
-            #expect(last["outbox_fleet_lost"] == 0)
-        }
+        // The scrape at the end (written beside summary.json, since a live one races the exit) shows exactly the
+        // closing object's counts.
+        let end = Self.values((try? String(contentsOfFile: dir.path + "/report/metrics.prom", encoding: .utf8)) ?? "")
+        #expect(end["outbox_fleet_finished"] == 1)
+        #expect(end["outbox_fleet_tracked_total"] == tracked)
+        #expect(end["outbox_fleet_delivered_total"] == tracked)
+        #expect(end["outbox_fleet_pending"] == 0)
+        #expect(end["outbox_fleet_lost"] == 0)
+        #expect(end["outbox_fleet_dead_lettered"] == 0)
+        #expect(end["outbox_fleet_devices_done_tracking"] == 3)
+        #expect(end["outbox_fleet_delivery_delay_ms_count"] == tracked)
+        #expect(end[#"outbox_fleet_delivery_delay_ms_bucket{le="+Inf"}"#] == tracked)
+        #expect((end[#"outbox_fleet_requests_total{status="503"}"#] ?? 0) >= (during[#"outbox_fleet_requests_total{status="503"}"#] ?? 0))
+        if last["outbox_fleet_finished"] == 1 { #expect(last == end) }
         // The port closed with the run.
         #expect(Self.scrape(port: port) == nil)
     }
