@@ -119,8 +119,9 @@ struct FleetAccounting {
             var named = 0
             // A device that tracked events has a session around them; its logs have no ordinal (FleetSessions.swift).
             if events > 0 && device.tracked > 0 {
-                for (kind, delivered) in [("startSession", device.startSessionDelivered), ("endSession", device.endSessionDelivered)]
-                where !delivered && lines.count < limit && named < device.lost {
+                for (kind, delivered, ordinal) in [("startSession", device.startSessionDelivered, Self.startSessionOrdinal),
+                                                   ("endSession", device.endSessionDelivered, Self.endSessionOrdinal)]
+                where !delivered && !dead.contains(ordinal) && lines.count < limit && named < device.lost {
                     lines.append("missing \(device.number) \(device.install)/\(kind)")
                     named += 1
                 }
@@ -135,8 +136,14 @@ struct FleetAccounting {
         return lines
     }
 
-    /// The `i` property of an event's JSON as the engine sends it (`typedProperties`).
+    /// Stand-ins for the session logs' ordinals among a device's dead letters: they have no `i`.
+    static let startSessionOrdinal = -1
+    static let endSessionOrdinal = -2
+
+    /// The `i` property of an event's JSON as the engine sends it (`typedProperties`); a session log's stand-in.
     static func ordinal(inLogJSON json: String) -> Int? {
+        if json.contains(#""type":"startSession""#) { return startSessionOrdinal }
+        if json.contains(#""type":"endSession""#) { return endSessionOrdinal }
         let bytes = Array(json.utf8)
         let needle = Array(#""name":"i","value":"#.utf8)
         guard bytes.count >= needle.count else { return nil }

@@ -130,6 +130,7 @@ struct FleetEndToEndTests {
         (["--rate", "0"], "--rate"),
         (["--offline-s", "nan"], "--offline-s"),
         (["--endpoint", "ftp://x"], "--endpoint"),
+        (["--metrics-port", "65536"], "--metrics-port"),
     ])
     func badFleetArgumentsNameTheOption(extra: [String], option: String) throws {
         let dir = TempDirectory(); defer { dir.remove() }
