@@ -172,7 +172,7 @@ final class FleetLoop: @unchecked Sendable {
                 if now >= until {
                     // SPEC N2, R6: back online is a network change — waiting batches go out, back-off starts over.
                     device.offlineUntilNs = nil
-                    SharedNetworkWatcher.forward(.whenReleased(network: network), to: device.engine)
+                    device.hear(.whenReleased(network: network))
                     if device.doneTracking { device.engine.dispatch() }
                 } else {
                     offline += 1
@@ -228,7 +228,7 @@ final class FleetLoop: @unchecked Sendable {
         run { loop in
             loop.network = new
             for device in loop.devices {
-                SharedNetworkWatcher.forward(.decide(from: old, to: new, heldOffline: device.offlineUntilNs != nil), to: device.engine)
+                device.hear(.decide(from: old, to: new, heldOffline: device.offlineUntilNs != nil))
             }
         }
     }

@@ -66,3 +66,10 @@ final class FleetNetwork: @unchecked Sendable {
         return host == "localhost" || host.hasPrefix("127.") || host == "::1"
     }
 }
+
+extension FleetDevice {
+    /// Tells the device's engine what the network did (SPEC N2, R6); on its loop's thread.
+    func hear(_ action: SharedNetworkWatcher.Action?) {
+        SharedNetworkWatcher.forward(action, to: engine)
+    }
+}
