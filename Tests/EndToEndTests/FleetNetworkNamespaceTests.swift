@@ -8,17 +8,33 @@ import Testing
 @Suite("outbox fleet in network namespaces (SPEC F1, N1, R7)", .serialized)
 struct FleetNetworkNamespaceTests {
     static var canRun: Bool { ReachabilityNamespaceTests.canRun }
-    private static var ip: String { FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip" }
+    fileprivate static var ip: String { FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") ? "/usr/sbin/ip" : "/sbin/ip" }
 
     @discardableResult
     private func ip(_ arguments: String) throws -> Int32 {
         try run(Self.ip, arguments.split(separator: " ").map(String.init)).status
     }
 
-    // SPEC F1, N1, R7: the fleet starts with no default route — offline for the kernel, though the mock is reachable
-    // on the veth's own subnet, so the fleet can read its stats. Every device, on every loop, is told so and sends
-    // nothing; when the default route appears, every device is told it is online and delivers at once.
-    @Test func theFleetsOneWatcherTakesEveryDeviceOfflineAndBackOnline() throws {
+    /// Two namespaces joined by a veth pair, without a default route: the fleet's side is offline for the kernel
+    /// (SPEC N1), though the mock is reachable on the pair's own subnet, so the fleet can read its stats.
+    private struct Bench {
+        var fleetNS: String
+        var net: String
+        var port: Int
+        var recording: String
+        var serverStart: Int64
+        var dir: TempDirectory
+
+        /// The ingestion requests the mock recorded, with the wall time of the first (over-stated by the mock's
+        /// start-up, a few ms: `serverStart` is taken once it said it listens).
+        func exchanges() -> (installs: Set<String>, firstAtMs: Int64?) {
+            let lines = ((try? String(contentsOfFile: recording, encoding: .utf8)) ?? "").split(separator: "\n").map { jsonObject(String($0)) }
+            let first = lines.compactMap { $0["at"] as? Int }.min().map { serverStart + Int64($0) }
+            return (Set(lines.compactMap { $0["install"] as? String }), first)
+        }
+    }
+
+    private func withBench(_ body: (Bench) throws -> Void) throws {
         guard Self.canRun else {
             print("skipped: this test creates network namespaces and needs root and iproute2 (uid \(getuid()))")
             return
@@ -40,7 +56,6 @@ struct FleetNetworkNamespaceTests {
             try ip("-n \(ns) link set lo up")
             try ip("-n \(ns) link set \(dev) up")
         }
-
         // The mock, recording every ingestion request with its time and install.
         let port = 20_000 + (Int(suffix) ?? 1) % 20_000
         let recording = dir.path + "/exchanges.jsonl"
@@ -53,53 +68,95 @@ struct FleetNetworkNamespaceTests {
         try server.run()
         defer { if server.isRunning { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() } }
         #expect(LineReader(serverOutput.fileHandleForReading).next() == "listening on http://\(net).2:\(port)")
-        let serverStart = wallMs()
+        try body(Bench(fleetNS: fleetNS, net: net, port: port, recording: recording, serverStart: wallMs(), dir: dir))
+    }
 
-        // Three devices on two loops (one per core, at most the devices).
-        let devices = 3
-        let fleet = Process()
-        fleet.executableURL = URL(fileURLWithPath: Self.ip)
-        fleet.arguments = ["netns", "exec", fleetNS, builtProduct("outbox"), "fleet", "--devices", "\(devices)", "--events", "10",
-                           "--endpoint", "http://\(net).2:\(port)", "--dir", dir.path + "/stores", "--timeout", "60",
-                           "--testing", "--interval", "0.05", "--retry-intervals", "0.1,0.2,0.4", "--log-level", "info"]
-        let fleetOutput = Pipe(), fleetLog = Pipe()
-        fleet.standardOutput = fleetOutput
-        fleet.standardError = fleetLog
-        try fleet.run()
-        defer { if fleet.isRunning { kill(fleet.processIdentifier, SIGKILL) } }
-        // Each device's delivery logs the state it was told (N2, at info): wait for all of them, not for time.
-        let log = LineReader(fleetLog.fileHandleForReading)
+    /// `outbox fleet` in the fleet's namespace, its stderr read line by line (the engines log each reachability
+    /// change they are told, N2, at info).
+    private final class Fleet {
+        let process = Process()
+        let output = Pipe(), log = Pipe()
+        let reader: LineReader
         var lines: [String] = []
-        func awaitLogLines(containing text: String, count: Int) -> Bool {
+
+        init(_ bench: Bench, devices: Int, extra: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: FleetNetworkNamespaceTests.ip)
+            process.arguments = ["netns", "exec", bench.fleetNS, builtProduct("outbox"), "fleet", "--devices", "\(devices)",
+                                 "--events", "10", "--endpoint", "http://\(bench.net).2:\(bench.port)",
+                                 "--dir", bench.dir.path + "/stores", "--timeout", "60", "--testing", "--interval", "0.05",
+                                 "--retry-intervals", "0.1,0.2,0.4", "--log-level", "info"] + extra
+            process.standardOutput = output
+            process.standardError = log
+            reader = LineReader(log.fileHandleForReading)
+            try process.run()
+        }
+
+        /// Waits for `count` lines containing `text` (bounded: stderr ends when the fleet exits).
+        func awaitLines(containing text: String, count: Int) -> Bool {
             var seen = lines.filter { $0.contains(text) }.count
-            while seen < count, let line = log.next() {
+            while seen < count, let line = reader.next() {
                 lines.append(line)
                 if line.contains(text) { seen += 1 }
             }
             return seen >= count
         }
-        #expect(awaitLogLines(containing: "network offline", count: devices))
-        // The fleet's stats reading at start went over the veth's subnet; nothing was sent to ingestion (R7).
-        #expect(((try? String(contentsOfFile: recording, encoding: .utf8)) ?? "").isEmpty)
 
-        // The default route appears: the watcher says online, every device hears it and delivers.
-        let online = wallMs()
-        #expect(try ip("-n \(fleetNS) route add default via \(net).2") == 0)
-        #expect(awaitLogLines(containing: "network changed", count: 1))
-        while log.next() != nil {}  // drains stderr until the fleet exits
-        fleet.waitUntilExit()
-        let doneAt = wallMs()
-        let summary = jsonObject(String(decoding: fleetOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-        #expect(fleet.terminationStatus == 0)
-        #expect(summary["lost"] as? Int == 0)
-        #expect(summary["delivered"] as? Int == devices * 12)
-        #expect(doneAt - online < 10_000, "delivered \(doneAt - online) ms after the default route appeared")
+        /// Drains stderr until the fleet exits; its closing object.
+        func finish() -> [String: Any] {
+            while reader.next() != nil {}
+            process.waitUntilExit()
+            return jsonObject(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        }
 
-        // Every device sent, and none before the route appeared. The recording dates requests from the server's start,
-        // which `serverStart` follows by the mock's start-up (a few ms): that much is the check's slack.
-        let exchanges = ((try? String(contentsOfFile: recording, encoding: .utf8)) ?? "").split(separator: "\n").map { jsonObject(String($0)) }
-        #expect(Set(exchanges.compactMap { $0["install"] as? String }).count == devices)
-        let firstAt = serverStart + Int64(exchanges.compactMap { $0["at"] as? Int }.min() ?? -1_000_000)
-        #expect(firstAt >= online - 50, "a request \(online - firstAt) ms before the network came up")
+        deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    }
+
+    // SPEC F1, N1, R7: without a default route every device, on every loop, is told it is offline and sends nothing;
+    // when the route appears, every device is told it is online and delivers at once.
+    @Test func theFleetsOneWatcherTakesEveryDeviceOfflineAndBackOnline() throws {
+        try withBench { bench in
+            let devices = 3  // on two loops (one per core, at most the devices)
+            let fleet = try Fleet(bench, devices: devices, extra: [])
+            #expect(fleet.awaitLines(containing: "network offline", count: devices))
+            // The fleet's stats reading at start went over the pair's subnet; nothing went to ingestion (R7).
+            #expect(bench.exchanges().installs.isEmpty)
+
+            let online = wallMs()
+            #expect(try ip("-n \(bench.fleetNS) route add default via \(bench.net).2") == 0)
+            #expect(fleet.awaitLines(containing: "network changed", count: 1))
+            let summary = fleet.finish()
+            let doneAt = wallMs()
+            #expect(fleet.process.terminationStatus == 0)
+            #expect(summary["lost"] as? Int == 0)
+            #expect(summary["delivered"] as? Int == devices * 12)
+            #expect(doneAt - online < 10_000, "delivered \(doneAt - online) ms after the default route appeared")
+            // Every device sent, none before the route appeared.
+            let (installs, firstAt) = bench.exchanges()
+            #expect(installs.count == devices)
+            #expect((firstAt ?? 0) >= online - 50, "a request \(online - (firstAt ?? 0)) ms before the network came up")
+        }
+    }
+
+    // SPEC F1: a device the fleet took offline stays offline when the network comes up, until its offline period
+    // ends. Every device is taken offline for 3 s during its tracking, while the network is still down; the route
+    // appears at once: no request may come before the fleet started plus 3 s.
+    @Test func devicesTheFleetHoldsOfflineStayOfflineWhenTheNetworkComesUp() throws {
+        try withBench { bench in
+            let devices = 3
+            let launched = wallMs()
+            let fleet = try Fleet(bench, devices: devices, extra: ["--offline-fraction", "1", "--offline-s", "3"])
+            // Told offline twice each: by the watcher (no route), then by the fleet at its offline event.
+            #expect(fleet.awaitLines(containing: "network offline", count: 2 * devices))
+            let online = wallMs()
+            #expect(try ip("-n \(bench.fleetNS) route add default via \(bench.net).2") == 0)
+            let summary = fleet.finish()
+            #expect(fleet.process.terminationStatus == 0)
+            #expect(summary["lost"] as? Int == 0)
+            #expect(summary["delivered"] as? Int == devices * 12)
+            let (installs, firstAt) = bench.exchanges()
+            #expect(installs.count == devices)
+            #expect(online - launched < 2500, "the route came \(online - launched) ms after the start: too late to tell")
+            #expect((firstAt ?? 0) >= launched + 3000, "a request \(launched + 3000 - (firstAt ?? 0)) ms before any offline period ended")
+        }
     }
 }
