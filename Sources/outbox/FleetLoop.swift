@@ -38,6 +38,8 @@ final class FleetDevice {
     var wentOffline = false
     var offlineUntilNs: UInt64? = nil
     var doneTracking = false
+    /// SPEC F1, A2: the device's session (FleetSessions.swift).
+    var session = FleetSession.notStarted
 
     init(spec: FleetDeviceSpec, engine: OutboxEngine) {
         self.spec = spec
@@ -65,6 +67,8 @@ final class FleetLoop: @unchecked Sendable {
     private var doneCount = 0
     /// Resumed once every device of the loop tracked its events.
     private var trackingDone: (() -> Void)?
+    /// The fleet's one netlink watcher's last word (SPEC N1; FleetNetwork.swift).
+    var network = SharedNetworkWatcher.State(online: true, defaultInterface: nil)
 
     /// Read by the coordinator for the progress line.
     let trackedTotal = Atomic<Int>(0)
@@ -168,7 +172,7 @@ final class FleetLoop: @unchecked Sendable {
                 if now >= until {
                     // SPEC N2, R6: back online is a network change — waiting batches go out, back-off starts over.
                     device.offlineUntilNs = nil
-                    device.engine.setReachability(.online)
+                    device.hear(.whenReleased(network: network))
                     if device.doneTracking { device.engine.dispatch() }
                 } else {
                     offline += 1
@@ -177,6 +181,7 @@ final class FleetLoop: @unchecked Sendable {
             guard !device.doneTracking else { continue }
             let target = plan.rate.map { min(plan.events, Int(elapsed * $0 + device.spec.phase)) }
                 ?? min(plan.events, device.next + Self.burst)
+            if device.next < target { newlyTracked += device.beginSession() }
             while device.next < target {
                 if device.spec.offlineAt == device.next && !device.wentOffline {
                     device.wentOffline = true
@@ -197,6 +202,7 @@ final class FleetLoop: @unchecked Sendable {
             }
             if device.next >= plan.events {
                 device.doneTracking = true
+                newlyTracked += device.endSession()
                 // SPEC C7: what waits goes now, not at the next transmission interval.
                 device.engine.dispatch()
                 doneCount += 1
@@ -216,6 +222,19 @@ final class FleetLoop: @unchecked Sendable {
             Unmanaged<FleetLoop>.fromOpaque(data).takeUnretainedValue().walk()
         }, period, 0)
     }
+
+    /// SPEC N1: the fleet's watcher saw a change; each device of this loop hears it, on this loop's thread.
+    func networkChanged(from old: SharedNetworkWatcher.State, to new: SharedNetworkWatcher.State) {
+        run { loop in
+            loop.network = new
+            for device in loop.devices {
+                device.hear(.decide(from: old, to: new, heldOffline: device.offlineUntilNs != nil))
+            }
+        }
+    }
+
+    /// The `uv_loop_t *` for handles of the fleet's own (the netlink watcher); use it on the loop's thread only.
+    var loopPointer: UnsafeMutableRawPointer { UnsafeMutableRawPointer(raw) }
 
     /// Shuts every engine down on the loop thread (host mode requires it), closes the loop's own handles and waits
     /// for the thread to end. Afterwards `finalCounts` holds what each device tracked.
