@@ -63,26 +63,21 @@ enum LogValidator {
     }
 
     static func check(body: UnsafeBufferPointer<UInt8>) -> BatchCheck {
-        var storage: [JSONToken] = []
-        return check(body: body, storage: &storage)
+        check(body: body, storage: JSONTokenStorage())
     }
 
     /// As `check(body:)`, parsing into `storage` (kept between requests of a connection).
-    static func check(body: UnsafeBufferPointer<UInt8>, storage: inout [JSONToken]) -> BatchCheck {
-        var tape: JSONTape
+    static func check(body: UnsafeBufferPointer<UInt8>, storage: JSONTokenStorage) -> BatchCheck {
+        let tape: JSONTape
         do throws(JSONParseError) {
-            var taken: [JSONToken] = []
-            swap(&taken, &storage)
-            tape = try JSONTape.parse(body, storage: consume taken)
+            tape = try JSONTape.parse(body, storage: storage)
         } catch {
             let message = "not valid JSON: \(error.message) at byte \(error.offset)"
             let failure = error.logIndex.map { ValidationFailure(index: $0, field: "", message: message) }
                 ?? ValidationFailure(index: nil, field: "body", message: message)
             return BatchCheck(logs: [], failure: failure, logCount: 0)
         }
-        let result = validate(JSONView(bytes: body, tape: tape))
-        storage = tape.takeStorage()
-        return result
+        return validate(JSONView(bytes: body, tape: tape))
     }
 
     private static func validate(_ doc: JSONView) -> BatchCheck {
@@ -505,7 +500,7 @@ enum LogValidator {
                 throw fail(".value", "must be an integer that fits in 64 bits")
             }
         } else if doc.equals(type, "double") {
-            guard v.kind == .number, doc.double(value) != nil else { throw fail(".value", "must be a finite number") }
+            guard v.kind == .number, doc.isFiniteNumber(value) else { throw fail(".value", "must be a finite number") }
         } else if doc.equals(type, "boolean") {
             guard v.kind == .trueValue || v.kind == .falseValue else { throw fail(".value", "must be true or false") }
         } else if doc.equals(type, "dateTime") {
