@@ -99,7 +99,12 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
         case .body(var part):
             guard current != nil, current?.failure == nil else { return }
-            current?.body.writeBuffer(&part)
+            if current?.body.readableBytes == 0, part.readableBytes > 0 {
+                // The first part is taken as it is: an inflated body arrives whole, and copying it is wasted.
+                current?.body = part
+            } else {
+                current?.body.writeBuffer(&part)
+            }
             if let request = current, let kbps = request.headVerdict?.readKbps {
                 pauseReading(until: Self.due(request, bytes: guardHandler.wireBytes, kbps: kbps), context: context)
             }

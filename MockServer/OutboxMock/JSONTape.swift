@@ -29,6 +29,9 @@ struct JSONToken {
     static let escapes: UInt8 = 1
     static let nonASCII: UInt8 = 2
     static let integer: UInt8 = 1
+    /// Objects: the same bytes as the object at tape index `count`, whose members stand for this one's; its own
+    /// members are not on the tape (`JSONTape.parse(_:storage:elidingRepeatedDevices:)`).
+    static let repeated: UInt8 = 4
 }
 
 /// Where and why a body is not JSON. `logIndex` is the element of the top-level `"logs"` array the
@@ -78,9 +81,14 @@ struct JSONTape {
 
     /// Parses `bytes` completely; trailing non-whitespace is an error. The tokens go to `storage`, whose
     /// previous tape must no longer be read.
-    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, storage: JSONTokenStorage = JSONTokenStorage())
-        throws(JSONParseError) -> JSONTape {
+    ///
+    /// With `elidingRepeatedDevices`, a log's `device` object whose bytes repeat the last one parsed in full becomes a
+    /// single token flagged `repeated` (SPEC M10: a batch's logs nearly always carry the same device). Only a reader
+    /// that looks for the flag may ask for it: App Center's validator does; the vendors' decoders do not.
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, storage: JSONTokenStorage = JSONTokenStorage(),
+                      elidingRepeatedDevices: Bool = false) throws(JSONParseError) -> JSONTape {
         var parser = JSONTapeParser(bytes: bytes, storage: storage)
+        parser.elideDevices = elidingRepeatedDevices
         try parser.parseDocument()
         return JSONTape(storage: storage, tokens: UnsafePointer(storage.base), count: parser.written,
                         hasInnerWhitespace: parser.innerWhitespace)
@@ -112,6 +120,8 @@ private struct JSONTapeParser {
     var device: (start: Int, length: Int, firstToken: Int, tokenCount: Int)?
 
     static let maxDepth = 64
+
+    var elideDevices = false
 
     init(bytes: UnsafeBufferPointer<UInt8>, storage: JSONTokenStorage) {
         self.bytes = bytes
@@ -245,6 +255,13 @@ private struct JSONTapeParser {
     mutating func parseDevice() throws(JSONParseError) {
         if let known = device, let base = bytes.baseAddress, pos + known.length <= bytes.count,
            memcmp(base + known.start, base + pos, known.length) == 0 {
+            if elideDevices {
+                append(JSONToken(kind: .object, flags: JSONToken.repeated, start: Int32(pos),
+                                 end: Int32(pos + known.length), count: Int32(known.firstToken),
+                                 next: Int32(written + 1)))
+                pos += known.length
+                return
+            }
             let byteShift = Int32(pos - known.start)
             let tokenShift = Int32(written - known.firstToken)
             reserve(known.tokenCount)

@@ -70,7 +70,7 @@ enum LogValidator {
     static func check(body: UnsafeBufferPointer<UInt8>, storage: JSONTokenStorage) -> BatchCheck {
         let tape: JSONTape
         do throws(JSONParseError) {
-            tape = try JSONTape.parse(body, storage: storage)
+            tape = try JSONTape.parse(body, storage: storage, elidingRepeatedDevices: true)
         } catch {
             let message = "not valid JSON: \(error.message) at byte \(error.offset)"
             let failure = error.logIndex.map { ValidationFailure(index: $0, field: "", message: message) }
@@ -206,7 +206,6 @@ enum LogValidator {
         var name: String { "\(literal)" }
     }
 
-    private static let logKeys = LogKey.allCases.map { ($0.rawValue, $0.literal) }
     private static let deviceKeys = DeviceKey.allCases.map { ($0.rawValue, $0.literal) }
 
     /// The keys W defines for each log type (SPEC M8), as a bit set over `LogKey`: the common ones plus the
@@ -237,17 +236,43 @@ enum LogValidator {
     @inline(__always)
     private static func slots(_ doc: JSONView, _ object: Int, _ keys: [(Int, StaticString)],
                               unknown: inout Int, present: inout UInt32) -> InlineArray<16, Int> {
+        slots(doc, object, unknown: &unknown, present: &present) { bytes in
+            for (slot, literal) in keys where literal.utf8CodeUnitCount == bytes.count
+                && JSONView.bytesEqual(bytes, literal) {
+                return slot
+            }
+            return -1
+        }
+    }
+
+    /// A log's key as its `LogKey` slot, -1 for any other: by length and first byte, then compared once
+    /// (SPEC M10: every key of every log comes through here).
+    @inline(__always)
+    private static func logKeySlot(_ b: UnsafeBufferPointer<UInt8>) -> Int {
+        let key: LogKey?
+        switch b.count {
+        case 2: key = .id
+        case 3: key = .sid
+        case 4: key = b[0] == UInt8(ascii: "t") ? .type : b[0] == UInt8(ascii: "n") ? .name : .path
+        case 6: key = b[0] == UInt8(ascii: "u") ? .userId : .device
+        case 8: key = b[0] == UInt8(ascii: "c") ? .category : b[0] == UInt8(ascii: "l") ? .latitude : .accuracy
+        case 9: key = b[0] == UInt8(ascii: "t") ? .timestamp : .longitude
+        case 10: key = b[0] == UInt8(ascii: "d") ? .durationMs : .properties
+        case 15: key = .typedProperties
+        default: key = nil
+        }
+        guard let key, JSONView.bytesEqual(b, key.literal) else { return -1 }
+        return key.rawValue
+    }
+
+    @inline(__always)
+    private static func slots(_ doc: JSONView, _ object: Int, unknown: inout Int, present: inout UInt32,
+                              slotOf: (UnsafeBufferPointer<UInt8>) -> Int) -> InlineArray<16, Int> {
         var slots = InlineArray<16, Int>(repeating: -1)
         var firstUnknown = -1
         var mask: UInt32 = 0
         doc.forEachMember(of: object) { key, value in
-            let slot = doc.withDecodedBytes(key) { bytes -> Int in
-                for (slot, literal) in keys where literal.utf8CodeUnitCount == bytes.count
-                    && JSONView.bytesEqual(bytes, literal) {
-                    return slot
-                }
-                return -1
-            }
+            let slot = doc.withDecodedBytes(key, slotOf)
             if slot < 0 {
                 if firstUnknown < 0 { firstUnknown = key }
             } else if slots[slot] < 0 {
@@ -270,7 +295,7 @@ enum LogValidator {
         guard doc[index].kind == .object else { throw fail("", "must be an object") }
         var unknownKey = -1
         var presentKeys: UInt32 = 0
-        let f = slots(doc, index, logKeys, unknown: &unknownKey, present: &presentKeys)
+        let f = slots(doc, index, unknown: &unknownKey, present: &presentKeys, slotOf: logKeySlot)
         func slot(_ key: LogKey) -> Int? {
             let i = f[key.rawValue]
             return i >= 0 && doc[i].kind != .null ? i : nil
@@ -316,7 +341,9 @@ enum LogValidator {
            memcmp(base + known.lowerBound, base + deviceRange.lowerBound, known.count) == 0 {
             // Same bytes as a device already validated.
         } else {
-            try validateDevice(doc, device) { fail("device." + $0, $1) }
+            // A repeated device's members are those of the earlier object with the same bytes.
+            let members = doc[device].flags & JSONToken.repeated != 0 ? Int(doc[device].count) : device
+            try validateDevice(doc, members) { fail("device." + $0, $1) }
             validDevice = deviceRange
         }
 
