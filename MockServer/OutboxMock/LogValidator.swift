@@ -336,13 +336,15 @@ enum LogValidator {
         guard let device = slot(.device), doc[device].kind == .object else {
             throw fail("device", "must be an object")
         }
-        let deviceRange = Int(doc[device].start)..<Int(doc[device].end)
-        if let known = validDevice, known.count == deviceRange.count, let base = doc.bytes.baseAddress,
-           memcmp(base + known.lowerBound, base + deviceRange.lowerBound, known.count) == 0 {
+        // A repeated device's members are those of the earlier object with the same bytes (its twin).
+        let members = doc[device].flags & JSONToken.repeated != 0 ? Int(doc[device].count) : device
+        let deviceRange = Int(doc[members].start)..<Int(doc[members].end)
+        if let known = validDevice, known == deviceRange {
+            // The twin itself was validated.
+        } else if let known = validDevice, known.count == deviceRange.count, let base = doc.bytes.baseAddress,
+                  memcmp(base + known.lowerBound, base + deviceRange.lowerBound, known.count) == 0 {
             // Same bytes as a device already validated.
         } else {
-            // A repeated device's members are those of the earlier object with the same bytes.
-            let members = doc[device].flags & JSONToken.repeated != 0 ? Int(doc[device].count) : device
             try validateDevice(doc, members) { fail("device." + $0, $1) }
             validDevice = deviceRange
         }
