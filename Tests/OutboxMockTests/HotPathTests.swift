@@ -172,4 +172,55 @@ struct HotPathTests {
     private func metricsText(_ port: Int) throws -> String {
         String(decoding: try HTTP.get(port, "/_mock/metrics").body, as: UTF8.self)
     }
+
+    // SPEC M1, M8, M10: eliding repeated devices and reusing token storage change no verdict. Bodies of several
+    // logs sharing a device, mutated at random (bytes changed, inserted, removed, truncated), get the same
+    // answer, logs and reason with and without elision, in fresh and in reused storage.
+    @Test func verdictsDoNotDependOnDeviceElisionOrStorageReuse() {
+        var random = SystemRandomNumberGenerator()
+        // Devices A A B B A: the second of each pair is elided, the last A is not (B came between).
+        var logs = Wire.events(4)
+        var other = Wire.device
+        other["timeZoneOffset"] = 120
+        logs[2]["device"] = other
+        logs[3]["device"] = other
+        logs.append(Wire.log("startSession"))
+        logs[4]["sid"] = Wire.newID()
+        let seed = Array(Wire.json(["logs": logs]).utf8)
+        let interesting = Array(#"{}[],:"0123456789-.eE\ tfnul"#.utf8)
+        let reused = JSONTokenStorage(capacity: 16)
+        var disagreements: [String] = []
+        var accepted = 0
+        for round in 0..<4000 {
+            var body = seed
+            for _ in 0..<Int.random(in: 1...3, using: &random) where !body.isEmpty {
+                let at = Int.random(in: 0..<body.count, using: &random)
+                let byte = interesting.randomElement(using: &random) ?? 0
+                switch Int.random(in: 0..<4, using: &random) {
+                case 0: body[at] = byte
+                case 1: body.insert(byte, at: at)
+                case 2: body.remove(at: at)
+                default: if round % 8 == 0 { body.removeLast(Int.random(in: 0...min(40, body.count), using: &random)) }
+                }
+            }
+            body.withUnsafeBufferPointer { buffer in
+                let elided = LogValidator.check(body: buffer, storage: reused)
+                let full = LogValidator.check(body: buffer, storage: JSONTokenStorage(), elidingDevices: false)
+                if elided.failure == nil { accepted += 1 }
+                let same = elided.failure == full.failure && elided.logCount == full.logCount
+                    && elided.logs.map(\.id) == full.logs.map(\.id)
+                    && elided.logs.map { Array($0.json) } == full.logs.map { Array($0.json) }
+                if !same, disagreements.count < 3 { disagreements.append(String(decoding: body, as: UTF8.self)) }
+            }
+        }
+        #expect(disagreements.isEmpty, "\(disagreements)")
+        #expect(accepted > 0)
+        // The unmutated body is accepted, with two devices elided.
+        seed.withUnsafeBufferPointer { buffer in
+            #expect(LogValidator.check(body: buffer).logs.count == 5)
+            let elided = (try? JSONTape.parse(buffer, elidingRepeatedDevices: true))?.count ?? 0
+            let full = (try? JSONTape.parse(buffer))?.count ?? 0
+            #expect(full - elided == 2 * 2 * Wire.device.count)
+        }
+    }
 }
