@@ -42,7 +42,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var cutoff: ReportingCutoff
     /// Reused from request to request: the JSON tape's storage and the body buffer keep their capacity,
     /// so steady traffic allocates (and page-faults) almost nothing per request.
-    private var tokens: [JSONToken] = []
+    private var tokens = JSONTokenStorage()
     private var spareBody: ByteBuffer?
     private static let maxRetained = 4 * 1024 * 1024
     private var dateCache: (second: Int64, text: String) = (-1, "")
@@ -99,7 +99,12 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
         case .body(var part):
             guard current != nil, current?.failure == nil else { return }
-            current?.body.writeBuffer(&part)
+            if current?.body.readableBytes == 0, part.readableBytes > 0 {
+                // The first part is taken as it is: an inflated body arrives whole, and copying it is wasted.
+                current?.body = part
+            } else {
+                current?.body.writeBuffer(&part)
+            }
             if let request = current, let kbps = request.headVerdict?.readKbps {
                 pauseReading(until: Self.due(request, bytes: guardHandler.wireBytes, kbps: kbps), context: context)
             }
@@ -429,9 +434,9 @@ final class ConnectionHandler: ChannelInboundHandler {
         var check: LogValidator.BatchCheck?
         if request.failure == nil, head.method == .POST, path == "/logs" {
             let c = request.body.withUnsafeReadableBytes { raw in
-                LogValidator.check(body: raw.bindMemory(to: UInt8.self), storage: &tokens)
+                LogValidator.check(body: raw.bindMemory(to: UInt8.self), storage: tokens)
             }
-            if tokens.capacity * MemoryLayout<JSONToken>.stride > Self.maxRetained { tokens = [] }
+            if tokens.byteCount > Self.maxRetained { tokens = JSONTokenStorage() }
             prepared.logCount = c.logCount
             if c.failure == nil {
                 prepared.logNames = c.logs.compactMap(\.name)

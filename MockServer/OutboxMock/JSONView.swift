@@ -49,6 +49,7 @@ struct JSONView {
     }
 
     /// Calls `body` with the decoded UTF-8 bytes of a string token, without copying when there are no escapes.
+    @inline(__always)
     func withDecodedBytes<T>(_ index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         if tape[index].flags & JSONToken.escapes == 0 { return body(rawBytes(index)) }
         var decoded = string(index)
@@ -71,7 +72,11 @@ struct JSONView {
         guard t.flags & JSONToken.escapes == 0 else { return withDecodedBytes(index) { Self.bytesEqual($0, literal) } }
         let n = literal.utf8CodeUnitCount
         guard Int(t.end - t.start) == n, let base = bytes.baseAddress else { return false }
-        return memcmp(base + Int(t.start), literal.utf8Start, n) == 0
+        // Keys and type names are short: a loop the compiler unrolls beats a call to memcmp.
+        let a = base + Int(t.start)
+        let b = literal.utf8Start
+        for i in 0..<n where a[i] != b[i] { return false }
+        return true
     }
 
     @inline(__always)
@@ -79,15 +84,73 @@ struct JSONView {
         let n = literal.utf8CodeUnitCount
         guard bytes.count == n else { return false }
         guard n > 0, let base = bytes.baseAddress else { return true }
-        return memcmp(base, literal.utf8Start, n) == 0
+        let b = literal.utf8Start
+        for i in 0..<n where base[i] != b[i] { return false }
+        return true
+    }
+
+    /// Whether a number token is a finite Double, as `double(_:) != nil` says: without an exponent, anything
+    /// under 309 integer digits is below `Double.greatestFiniteMagnitude`, so only the rest is read.
+    func isFiniteNumber(_ index: Int) -> Bool {
+        let t = tape[index]
+        var integerDigits = 0
+        var i = Int(t.start)
+        let end = Int(t.end)
+        if i < end, bytes[i] == UInt8(ascii: "-") { i += 1 }
+        while i < end, bytes[i] &- UInt8(ascii: "0") < 10 {
+            integerDigits += 1
+            i += 1
+        }
+        var hasExponent = false
+        while i < end {
+            if bytes[i] | 0x20 == UInt8(ascii: "e") { hasExponent = true }
+            i += 1
+        }
+        if !hasExponent, integerDigits <= 308 { return true }
+        return double(index) != nil
     }
 
     /// A number token as a finite Double, or nil when it overflows to ±infinity.
     func double(_ index: Int) -> Double? {
         let t = tape[index]
+        if let exact = Self.shortDecimal(UnsafeBufferPointer(rebasing: bytes[Int(t.start)..<Int(t.end)])) {
+            return exact
+        }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(t.start)..<Int(t.end)]), as: UTF8.self)
         guard let value = Double(text), value.isFinite else { return nil }
         return value
+    }
+
+    private static let powersOfTen: [Double] = (0...15).map { (0..<$0).reduce(1.0) { r, _ in r * 10 } }
+
+    /// A number of at most 15 digits without exponent (`-12.5`, `5321.5`: nearly every one on the wire), exactly
+    /// as `strtod` rounds it: the digits as an integer and a power of ten are both exact doubles, so the one
+    /// division is correctly rounded (Clinger's fast path). nil for anything else, which `strtod` then reads.
+    /// `bytes` is a number token, so its grammar is already checked.
+    @inline(__always)
+    static func shortDecimal(_ b: UnsafeBufferPointer<UInt8>) -> Double? {
+        var i = 0
+        let negative = b.count > 0 && b[0] == UInt8(ascii: "-")
+        if negative { i = 1 }
+        var mantissa: UInt64 = 0
+        var digits = 0
+        var fraction = -1
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: ".") {
+                fraction = 0
+            } else {
+                let d = c &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }  // an exponent
+                mantissa = mantissa &* 10 &+ UInt64(d)
+                digits += 1
+                if fraction >= 0 { fraction += 1 }
+            }
+            i += 1
+        }
+        guard digits > 0, digits <= 15 else { return nil }
+        let value = Double(mantissa) / powersOfTen[max(0, fraction)]
+        return negative ? -value : value
     }
 
     /// A number token written as an integer (no fraction, no exponent) that fits in Int64.

@@ -72,6 +72,15 @@ final class MockCore: Sendable {
     let recorder: ExchangeRecorder?
     let listener: Listener
     let clock: any MockClock
+    /// The delays sorted so far, for the percentiles of `/_mock/stats` and `/_mock/metrics`. Its own lock, so that
+    /// sorting never holds the state's lock, which every request takes.
+    private let sortedDelays = NIOLockedValueBox(SortedDelays())
+
+    struct SortedDelays {
+        /// The state's generation the values belong to; a reset (or a scenario swap) starts them again.
+        var generation = -1
+        var values: [Int64] = []
+    }
 
     init(configuration: MockServer.Configuration) throws {
         self.configuration = configuration
@@ -295,7 +304,50 @@ final class MockCore: Sendable {
 
     // MARK: - Snapshots
 
-    func stats() -> MockStats { state.withLockedValue { $0.stats() } }
+    func stats() -> MockStats {
+        var (stats, percentiles) = readWithDelayPercentiles { $0.stats() }
+        stats.delayMs = percentiles
+        return stats
+    }
+
+    /// `read` under the state's lock, with the delay percentiles of that same moment. Under the lock only the
+    /// delays that arrived since the last reading are copied; they are sorted and merged into the kept sorted
+    /// list after it is released, so a scrape does not hold up ingestion for a sort (SPEC M4, M9, M10).
+    func readWithDelayPercentiles<T>(_ read: (RecordedState) -> T) -> (T, MockStats.DelayPercentiles) {
+        sortedDelays.withLockedValue { cache in
+            let (value, generation, from, fresh) = state.withLockedValue { s -> (T, Int, Int, [Int64]) in
+                let from = cache.generation == s.generation && cache.values.count <= s.delays.count
+                    ? cache.values.count : 0
+                return (read(s), s.generation, from, Array(s.delays[from...]))
+            }
+            let added = fresh.sorted()
+            cache.values = from == 0 ? added : Self.merge(cache.values, added)
+            cache.generation = generation
+            return (value, .of(sorted: cache.values))
+        }
+    }
+
+    /// Two ascending arrays as one.
+    static func merge(_ a: [Int64], _ b: [Int64]) -> [Int64] {
+        if b.isEmpty { return a }
+        if a.isEmpty { return b }
+        var out: [Int64] = []
+        out.reserveCapacity(a.count + b.count)
+        var i = 0
+        var j = 0
+        while i < a.count, j < b.count {
+            if b[j] < a[i] {
+                out.append(b[j])
+                j += 1
+            } else {
+                out.append(a[i])
+                i += 1
+            }
+        }
+        out.append(contentsOf: a[i...])
+        out.append(contentsOf: b[j...])
+        return out
+    }
 
     func wireBytes() -> Int { state.withLockedValue { $0.wireBytes } }
 

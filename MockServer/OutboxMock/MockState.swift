@@ -35,11 +35,14 @@ struct RecordedState {
     var statusCounts: [Int: Int] = [:]
     var faults: [String: Int] = [:]
     var logsReceived = 0
-    var seen = Set<UUIDKey>()
+    var seen = UUIDSet()
     var logs: [StoredLog] = []
     var installs: [String: MockStats.InstallStats] = [:]
     var lateLogs = 0
+    /// Every delivery delay, in arrival order: `MockCore` sorts them outside the lock for the percentiles.
     var delays: [Int64] = []
+    /// Their sum (wrapping), kept as they arrive, so that a metrics scrape does not add them up under the lock.
+    var delaySumMs: Int64 = 0
     var histogram = [Int](repeating: 0, count: DelayHistogram.bounds.count)
     var requests: [MockRequest] = []
     var inFlight = 0
@@ -49,8 +52,6 @@ struct RecordedState {
     /// refusals are counted here.
     var vendorCounts: [Vendor: MockStats.VendorStats] = [:]
     var vendorSeen = Set<VendorKey>()
-    /// Percentiles are computed from a sorted copy; reused while no log arrived.
-    var percentileCache: (count: Int, value: MockStats.DelayPercentiles) = (0, .zero)
 
     init(scenario: Scenario, now: UInt64) {
         engine = ScenarioEngine(scenario: scenario)
@@ -62,13 +63,15 @@ struct RecordedState {
     /// Records an accepted batch: de-duplication by id, per-install counts, delays, late logs (SPEC M2, M7).
     mutating func record(_ batch: [ValidatedLog], cutoffs: [Int64], install: String, arrivalMs: Int64) {
         logsReceived += batch.count
+        seen.warm(batch.lazy.map(\.id))
         var unique = 0
-        for (i, log) in batch.enumerated() where seen.insert(log.id).inserted {
+        for (i, log) in batch.enumerated() where seen.insert(log.id) {
             unique += 1
             logs.append(StoredLog(id: log.id, install: install, type: log.type, name: log.name,
                                   receivedAtMs: arrivalMs, json: log.json))
             let delay = arrivalMs - log.timestampMs
             delays.append(delay)
+            delaySumMs &+= delay
             histogram[DelayHistogram.bucket(of: delay)] += 1
             if arrivalMs > cutoffs[i] { lateLogs += 1 }
         }
@@ -91,6 +94,7 @@ struct RecordedState {
             guard let timestamp = event.timestampMs else { continue }
             let delay = arrivalMs - timestamp
             delays.append(delay)
+            delaySumMs &+= delay
             histogram[DelayHistogram.bucket(of: delay)] += 1
             if i < cutoffs.count, arrivalMs > cutoffs[i] { lateLogs += 1 }
         }
@@ -112,11 +116,9 @@ struct RecordedState {
         return out
     }
 
-    mutating func stats() -> MockStats {
-        if percentileCache.count != delays.count {
-            percentileCache = (delays.count, .of(sorted: delays.sorted()))
-        }
-        return MockStats(
+    /// The counts; `delayMs` is left at zero for `MockCore`, which sorts the delays outside the lock.
+    func stats() -> MockStats {
+        MockStats(
             requests: requestCount,
             statusCounts: Dictionary(uniqueKeysWithValues: statusCounts.map { (String($0.key), $0.value) }),
             logsReceived: logsReceived,
@@ -125,7 +127,7 @@ struct RecordedState {
             faults: faults,
             installs: installs,
             lateLogs: lateLogs,
-            delayMs: percentileCache.value,
+            delayMs: .zero,
             maxInFlight: maxInFlight,
             vendors: vendorStats)
     }

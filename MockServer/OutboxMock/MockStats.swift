@@ -203,10 +203,14 @@ public struct DelayHistogram: Codable, Sendable, Equatable {
         ("< 10 min", 600_000), ("< 1 h", 3_600_000), ("< 1 day", 86_400_000), ("≥ 1 day", nil),
     ]
 
+    /// The bounds' limits alone: `bucket(of:)` runs for every recorded log, and walking `bounds` itself
+    /// copied (retained and released) each label on the way (SPEC M10).
+    private static let limits: [Int64] = bounds.map { $0.1 ?? .max }
+
     static func bucket(of delay: Int64) -> Int {
-        for (i, bound) in bounds.enumerated() {
-            if let limit = bound.1, delay < limit { return i }
+        limits.withUnsafeBufferPointer { limits in
+            for i in limits.indices where delay < limits[i] { return i }
+            return limits.count - 1
         }
-        return bounds.count - 1
     }
 }

@@ -147,9 +147,11 @@ public struct PrometheusTextWriter {
 extension MockCore {
     /// One consistent reading of every count `/_mock/metrics` shows, taken under the state's lock once.
     func metricsSnapshot() -> PrometheusMetrics.Snapshot {
-        state.withLockedValue { s in
+        var (snapshot, percentiles) = readWithDelayPercentiles { s in
             PrometheusMetrics.Snapshot(stats: s.stats(), histogram: s.delayHistogram, inFlight: s.inFlight,
-                                       delaySumMs: s.delays.reduce(0, &+))
+                                       delaySumMs: s.delaySumMs)
         }
+        snapshot.stats.delayMs = percentiles
+        return snapshot
     }
 }

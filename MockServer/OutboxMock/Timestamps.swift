@@ -15,19 +15,20 @@ enum ISOTimestamp {
               b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), b[19] == UInt8(ascii: "."),
               b[23] == UInt8(ascii: "Z")
         else { return .badFormat }
-        func digits(_ from: Int, _ n: Int) -> Int? {
+        // Every digit is read and checked without a branch per character (SPEC M10: two or more per log).
+        var bad: UInt8 = 0
+        @inline(__always) func digits(_ from: Int, _ n: Int) -> Int {
             var v = 0
             for i in from..<(from + n) {
                 let d = b[i] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int(d)
+                bad |= d > 9 ? 1 : 0
+                v = v &* 10 &+ Int(d)
             }
             return v
         }
-        guard let year = digits(0, 4), let month = digits(5, 2), let day = digits(8, 2),
-              let hour = digits(11, 2), let minute = digits(14, 2), let second = digits(17, 2),
-              let millis = digits(20, 3)
-        else { return .badFormat }
+        let year = digits(0, 4), month = digits(5, 2), day = digits(8, 2)
+        let hour = digits(11, 2), minute = digits(14, 2), second = digits(17, 2), millis = digits(20, 3)
+        guard bad == 0 else { return .badFormat }
         guard year >= 1, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
               hour < 24, minute < 60, second < 60
         else { return .notARealDate }
@@ -119,32 +120,44 @@ struct UUIDKey: Hashable, Sendable {
     var high: UInt64
     var low: UInt64
 
-    /// Parses `8-4-4-4-12` hex digits (either case).
+    /// Parses `8-4-4-4-12` hex digits (either case). Eight digits at a time (SPEC M10: every log's id and
+    /// session id pass through here): the dashes are checked, the groups loaded as 64-bit words, and
+    /// `hex8` validates and packs each word without a branch per character.
     init?(_ b: UnsafeBufferPointer<UInt8>) {
-        guard b.count == 36, b[8] == UInt8(ascii: "-"), b[13] == UInt8(ascii: "-"), b[18] == UInt8(ascii: "-"),
+        guard b.count == 36, let p = UnsafeRawPointer(b.baseAddress),
+              b[8] == UInt8(ascii: "-"), b[13] == UInt8(ascii: "-"), b[18] == UInt8(ascii: "-"),
               b[23] == UInt8(ascii: "-") else { return nil }
-        // Dashes checked above; the 32 digits are read group by group, with no per-character position test.
-        var bad: UInt8 = 0
-        @inline(__always) func digits(_ from: Int, _ to: Int, into word: inout UInt64) {
-            for i in from..<to {
-                let c = b[i]
-                let decimal = c &- UInt8(ascii: "0")
-                let letter = (c | 0x20) &- UInt8(ascii: "a")
-                let isDecimal = decimal < 10
-                bad |= (isDecimal || letter < 6) ? 0 : 1
-                word = word << 4 | UInt64(isDecimal ? decimal : letter &+ 10)
-            }
+        @inline(__always) func word(_ at: Int) -> UInt64 {
+            UInt64(littleEndian: p.loadUnaligned(fromByteOffset: at, as: UInt64.self))
         }
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        digits(0, 8, into: &high)
-        digits(9, 13, into: &high)
-        digits(14, 18, into: &high)
-        digits(19, 23, into: &low)
-        digits(24, 36, into: &low)
-        guard bad == 0 else { return nil }
-        self.high = high
-        self.low = low
+        @inline(__always) func half(_ at: Int) -> UInt64 {
+            UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        }
+        guard let a = Self.hex8(word(0)), let c = Self.hex8(half(9) | half(14) << 32),
+              let d = Self.hex8(half(19) | half(24) << 32), let e = Self.hex8(word(28)) else { return nil }
+        high = a << 32 | c
+        low = d << 32 | e
+    }
+
+    /// Eight ASCII hex digits (the first in the lowest byte) as a 32-bit number, or nil if any byte is not
+    /// one of 0-9, a-f, A-F.
+    @inline(__always)
+    static func hex8(_ v: UInt64) -> UInt64? {
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        guard v & highs == 0 else { return nil }
+        // Per byte c < 0x80: c + (0x80 - lo) reaches bit 7 exactly when c >= lo, and no byte carries over.
+        let digit = ((v &+ 0x5050_5050_5050_5050) & ~(v &+ 0x4646_4646_4646_4646)) & highs           // 0x30...0x39
+        let lower = v | 0x2020_2020_2020_2020
+        let letter = ((lower &+ 0x1F1F_1F1F_1F1F_1F1F) & ~(lower &+ 0x1919_1919_1919_1919)) & highs  // a...f, A...F
+        guard digit | letter == highs else { return nil }
+        // The digit's value: its low nibble, plus 9 for a letter ('a' and 'A' end in 1).
+        let nibbles = (v & 0x0F0F_0F0F_0F0F_0F0F) &+ (letter >> 7) &* 9
+        // First digit most significant: reverse the bytes, then fold the nibbles together in pairs.
+        var x = nibbles.byteSwapped
+        x = (x | x >> 4) & 0x00FF_00FF_00FF_00FF
+        x = (x | x >> 8) & 0x0000_FFFF_0000_FFFF
+        x = (x | x >> 16) & 0xFFFF_FFFF
+        return x
     }
 
     init?(_ text: String) {

@@ -415,12 +415,35 @@ struct ValidationTests {
         #expect(String(decoding: ok[1].json, as: UTF8.self).contains(#""timeZoneOffset":120"#))
     }
 
-    // SPEC M1, T3: the string scanner reads eight bytes at a time (SPEC M10); a quote, backslash, control
-    // character or non-ASCII byte is found wherever it falls in those eight.
+    // SPEC M1, M10: a device whose bytes repeat one parsed earlier is one token on the tape; when that earlier
+    // one was never validated (it was a repeated `device` key, which the first occurrence overrides), the
+    // repeat is still validated, through the earlier object's members.
+    @Test func aRepeatedDeviceIsValidatedWhenItsTwinWasNot() throws {
+        var bad = Wire.device
+        bad["timeZoneOffset"] = 900
+        var logs = Wire.events(3)
+        logs[1]["device"] = RawJSON(Wire.json(Wire.device) + #","device":"# + Wire.json(bad))
+        logs[2]["device"] = bad
+        guard case .failure(let failure) = validate(Wire.json(["logs": logs])) else {
+            Issue.record("accepted a device with timeZoneOffset 900")
+            return
+        }
+        #expect(failure.reason == "logs[2].device.timeZoneOffset: must be between -840 and 840")
+        // With the same device in every log, every log past the first carries one token for it.
+        let body = Array(Wire.json(["logs": Wire.events(4)]).utf8)
+        let (elided, full) = try body.withUnsafeBufferPointer { buffer in
+            (try JSONTape.parse(buffer, elidingRepeatedDevices: true).count, try JSONTape.parse(buffer).count)
+        }
+        let deviceTokens = 1 + 2 * Wire.device.count
+        #expect(full - elided == 3 * (deviceTokens - 1))
+    }
+
+    // SPEC M1, T3: the string scanner reads sixteen, then eight bytes at a time (SPEC M10); a quote, backslash,
+    // control character or non-ASCII byte is found wherever it falls in those chunks.
     @Test func specialBytesAreFoundAtEveryOffsetOfALongString() throws {
-        for offset in 0..<17 {
+        for offset in 0..<33 {
             let pad = String(repeating: "a", count: offset)
-            let tail = String(repeating: "b", count: 17 - offset)
+            let tail = String(repeating: "b", count: 33 - offset)
             // A control character is refused.
             let control = "{\"logs\":[{\"type\":\"event\",\"name\":\"\(pad)\u{01}\(tail)\"}]}"
             guard case .failure(let failure) = validate(control) else {

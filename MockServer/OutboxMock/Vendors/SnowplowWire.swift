@@ -93,7 +93,8 @@ enum SnowplowWire {
                     failure = "data[\(position)].\(notString): must be a string"
                     return
                 }
-                let dynamic = { (name: String) -> String? in lookupDynamic(doc, e, name) }
+                let fields = fieldIndex(doc, e)
+                let dynamic = { (name: String) -> String? in fields[name].map { doc.string($0) } }
                 if let name = eventName(dynamic) { batch.names.append(name) }
                 if let problem = check(dynamic) {
                     failure = "data[\(position)]: \(problem)"
@@ -110,14 +111,17 @@ enum SnowplowWire {
         }
     }
 
-    private static func lookupDynamic(_ doc: JSONView, _ e: Int, _ name: String) -> String? {
-        var found: String?
-        let key = Array(name.utf8)
+    /// The event's string fields by name, the first of a repeated name kept: one pass over its members, where a
+    /// search per lookup made an event's checks quadratic in its fields.
+    private static func fieldIndex(_ doc: JSONView, _ e: Int) -> [String: Int] {
+        var fields: [String: Int] = [:]
+        fields.reserveCapacity(Int(doc[e].count))
         doc.forEachMember(of: e) { k, v in
-            guard found == nil, doc[v].kind == .string else { return }
-            if doc.withDecodedBytes(k, { $0.elementsEqual(key) }) { found = doc.string(v) }
+            guard doc[v].kind == .string else { return }
+            let name = doc.string(k)
+            if fields[name] == nil { fields[name] = v }
         }
-        return found
+        return fields
     }
 
     private static func eventName(_ field: (String) -> String?) -> String? {
