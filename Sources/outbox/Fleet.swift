@@ -34,11 +34,20 @@ struct Fleet: ParsableCommand {
     var timeout: Double = 600
     @OptionGroup var logging: LoggingOptions
 
-    /// Descriptors one device holds under load: the store, its WAL, its shared memory and its lock file; the curl
-    /// multi handle's wake-up socket pair; and its keep-alive connections, up to 4 while batches overlap
-    /// (BENCHMARKS.md). An in-process mock holds the server's end of each connection too.
-    static let descriptorsPerDevice = 10
-    /// The process's own: stdio, the loops, the mock's listener.
+    /// Descriptors one open device holds at most (SPEC F4): the store and its WAL (exclusive locking: no `-shm`, no
+    /// `.lock` beyond the open), the commit mark, and the WAL's write-back descriptor once a checkpoint started one.
+    /// Its requests go through its loop's shared transport.
+    static let descriptorsPerDevice = 4
+    /// Requests in curl at once per loop, every device of the loop together (`SharedTransport`).
+    static let transfersPerLoop = 32
+    /// One loop's: its libuv descriptors (epoll, the async's eventfd, signal pipe), curl's wake-up pair, a socket per
+    /// transfer in flight and up to one more per pooled idle connection; an in-process mock holds the server's end of
+    /// each connection too.
+    static func descriptorsPerLoop(inProcessMock: Bool) -> Int {
+        let sockets = 2 * transfersPerLoop + 1
+        return 8 + (inProcessMock ? 2 * sockets : sockets)
+    }
+    /// The process's own: stdio, the mock's listener and threads, the sampler's connection.
     static let descriptorsBase = 64
 
     func validate() throws {
@@ -82,7 +91,9 @@ struct Fleet: ParsableCommand {
 
     func runAsync() async throws -> Int32 {
         let logger = try logging.makeLogger(label: "outbox.fleet")
-        try checkDescriptorLimit(perDevice: Self.descriptorsPerDevice + (endpoint == nil ? 4 : 0))
+        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let loopCount = min(cores, devices)
+        let maxOpen = try checkDescriptorLimit(loops: loopCount, logger: logger)
 
         // The stores.
         let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
@@ -128,13 +139,14 @@ struct Fleet: ParsableCommand {
             specs.append(FleetDeviceSpec(number: deviceOffset + index, offlineAt: at, phase: random.unit()))
         }
 
-        let plan = FleetPlan(events: events, rate: rate,
+        var plan = FleetPlan(events: events, rate: rate,
                              offlineNs: UInt64((offlineSeconds * 1e9).rounded()),
                              runID: Self.runID(), configuration: try deviceConfiguration(base: base, endpoint: target, logger: logger))
+        plan.maxOpenPerLoop = max(1, maxOpen / loopCount)
+        plan.drainMs = UInt64((timeout * 1000).rounded())
+        plan.transfersPerLoop = Self.transfersPerLoop
 
         // One loop per core, devices dealt round-robin.
-        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        let loopCount = min(cores, devices)
         let rssStartKiB = FleetResources.rssKiB()
         let fdsStart = FleetResources.openDescriptors()
         var loops: [FleetLoop] = []
@@ -146,9 +158,8 @@ struct Fleet: ParsableCommand {
             }
         } catch {
             for loop in loops { loop.stop() }
-            throw CLIError(description: "outbox fleet: cannot start a device: \(error)")
+            throw CLIError(description: "outbox fleet: cannot start a loop: \(error)")
         }
-        let engines = loops.flatMap(\.engines)
         logger.notice("fleet started", metadata: ["outbox.devices": "\(devices)", "outbox.loops": "\(loopCount)",
                                                   "outbox.endpoint": "\(target)", "outbox.run": "\(plan.runID)"])
 
@@ -157,32 +168,38 @@ struct Fleet: ParsableCommand {
                                    devices: devices, terminal: isatty(2) != 0)
         sampler.start()
         let startNs = monotonicNs()
+        // Each loop reports twice: every device tracked everything, then every device's drain ended (its store empty
+        // and closed, or --timeout passed for it).
+        let tracked = FleetCountdown(loops.count)
         await withTaskGroup(of: Void.self) { group in
             for loop in loops {
                 group.addTask {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        loop.begin(startNs: startNs) { continuation.resume() }
+                        loop.begin(startNs: startNs, done: { tracked.arrive() }, settled: { continuation.resume() })
                     }
                 }
             }
         }
-        let trackingEndNs = monotonicNs()
-
-        // Delivery: every device until its store is empty (offline ones come back first), or --timeout.
-        let deadlineNs = trackingEndNs + UInt64((timeout * 1e9).rounded())
-        var drained = true
-        for engine in engines {
-            let leftMs = Int64((deadlineNs > monotonicNs() ? deadlineNs - monotonicNs() : 0) / 1_000_000)
-            if await !engine.waitUntilDelivered(timeout: .milliseconds(max(1, leftMs))) { drained = false }
-        }
+        let trackingEndNs = tracked.lastArrivalNs ?? monotonicNs()
         let endNs = monotonicNs()
         sampler.stop()
-        if !drained { logger.warning("--timeout passed before every device delivered everything; the rest is pending") }
 
         // What the run cost, measured before the accounting reads the mock's records.
         let peakRSSKiB = FleetResources.peakRSSKiB()
-        let fdsEnd = FleetResources.openDescriptors()
         let cpuSeconds = FleetResources.cpuSeconds()
+        let fds = sampler.descriptors()
+        if let error = loops.lazy.compactMap(\.openError).first {
+            for loop in loops { loop.stop() }
+            throw CLIError(description: "outbox fleet: cannot start a device: \(error)")
+        }
+        let engines = await withTaskGroup(of: [OutboxEngine].self) { group in
+            for loop in loops { group.addTask { await loop.openEngines() } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        if !engines.isEmpty {
+            logger.warning("devices left open at the end: their stores hold what they did not deliver (pending) or dead letters",
+                           metadata: ["outbox.devices": "\(engines.count)"])
+        }
 
         // Each store's own count (SPEC F2): pending, dead-lettered, evicted; and the dead letters' ordinals.
         var stores: [String: FleetStoreCount] = [:]
@@ -199,6 +216,7 @@ struct Fleet: ParsableCommand {
         }
         for loop in loops { loop.stop() }
         let counts = loops.flatMap(\.finalCounts)
+        for loop in loops { stores.merge(loop.closedStores) { open, _ in open } }
 
         // The mock's records (SPEC F2).
         var accounting = FleetAccounting(devices: counts, stores: stores, deviceOffset: deviceOffset, events: events)
@@ -229,8 +247,9 @@ struct Fleet: ParsableCommand {
         logger.notice("fleet resources", metadata: [
             "outbox.rss_start_kib": "\(rssStartKiB)", "outbox.peak_rss_kib": "\(peakRSSKiB)",
             "outbox.kib_per_device": "\((peakRSSKiB - rssStartKiB) / max(1, devices))",
-            "outbox.fds_start": "\(fdsStart)", "outbox.fds_end": "\(fdsEnd)",
-            "outbox.fds_per_device": "\(cFormat("%.2f", Double(fdsEnd - fdsStart) / Double(max(1, devices))))",
+            "outbox.fds_start": "\(fdsStart)", "outbox.fds_peak": "\(fds.peak)",
+            "outbox.peak_open_devices": "\(fds.peakOpen)", "outbox.devices_at_once_allowed": "\(maxOpen)",
+            "outbox.fds_per_device": "\(cFormat("%.2f", fds.perOpenDevice(start: fdsStart)))",
             "outbox.tracking_s": "\(cFormat("%.2f", Double(trackingEndNs - startNs) / 1e9))",
         ])
 
@@ -252,28 +271,34 @@ struct Fleet: ParsableCommand {
         return 0
     }
 
-    /// SPEC F4: refuses to start a fleet the descriptor limit cannot hold, saying what it needs; raises the soft
-    /// limit up to the hard one first.
-    func checkDescriptorLimit(perDevice: Int) throws {
-        let needed = devices * perDevice + Self.descriptorsBase
+    /// SPEC F4: how many devices may be open at once within RLIMIT_NOFILE (raising the soft limit up to the hard one
+    /// first). When all of them do not fit, says what they would need and admits them as others close; refuses only
+    /// when not even one device per loop fits.
+    func checkDescriptorLimit(loops: Int, logger: Logger) throws -> Int {
+        let fixed = Self.descriptorsBase + loops * Self.descriptorsPerLoop(inProcessMock: endpoint == nil)
+        let needed = fixed + devices * Self.descriptorsPerDevice
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return devices }
         if limit.rlim_cur < rlim_t(needed) && limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = min(limit.rlim_max, rlim_t(needed))
             if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
         }
-        guard limit.rlim_cur >= rlim_t(needed) else {
-            let fits = max(0, (Int(limit.rlim_cur) - Self.descriptorsBase) / perDevice)
-            throw CLIError(description: "outbox fleet: \(devices) devices need about \(needed) file descriptors "
-                + "(\(perDevice) per device + \(Self.descriptorsBase)); RLIMIT_NOFILE allows \(limit.rlim_cur) "
-                + "(hard limit \(limit.rlim_max)). Run at most \(fits) devices here, or raise the limit (ulimit -n \(needed)).")
+        if limit.rlim_cur >= rlim_t(needed) { return devices }
+        let fits = max(0, (Int(limit.rlim_cur) - fixed) / Self.descriptorsPerDevice)
+        let what = "\(devices) devices open at once need about \(needed) file descriptors (\(Self.descriptorsPerDevice) "
+            + "per device + \(fixed) for \(loops) loops and the process); RLIMIT_NOFILE allows \(limit.rlim_cur) "
+            + "(hard limit \(limit.rlim_max))"
+        guard fits >= loops else {
+            throw CLIError(description: "outbox fleet: \(what), not even one device per loop. Raise the limit (ulimit -n \(needed)).")
         }
+        logger.notice("\(what): at most \(fits) devices are open at once; the others start as earlier ones finish and close")
+        return fits
     }
 
     /// Each device's engine: its own store, host-loop mode, sized for thousands in one process.
     func deviceConfiguration(base: String, endpoint: String, logger: Logger) throws
-        -> @Sendable (FleetDeviceSpec, UnsafeMutableRawPointer) -> Configuration {
+        -> @Sendable (FleetDeviceSpec, UnsafeMutableRawPointer, SharedTransport?) -> Configuration {
         var template = Configuration(storePath: base)
         template.logger = logger
         template.endpoint = endpoint
@@ -287,6 +312,8 @@ struct Fleet: ParsableCommand {
         // A device's store holds its backlog; the defaults suit one engine per process, not thousands (SPEC F4).
         template.pageCacheSize = 64 * 1024
         template.diskReserveSize = 64 * 1024
+        // SPEC F4: two descriptors a store (no -shm, no .lock held); nothing else reads the stores while the run goes.
+        template.exclusiveStoreLock = true
         if let batchSize { template.batchSize = batchSize }
         if let interval {
             template.transmissionInterval = try Emit.duration(seconds: interval, option: "--interval")
@@ -299,8 +326,9 @@ struct Fleet: ParsableCommand {
         }
         try template.validate()
         let configured = template
-        return { spec, loop in
+        return { spec, loop, shared in
             var configuration = configured
+            configuration.sharedTransport = shared
             let directory = base + "/device-\(spec.number)"
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             configuration.storePath = directory + "/outbox.sqlite"
@@ -391,4 +419,19 @@ enum FleetResources {
         while readdir(directory) != nil { count += 1 }
         return max(0, count - 3)  // ".", ".." and the directory's own descriptor
     }
+}
+
+/// Counts the loops that finished tracking, and when the last one did.
+final class FleetCountdown: @unchecked Sendable {
+    private let state: Mutex<(left: Int, at: UInt64?)>
+    init(_ count: Int) { state = Mutex((count, nil)) }
+
+    func arrive() {
+        state.withLock { state in
+            state.left -= 1
+            if state.left == 0 { state.at = monotonicNs() }
+        }
+    }
+
+    var lastArrivalNs: UInt64? { state.withLock { $0.at } }
 }

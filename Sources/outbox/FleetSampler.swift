@@ -15,6 +15,22 @@ struct FleetSample: Sendable {
     var statusCounts: [String: Int]
     var noAnswer: Int
     var p99Ms: Int64?
+    /// Devices open (SPEC F4) and the process's descriptors at this moment.
+    var open: Int = 0
+    var descriptors: Int = 0
+}
+
+/// SPEC F4's descriptor figures over a run: the most descriptors open at once, the most devices open at once, and the
+/// descriptors at the sample with the most devices open.
+struct FleetDescriptorPeak {
+    var peak = 0
+    var peakOpen = 0
+    var atPeakOpen = 0
+
+    /// Descriptors per open device at the moment the most devices were open, above those open before the first.
+    func perOpenDevice(start: Int) -> Double {
+        peakOpen > 0 ? Double(atPeakOpen - start) / Double(peakOpen) : 0
+    }
 }
 
 /// Samples the fleet's counters and the mock's stats every second for the report, and shows progress (SPEC F1): a
@@ -55,6 +71,18 @@ final class FleetSampler: @unchecked Sendable {
 
     func samples() -> [FleetSample] { state.withLock { $0.samples } }
 
+    func descriptors() -> FleetDescriptorPeak {
+        state.withLock { state in
+            state.samples.reduce(into: FleetDescriptorPeak()) { peak, sample in
+                peak.peak = max(peak.peak, sample.descriptors)
+                if sample.open > peak.peakOpen || (sample.open == peak.peakOpen && sample.descriptors > peak.atPeakOpen) {
+                    peak.peakOpen = sample.open
+                    peak.atPeakOpen = sample.descriptors
+                }
+            }
+        }
+    }
+
     private func runLoop() {
         let start = monotonicNs()
         var lastPlain = -Self.plainLineInterval
@@ -83,6 +111,8 @@ final class FleetSampler: @unchecked Sendable {
         let offline = loops.reduce(0) { $0 + $1.offlineNow.load(ordering: .relaxed) }
         var sample = FleetSample(t: t, tracked: tracked, delivered: nil, online: devices - offline, statusCounts: [:],
                                  noAnswer: 0, p99Ms: nil)
+        sample.open = loops.reduce(0) { $0 + $1.openNow.load(ordering: .relaxed) }
+        sample.descriptors = FleetResources.openDescriptors()
         if let client, let baseline, let stats = try? FleetMockStats.read(client) {
             sample.delivered = stats.logsUnique - baseline.logsUnique
             var answered = 0
@@ -106,7 +136,7 @@ final class FleetSampler: @unchecked Sendable {
         if let delivered = sample.delivered {
             line += "  delivered \(delivered)  pending \(max(0, sample.tracked - delivered))"
         }
-        line += cFormat("  events/s %.0f", rate)
+        line += cFormat("  events/s %.0f  open %d", rate, sample.open)
         if let p99 = sample.p99Ms { line += "  p99 \(p99) ms" }
         return line
     }
