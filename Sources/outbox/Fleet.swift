@@ -165,7 +165,7 @@ struct Fleet: ParsableCommand {
 
         // Tracking, with the progress line and the report's samples beside it.
         let sampler = FleetSampler(loops: loops, client: baseline == nil ? nil : client, baseline: baseline,
-                                   devices: devices, terminal: isatty(2) != 0)
+                                   devices: devices, terminal: isatty(2) != 0, storeBase: Self.resolved(base) + "/")
         sampler.start()
         let startNs = monotonicNs()
         // Each loop reports twice: every device tracked everything, then every device's drain ended (its store empty
@@ -250,6 +250,7 @@ struct Fleet: ParsableCommand {
             "outbox.fds_start": "\(fdsStart)", "outbox.fds_peak": "\(fds.peak)",
             "outbox.peak_open_devices": "\(fds.peakOpen)", "outbox.devices_at_once_allowed": "\(maxOpen)",
             "outbox.fds_per_device": "\(cFormat("%.2f", fds.perOpenDevice(start: fdsStart)))",
+            "outbox.store_fds_per_device": "\(cFormat("%.2f", fds.maxStorePerOpen))",
             "outbox.tracking_s": "\(cFormat("%.2f", Double(trackingEndNs - startNs) / 1e9))",
         ])
 
@@ -337,6 +338,13 @@ struct Fleet: ParsableCommand {
         }
     }
 
+    /// `path` with symbolic links and relative parts resolved, as /proc/self/fd names the files under it.
+    static func resolved(_ path: String) -> String {
+        guard let real = realpath(path, nil) else { return path }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
     /// Tells this run's events from others' on a shared mock: the process and the moment, in base 36.
     static func runID() -> String {
         var now = timespec()
@@ -410,6 +418,26 @@ enum FleetResources {
         var usage = rusage()
         getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
         return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// The process's open descriptors, and how many of them are files whose path starts with `prefix`.
+    static func openDescriptors(under prefix: String?) -> (all: Int, under: Int) {
+        guard let prefix else { return (openDescriptors(), 0) }
+        guard let directory = opendir("/proc/self/fd") else { return (0, 0) }
+        defer { closedir(directory) }
+        var all = 0
+        var under = 0
+        var target = [CChar](repeating: 0, count: 4096)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != ".." else { continue }
+            all += 1
+            let length = readlink("/proc/self/fd/" + name, &target, target.count - 1)
+            guard length > 0 else { continue }
+            let path = String(decoding: target.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if path.hasPrefix(prefix) { under += 1 }
+        }
+        return (max(0, all - 1), under)  // the directory's own descriptor
     }
 
     static func openDescriptors() -> Int {
