@@ -213,4 +213,152 @@ struct WALCutTests {
         #expect(fresh.lostAtOpen == 0)
         fresh.close()
     }
+
+    /// Each way the store deletes logs.
+    enum DeletePath: String, CaseIterable, CustomTestStringConvertible {
+        case delivered, deliveredWithTheNextClaim, deliveredBySeqs, expiredBeforeSending, expired, deadLettered, evicted, optedOut
+        var testDescription: String { rawValue }
+    }
+
+    /// Deletes every stored log by `path`; returns how many were deleted.
+    private func deleteEverything(_ store: LogStore, by path: DeletePath) throws -> Int {
+        switch path {
+        case .delivered:
+            var total = 0
+            while let batch = try store.claim(limit: 7, nowMs: Fixture.baseWallMs) {
+                total += try store.complete(batchID: batch.batchID)
+            }
+            return total
+        case .deliveredWithTheNextClaim:
+            var total = 0
+            var previous: Int64?
+            while true {
+                let (batch, completed) = try store.claim(limit: 7, nowMs: Fixture.baseWallMs, completing: previous)
+                total += completed
+                guard let batch else { return total }
+                previous = batch.batchID
+            }
+        case .deliveredBySeqs:
+            let batch = try #require(try store.claim(limit: 100, nowMs: Fixture.baseWallMs))
+            return try store.complete(seqs: batch.logs.map(\.seq))
+        case .expiredBeforeSending:
+            return try store.expire(seqs: store.allLogs().map(\.seq))
+        case .expired:
+            return try store.expire(nowMs: Fixture.baseWallMs + 26 * 24 * 3_600_000)
+        case .deadLettered:
+            return try store.deadLetter(seqs: store.allLogs().map(\.seq), status: 400, reason: "refused")
+        case .evicted:
+            // S2's eviction asked for more room than the store has (what a claim at a full cap can ask): every
+            // log goes, critical ones last.
+            let events = try store.db.transaction { () throws(OutboxError) -> [LogStore.EvictionEvent] in
+                try store.makeRoom(for: [], mandatoryBytes: 0, extraBytes: 1 << 40, overflowMayEvictCritical: true).evictions
+            }
+            return store.commitEvictions(events)
+        case .optedOut:
+            return try store.deleteAllLogs()
+        }
+    }
+
+    // SPEC S7: every path that deletes logs keeps the database's record of the highest seq it held, in the deleting
+    // transaction. With every log deleted by that path, a restart (after kill -9) reports no loss and numbers new
+    // logs above the deleted ones; and when the WAL is cut in a later commit, exactly that commit's logs are
+    // reported, not the deleted ones.
+    @Test(arguments: DeletePath.allCases)
+    func everyDeletePathKeepsTheHighestSeq(_ path: DeletePath) throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let file = dir.file("store.sqlite")
+        let store = try Fixture.open(file)
+        defer { store.close() }
+        // The highest row is critical, so that the critical-first paths take it before the normal rows below it.
+        _ = try store.append((0..<20).map { Fixture.log($0, priority: $0 % 4 == 3 ? .critical : .normal) })
+        #expect(try deleteEverything(store, by: path) == 20)
+        #expect(try store.allLogs().isEmpty)
+        #expect(try store.meta(LogStore.seqHighKey) == "20")
+        let intact = dir.file("intact.sqlite")
+        try crashCopy(file, to: intact)
+        let walBefore = walSize(file)
+        _ = try appendCommits(store, commits: 1, perCommit: 10, from: 100)
+        let cut = dir.file("cut.sqlite")
+        try crashCopy(file, to: cut)
+        // Into the first frame of the commit after the deletion.
+        #expect(truncate(cut + "-wal", off_t(max(walBefore, 32) + 24 + 100)) == 0)
+
+        let (logger, box) = RecordingLogHandler.make()
+        let afterCrash = try Fixture.open(intact, logger: logger)
+        #expect(afterCrash.lostAtOpen == 0, "kill -9 with the WAL intact")
+        #expect(lossReports(box).isEmpty)
+        _ = try afterCrash.append([Fixture.log(200)])
+        #expect(try afterCrash.allLogs().map(\.seq) == [21], "numbering goes on above the deleted logs")
+        afterCrash.close()
+
+        let (cutLogger, cutBox) = RecordingLogHandler.make()
+        let afterCut = try Fixture.open(cut, logger: cutLogger)
+        #expect(try afterCut.allLogs().isEmpty)
+        #expect(afterCut.lostAtOpen == 10, "the cut commit's logs, not the deleted ones")
+        #expect(lossReports(cutBox).count == 1)
+        afterCut.close()
+    }
+
+    // SPEC S7: a delete below the highest row leaves the record alone: delivery with a backlog above the batch writes
+    // no meta row for it (the check is a comparison, not a write per transaction).
+    @Test func aDeleteBelowTheHighestRowWritesNothing() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite"))
+        defer { store.close() }
+        _ = try store.append((0..<20).map { Fixture.log($0) })
+        let batch = try #require(try store.claim(limit: 7, nowMs: Fixture.baseWallMs))
+        #expect(try store.complete(batchID: batch.batchID) == 7)
+        #expect(try store.meta(LogStore.seqHighKey) == nil)
+        #expect(try store.deadLetter(seqs: [8, 9], status: 400, reason: "refused") == 2)
+        #expect(try store.meta(LogStore.seqHighKey) == nil)
+        #expect(try store.complete(seqs: [20]) == 1)
+        #expect(try store.meta(LogStore.seqHighKey) == "20")
+    }
+
+    // SPEC S7: the mark holds no descriptor while the store is open (a store costs its database's descriptors only,
+    // which a fleet of stores in one process counts on); it is opened to be read at open and for each write.
+    @Test func theMarkHoldsNoDescriptorWhileTheStoreIsOpen() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        defer { store.close() }
+        _ = try store.append((0..<3).map { Fixture.log($0) })
+        #expect(store.commitMark?.read() == 3, "the mark is written")
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")
+        let onTheMark = descriptors.filter {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path + "-mark"
+        }
+        #expect(onTheMark.isEmpty)
+    }
+
+    // SPEC S7: corruption found mid-session by a read moves the store aside and reports it then; the fresh file's
+    // next open reports nothing more, though the engine had numbered logs far above what the fresh file holds.
+    @Test func aStoreRecoveredMidSessionIsNotReportedAgainAtTheNextOpen() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let store = try Fixture.open(path)
+        _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
+        try store.checkpoint()
+        // As LogStoreFileTests does: every page but the first scribbled over, a one-page cache to read them.
+        try store.db.exec("PRAGMA cache_size = 1")
+        let size = FileSystem.size(path) ?? 0
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: size - 4096))
+        try handle.close()
+        #expect(try store.claim(limit: 50, nowMs: Fixture.baseWallMs) == nil)
+        #expect(store.recoveredFromCorruption != nil)
+        store.close()
+
+        let (logger, box) = RecordingLogHandler.make()
+        let reopened = try Fixture.open(path, logger: logger)
+        #expect(reopened.recoveredFromCorruption == nil)
+        #expect(reopened.lostAtOpen == 0, "the loss was reported when the store was moved aside")
+        #expect(lossReports(box).isEmpty)
+        reopened.close()
+    }
 }

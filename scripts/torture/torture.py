@@ -903,7 +903,7 @@ def notes():
               "whole commit, the database stays consistent and `quick_check` passes, so S7 has nothing to move aside. "
               "The store now keeps a commit mark beside the file (`<store>-mark`: the highest seq an append committed, "
               "one unsynced `pwrite` per append transaction) and compares it at open with the highest seq the database "
-              "ever held (a meta value kept by a TEMP trigger when a delete takes the highest row): the logs of the "
+              "ever held (a meta value raised in the transaction of any delete that takes the highest row): the logs of the "
               "dropped commits are reported once, as an error log and `lost_at_open` in the status, with their "
               "number (the figures above, `reported` against `lost`). Limit: a kill between a commit and its mark "
               "leaves the mark one commit behind (`mark_behind`), and those logs, if the WAL is then cut, are lost "

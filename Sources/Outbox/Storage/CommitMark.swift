@@ -15,29 +15,34 @@ import Glibc
 ///   those logs really were lost, which is exactly what should be reported;
 /// - a mark torn or garbled (its check word does not match) or missing is started afresh, with no report.
 ///
+/// No descriptor is held while the store is open: each read and each write opens the file, and closes it before
+/// returning. A store then costs only its database's descriptors, which is what lets one process run thousands of
+/// stores (`outbox fleet`); the page cache makes the open a path lookup, and the write is the same `pwrite`. A write
+/// whose open fails (out of descriptors) leaves the mark behind, which reports nothing, as a lost write does.
+///
 /// Layout: 16 bytes, the seq and the seq XOR `checkWord`, both little-endian.
-final class CommitMark {
+struct CommitMark {
     let path: String
-    private let fd: Int32
 
     static let checkWord: UInt64 = 0x6F75_7462_6F78_6D6B // "outboxmk"
 
-    /// Opens (creating 0600) the mark; nil when it cannot be opened (a read-only directory): the store then works
-    /// without the check, as before the mark existed.
+    /// Creates the mark (0600) when missing; nil when it cannot be opened (a read-only directory): the store then
+    /// works without the check, as before the mark existed.
     init?(path: String) {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return nil }
+        defer { close(fd) }
         // A mark copied from elsewhere keeps the store's rule: user data, readable by its owner only (S1).
         var info = stat()
         if fstat(fd, &info) == 0, info.st_mode & 0o077 != 0 { _ = fchmod(fd, 0o600) }
         self.path = path
-        self.fd = fd
     }
 
-    deinit { close(fd) }
-
-    /// The seq recorded, or nil when the file is empty, short or garbled.
+    /// The seq recorded, or nil when the file is missing, empty, short or garbled.
     func read() -> Int64? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: 16)
         let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 16, 0) }
         guard count == 16 else { return nil }
@@ -46,15 +51,15 @@ final class CommitMark {
         return Int64(seq)
     }
 
-    /// Records `seq`. Best effort: a failed write leaves the mark behind, which reports nothing.
+    /// Records `seq`. Best effort: a failed open or write leaves the mark behind, which reports nothing.
     func write(_ seq: Int64) {
-        var bytes = [UInt8](repeating: 0, count: 16)
         let value = UInt64(max(0, seq))
-        for index in 0..<8 {
-            bytes[index] = UInt8(truncatingIfNeeded: value >> (8 * index))
-            bytes[8 + index] = UInt8(truncatingIfNeeded: (value ^ Self.checkWord) >> (8 * index))
-        }
-        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, 16, 0) }
+        // Two words on the stack: no allocation on the append path.
+        var words = (value.littleEndian, (value ^ Self.checkWord).littleEndian)
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        _ = withUnsafeBytes(of: &words) { pwrite(fd, $0.baseAddress, 16, 0) }
+        close(fd)
     }
 
     private static func word(_ bytes: [UInt8], at offset: Int) -> UInt64 {

@@ -372,6 +372,7 @@ extension LogStore {
                 event.inFlight += db.changes
             }
         }
+        try keepSeqHigh(deletingThrough: rows.lazy.map(\.seq).max())
         event.bytes = rows.reduce(0) { $0 + $1.bytes }
         return event
     }

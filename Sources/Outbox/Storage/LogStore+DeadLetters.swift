@@ -63,6 +63,7 @@ extension LogStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             var moved = 0
+            var highestMoved: Int64?
             for seq in seqs {
                 try select.bind(seq, at: 1)
                 guard try select.step() else {
@@ -78,6 +79,7 @@ extension LogStore {
                 try delete.bind(seq, at: 1)
                 try delete.run()
                 moved += 1
+                highestMoved = max(highestMoved ?? seq, seq)
                 if mode == .dropNewLetters || payload.count > cap {
                     dropped += 1
                     continue
@@ -92,6 +94,7 @@ extension LogStore {
                 try insert.bind(payload, at: 8)
                 try insert.run()
             }
+            try keepSeqHigh(deletingThrough: highestMoved)
             dropped += try trimDeadLetters()
             return (moved, dropped)
         }

@@ -30,6 +30,36 @@ extension LogStore {
         }
     }
 
+    /// Keeps `seqHighKey` (SPEC S7: what the commit mark is compared with) in a transaction that deletes logs, once,
+    /// with the highest seq it deletes or may delete; nil when it deletes none. Only a delete that takes the highest
+    /// row can lower `max(seq)`, and that row is `nextSeq - 1` (set once each append has committed) unless an
+    /// earlier delete took it and recorded it already: a delete below it costs one comparison, and one that takes
+    /// it records it in the same transaction, so the database and its record cannot disagree after a crash. Run per
+    /// transaction, not per deleted row as the connection-local trigger that did this before was.
+    func keepSeqHigh(deletingThrough highest: Int64?) throws(OutboxError) {
+        let top = nextSeq - 1
+        guard let highest, highest >= top, top > 0 else { return }
+        let raise = try db.cachedStatement(Self.raiseSeqHigh)
+        try raise.bind(Self.seqHighKey, at: 1)
+        try raise.bind(String(top), at: 2)
+        try raise.run()
+    }
+
+    /// `keepSeqHigh` after a delete whose rows are not listed (expiry's filter): whether the highest row is gone
+    /// is one seek.
+    func keepSeqHighAfterDelete() throws(OutboxError) {
+        let top = nextSeq - 1
+        guard top > 0, (try db.int64("SELECT max(seq) FROM logs") ?? 0) < top else { return }
+        try keepSeqHigh(deletingThrough: top)
+    }
+
+    /// Raises a meta value stored as an integer, never lowers it; writes no page when it would not change.
+    static let raiseSeqHigh = """
+        INSERT INTO meta (key, value) VALUES (?1, ?2)
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value
+        WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)
+        """
+
     func eventNames() throws(OutboxError) -> Set<String> {
         try guarded { () throws(OutboxError) -> Set<String> in
             let select = try db.cachedStatement("SELECT name FROM event_names")

@@ -41,7 +41,6 @@ extension LogStore {
         // A store rebuilt by VACUUM (opt-out, cap lowered) needs its temporary copy somewhere; memory keeps
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")
-        try db.exec(Self.seqHighTrigger)
 
         let flagged = try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.retryTimesKey)]) != nil
         try db.transaction { () throws(OutboxError) in
@@ -132,30 +131,18 @@ extension LogStore {
         recoveredFromCorruption = moved
         try configureOpenedDatabase()
         nextSeq = max(nextSeq, previousSeq)
-        commitMark?.write(nextSeq - 1)
+        // The mark stays at what the fresh file holds (`checkCommitMark`): raised to the lost file's seqs, it would
+        // report the loss again at the next open, though the move aside has reported it already.
         lastBatchID = max(lastBatchID, previousBatch)
     }
 }
 
 /// The commit mark (SPEC S7, see `CommitMark`): how far the appends went, checked at open against the database.
 extension LogStore {
-    /// The highest seq ever deleted from `logs` when it was the highest one there (`seqHighTrigger`): with
-    /// `max(seq)`, the highest seq the file ever held, which delivery, eviction, expiry, dead-lettering and opt-out
-    /// never lower.
+    /// The highest seq ever deleted from `logs` when it was the highest one there (`keepSeqHigh`, in the deleting
+    /// transaction): with `max(seq)`, the highest seq the file ever held, which delivery, eviction, expiry,
+    /// dead-lettering and opt-out never lower.
     static let seqHighKey = "store.seq_high"
-
-    /// A TEMP trigger lives in the connection, not in the file: no schema change, and an older Outbox opening the
-    /// file sees nothing new. It writes meta only when a delete takes the highest row (the last of a drained
-    /// backlog), so appends never pay for it and a delete with a backlog above it pays one b-tree seek.
-    static let seqHighTrigger = """
-        CREATE TEMP TRIGGER IF NOT EXISTS outbox_seq_high AFTER DELETE ON main.logs
-        WHEN old.seq > coalesce((SELECT max(seq) FROM main.logs), 0)
-        BEGIN
-            INSERT INTO meta (key, value) VALUES ('\(seqHighKey)', old.seq)
-            ON CONFLICT (key) DO UPDATE SET value = excluded.value
-            WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
-        END
-        """
 
     var commitMarkPath: String { path + "-mark" }
 

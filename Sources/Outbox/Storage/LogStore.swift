@@ -322,6 +322,7 @@ final class LogStore {
     private func deleteDelivered(_ batchID: Int64, _ stretches: [LeaseStretch]) throws(OutboxError) -> Int {
         let deleted = try run(LogSchema.deleteStretch, over: stretches)
         try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batchID)])
+        try keepSeqHigh(deletingThrough: stretches.lazy.map(\.last).max())
         return deleted
     }
 
@@ -340,6 +341,7 @@ final class LogStore {
                     deleted += db.changes
                 }
                 try rewriteLeases(cut)
+                try keepSeqHigh(deletingThrough: seqs.max())
                 return deleted
             } }
             cut.forEach { leases.replace(batch: $0.batch, with: $0.stretches) }
@@ -462,6 +464,7 @@ final class LogStore {
             try db.execute("DELETE FROM logs WHERE CASE WHEN boot = ?1 THEN mono_ns < ?2 ELSE wall_ms < ?3 END",
                            [.integer(boot), .integer(monoCutoff), .integer(wallCutoff)])
             let deleted = db.changes
+            if deleted > 0 { try keepSeqHighAfterDelete() }
             expiryBound = try Self.readExpiryBound(db, boot: boot)
             return deleted
         }
@@ -544,6 +547,7 @@ final class LogStore {
             let deleted = try db.transaction { () throws(OutboxError) -> Int in
                 try db.execute("DELETE FROM logs")
                 let deleted = db.changes
+                try keepSeqHigh(deletingThrough: nextSeq - 1)
                 try db.execute("DELETE FROM leases")
                 try db.execute("DELETE FROM dead_letters")
                 return deleted
