@@ -34,18 +34,18 @@ struct Fleet: ParsableCommand {
     var timeout: Double = 600
     @OptionGroup var logging: LoggingOptions
 
-    /// Descriptors one open device holds at most (SPEC F4): the store and its WAL (exclusive locking: no `-shm`, no
-    /// `.lock` beyond the open), the commit mark, and the WAL's write-back descriptor once a checkpoint started one.
-    /// Its requests go through its loop's shared transport.
-    static let descriptorsPerDevice = 4
+    /// Descriptors one open device holds (SPEC F4): its store's database and WAL (exclusive locking: no `-shm`, no
+    /// `.lock` beyond the open). The commit mark and the WAL's write-back descriptor are open only while the loop
+    /// writes them, one device at a time: they are counted per loop. Its requests go through its loop's shared transport.
+    static let descriptorsPerDevice = 2
     /// Requests in curl at once per loop, every device of the loop together (`SharedTransport`).
     static let transfersPerLoop = 32
-    /// One loop's: its libuv descriptors (epoll, the async's eventfd, signal pipe), curl's wake-up pair, a socket per
-    /// transfer in flight and up to one more per pooled idle connection; an in-process mock holds the server's end of
-    /// each connection too.
+    /// One loop's: its libuv descriptors (epoll, the async's eventfd, signal pipe), curl's wake-up pair, the commit
+    /// mark and write-back descriptors the loop opens for a moment, a socket per transfer in flight and up to one
+    /// more per pooled idle connection; an in-process mock holds the server's end of each connection too.
     static func descriptorsPerLoop(inProcessMock: Bool) -> Int {
         let sockets = 2 * transfersPerLoop + 1
-        return 8 + (inProcessMock ? 2 * sockets : sockets)
+        return 10 + (inProcessMock ? 2 * sockets : sockets)
     }
     /// The process's own: stdio, the mock's listener and threads, the sampler's connection.
     static let descriptorsBase = 64
