@@ -62,7 +62,10 @@ let package = Package(
             name: "outbox",
             dependencies: ["Outbox", "OutboxMock", "CLibUV", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Histogram", package: "hdrhistogram-swift")],
+                           .product(name: "Histogram", package: "hdrhistogram-swift"),
+                           // `fleet --metrics-port`'s HTTP server: the mock's SwiftNIO, already linked through OutboxMock.
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio")],
             path: "Sources/outbox",
             // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold cannot
             // write, and no dynamic export of the executable's own symbols: both cut what every process maps at start.

@@ -86,7 +86,8 @@ expect "HTTPS delivers with --ca-file" \
 
 fleet() { "$cli" fleet --devices 3 --events 20 --testing --interval 0.1 --retry-intervals 0.1 --timeout 30 "$@"; }
 status=0; json=$(fleet) || status=$?
-if [ "$status" != 0 ] || [ "$(field lost <<<"$json")" != 0 ] || [ "$(field delivered <<<"$json")" != 60 ]; then
+# 3 devices × (20 events + a startSession and an endSession log each).
+if [ "$status" != 0 ] || [ "$(field lost <<<"$json")" != 0 ] || [ "$(field delivered <<<"$json")" != 66 ]; then
     echo "cli-check: FAILED: fleet against its in-process mock: exit $status, $json" >&2
     exit 1
 fi

@@ -8,8 +8,8 @@
 /// at scrape time would mean replaying every recorded delay into a fresh histogram on each scrape, or
 /// counting everything twice on the hot path. The text format itself is a few lines of code (below); its
 /// escaping rules are those of the exposition-format specification.
-enum PrometheusMetrics {
-    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+public enum PrometheusMetrics {
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// Everything one scrape shows, read under one lock so that the families agree with each other.
     struct Snapshot {
@@ -82,10 +82,13 @@ enum PrometheusMetrics {
 }
 
 /// Prometheus' text exposition format: `# HELP` / `# TYPE` lines, then `name{label="value"} number` lines.
-struct PrometheusTextWriter {
-    var out: [UInt8] = []
+/// Public so that `outbox fleet --metrics-port` renders its own counters with the same writer.
+public struct PrometheusTextWriter {
+    public private(set) var out: [UInt8] = []
 
-    mutating func family(_ name: String, type: String, help: String) {
+    public init() {}
+
+    public mutating func family(_ name: String, type: String, help: String) {
         out.append(contentsOf: "# HELP \(name) ".utf8)
         // HELP text escapes backslash and line feed.
         for byte in help.utf8 {
@@ -98,7 +101,18 @@ struct PrometheusTextWriter {
         out.append(contentsOf: "\n# TYPE \(name) \(type)\n".utf8)
     }
 
-    mutating func sample<N: BinaryInteger>(_ name: String, _ labels: [(String, String)], _ value: N) {
+    public mutating func sample<N: BinaryInteger>(_ name: String, _ labels: [(String, String)], _ value: N) {
+        sample(name, labels, formatted: String(value))
+    }
+
+    /// A gauge that is not a whole number (a rate): Swift's shortest round-trip text, which Prometheus' parser
+    /// reads; `NaN` and `±Inf` as the format spells them.
+    public mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
+        let text = value.isNaN ? "NaN" : value.isInfinite ? (value < 0 ? "-Inf" : "+Inf") : String(value)
+        sample(name, labels, formatted: text)
+    }
+
+    private mutating func sample(_ name: String, _ labels: [(String, String)], formatted value: String) {
         out.append(contentsOf: name.utf8)
         if !labels.isEmpty {
             out.append(UInt8(ascii: "{"))
@@ -112,7 +126,7 @@ struct PrometheusTextWriter {
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: " "))
-        out.append(contentsOf: String(value).utf8)
+        out.append(contentsOf: value.utf8)
         out.append(UInt8(ascii: "\n"))
     }
 

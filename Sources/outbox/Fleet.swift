@@ -28,7 +28,7 @@ struct Fleet: ParsableCommand {
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
     @Option(help: "Directory for the devices' stores (default: a temporary directory, removed at the end).") var dir: String?
     @Option(help: "Write report.html and summary.json into this directory (SPEC F3).") var report: String?
-    @Option(help: "Serve the fleet's counters for Prometheus on this port (not built yet).") var metricsPort: Int?
+    @Option(help: "Serve the fleet's counters for Prometheus at http://127.0.0.1:P/metrics (0: a free port).") var metricsPort: Int?
     @Option(help: "Number of the first device (runs on several machines take disjoint ranges).") var deviceOffset: Int = 0
     @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
     var timeout: Double = 600
@@ -67,8 +67,8 @@ struct Fleet: ParsableCommand {
         if let endpoint, !(endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://")) {
             throw ValidationError("--endpoint must start with http:// or https://, got \(endpoint)")
         }
-        if metricsPort != nil {
-            throw ValidationError("--metrics-port is not built yet (SPEC M9, issue 21)")
+        if let metricsPort, !(0...65535).contains(metricsPort) {
+            throw ValidationError("--metrics-port takes a TCP port from 0 to 65535, got \(metricsPort)")
         }
         guard deviceOffset >= 0 else { throw ValidationError("--device-offset must be 0 or more, got \(deviceOffset)") }
     }
@@ -94,6 +94,9 @@ struct Fleet: ParsableCommand {
         let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         let loopCount = min(cores, devices)
         let maxOpen = try checkDescriptorLimit(loops: loopCount, logger: logger)
+        let metrics = FleetMetricsBoard(devices: devices)
+        let metricsServer = try FleetMetricsServer.start(port: metricsPort, board: metrics)
+        defer { metricsServer?.stop() }
 
         // The stores.
         let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
@@ -160,6 +163,7 @@ struct Fleet: ParsableCommand {
             for loop in loops { loop.stop() }
             throw CLIError(description: "outbox fleet: cannot start a loop: \(error)")
         }
+        let network = FleetNetwork.start(loops: loops, endpointIsLoopback: FleetNetwork.isLoopback(target), logger: logger)
         logger.notice("fleet started", metadata: ["outbox.devices": "\(devices)", "outbox.loops": "\(loopCount)",
                                                   "outbox.endpoint": "\(target)", "outbox.run": "\(plan.runID)"])
 
@@ -167,6 +171,7 @@ struct Fleet: ParsableCommand {
         let sampler = FleetSampler(loops: loops, client: baseline == nil ? nil : client, baseline: baseline,
                                    devices: devices, terminal: isatty(2) != 0, storeBase: Self.resolved(base) + "/")
         sampler.start()
+        metrics.attach(loops: loops, sampler: sampler)
         let startNs = monotonicNs()
         // Each loop reports twice: every device tracked everything, then every device's drain ended (its store empty
         // and closed, or --timeout passed for it).
@@ -189,6 +194,7 @@ struct Fleet: ParsableCommand {
         let cpuSeconds = FleetResources.cpuSeconds()
         let fds = sampler.descriptors()
         if let error = loops.lazy.compactMap(\.openError).first {
+            network?.close()
             for loop in loops { loop.stop() }
             throw CLIError(description: "outbox fleet: cannot start a device: \(error)")
         }
@@ -214,6 +220,7 @@ struct Fleet: ParsableCommand {
             }
             stores[install] = count
         }
+        network?.close()
         for loop in loops { loop.stop() }
         let counts = loops.flatMap(\.finalCounts)
         for loop in loops { stores.merge(loop.closedStores) { open, _ in open } }
@@ -242,6 +249,7 @@ struct Fleet: ParsableCommand {
             delay: recordsRead ? accounting.delayPercentiles : nil,
             peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds)
         let json = summary.json
+        metrics.finish(summary, delays: accounting.histogram)
         print(json)
         fflush(nil)
         logger.notice("fleet resources", metadata: [
@@ -257,7 +265,8 @@ struct Fleet: ParsableCommand {
         if let report {
             do {
                 try FleetReport(summary: summary, json: json, samples: sampler.samples(), histogram: accounting.histogram,
-                                title: "outbox fleet — \(devices) devices × \(events) events", command: Self.commandLine())
+                                title: "outbox fleet — \(devices) devices × \(events) events", command: Self.commandLine(),
+                                metrics: metricsServer.map { _ in FleetMetrics.render(metrics.snapshot()) })
                     .write(to: report)
             } catch {
                 writeStandardError("outbox fleet: cannot write the report to \(report): \(error)\n")
@@ -306,9 +315,9 @@ struct Fleet: ParsableCommand {
         template.appSecret = "fleet-secret"
         template.appVersion = "fleet"
         template.testingAllowsValuesBelowBounds = testing
-        // Only the tracked events go into the stores (no startSession logs, SPEC A2), so that the counts add up (F2).
+        // Each device's session spans its tracking, started and ended by the fleet (FleetSessions.swift, SPEC A2).
         template.sessionTracking = .manual
-        // The fleet says when a device is offline (SPEC N2); a watcher per engine would be N netlink sockets.
+        // One watcher for the whole fleet (FleetNetwork.swift); one per engine would be N netlink sockets.
         template.watchesNetwork = false
         // A device's store holds its backlog; the defaults suit one engine per process, not thousands (SPEC F4).
         template.pageCacheSize = 64 * 1024

@@ -12,6 +12,10 @@ struct FleetAccounting {
         var store: FleetStoreCount?
         var delivered: [UInt64]
         var uniqueDelivered = 0
+        /// The session's id, learnt from the device's events in the mock's records (FleetSessions.swift).
+        var sid: String? = nil
+        var startSessionDelivered = false
+        var endSessionDelivered = false
 
         func isDelivered(_ ordinal: Int) -> Bool {
             let word = ordinal >> 6
@@ -63,12 +67,25 @@ struct FleetAccounting {
         var devices = self.devices
         let offset = deviceOffset
         let events = self.events
+        // Session logs carry no properties: they are kept aside (a few per device) and tied to their device by the
+        // sid its events carry, once every line was read — a session log can arrive before the device's events.
+        var sessionLogs: [FleetLogLine.SessionLog] = []
+        var deviceBySID: [String: Int] = [:]
         // Devices are numbered offset, offset + 1, …: index by number.
         let consume: (UnsafeRawBufferPointer) -> Void = { line in
-            guard let log = FleetLogLine.parse(line), log.run == runID else { return }
+            guard let log = FleetLogLine.parse(line) else {
+                // Only lines that are not events are looked at again: the events are nearly all of them.
+                if let session = FleetLogLine.parseSessionLog(line) { sessionLogs.append(session) }
+                return
+            }
+            guard log.run == runID else { return }
             let index = log.device - offset
             guard index >= 0, index < devices.count, devices[index].number == log.device,
                   log.ordinal >= 0, log.ordinal < events else { return }
+            if let sid = log.sid, devices[index].sid == nil {
+                devices[index].sid = sid
+                deviceBySID[sid] = index
+            }
             let word = log.ordinal >> 6
             let bit: UInt64 = 1 << UInt64(log.ordinal & 63)
             guard devices[index].delivered[word] & bit == 0 else { return }
@@ -78,6 +95,16 @@ struct FleetAccounting {
         }
         try client.get("/_mock/logs") { chunk in splitter.feed(chunk, line: consume) }
         splitter.finish(line: consume)
+        for session in sessionLogs {
+            guard let index = deviceBySID[session.sid] else { continue }
+            switch session.kind {
+            case .start where !devices[index].startSessionDelivered: devices[index].startSessionDelivered = true
+            case .end where !devices[index].endSessionDelivered: devices[index].endSessionDelivered = true
+            default: continue
+            }
+            devices[index].uniqueDelivered += 1
+            _ = histogram.record(UInt64(max(0, min(session.delayMs, 24 * 3600 * 1000))))
+        }
         self.devices = devices
         self.histogram = histogram
     }
@@ -90,6 +117,15 @@ struct FleetAccounting {
         for device in devices where device.lost > 0 {
             let dead = device.store?.deadOrdinals ?? []
             var named = 0
+            // A device that tracked events has a session around them; its logs have no ordinal (FleetSessions.swift).
+            if events > 0 && device.tracked > 0 {
+                for (kind, delivered, ordinal) in [("startSession", device.startSessionDelivered, Self.startSessionOrdinal),
+                                                   ("endSession", device.endSessionDelivered, Self.endSessionOrdinal)]
+                where !delivered && !dead.contains(ordinal) && lines.count < limit && named < device.lost {
+                    lines.append("missing \(device.number) \(device.install)/\(kind)")
+                    named += 1
+                }
+            }
             for ordinal in 0..<events where !device.isDelivered(ordinal) && !dead.contains(ordinal) {
                 guard lines.count < limit, named < device.lost else { break }
                 lines.append("missing \(device.number) \(device.install)/\(ordinal)")
@@ -100,8 +136,14 @@ struct FleetAccounting {
         return lines
     }
 
-    /// The `i` property of an event's JSON as the engine sends it (`typedProperties`).
+    /// Stand-ins for the session logs' ordinals among a device's dead letters: they have no `i`.
+    static let startSessionOrdinal = -1
+    static let endSessionOrdinal = -2
+
+    /// The `i` property of an event's JSON as the engine sends it (`typedProperties`); a session log's stand-in.
     static func ordinal(inLogJSON json: String) -> Int? {
+        if json.contains(#""type":"startSession""#) { return startSessionOrdinal }
+        if json.contains(#""type":"endSession""#) { return endSessionOrdinal }
         let bytes = Array(json.utf8)
         let needle = Array(#""name":"i","value":"#.utf8)
         guard bytes.count >= needle.count else { return nil }

@@ -56,6 +56,8 @@ final class FleetDevice {
     var wentOffline = false
     var offlineUntilNs: UInt64? = nil
     var doneTracking = false
+    /// SPEC F1, A2: the device's session (FleetSessions.swift).
+    var session = FleetSession.notStarted
 
     init(spec: FleetDeviceSpec) {
         self.spec = spec
@@ -93,6 +95,8 @@ final class FleetLoop: @unchecked Sendable {
     private var trackingDone: (() -> Void)?
     /// Resumed once every device's drain ended.
     private var settledDone: (() -> Void)?
+    /// The fleet's one netlink watcher's last word (SPEC N1; FleetNetwork.swift).
+    var network = SharedNetworkWatcher.State(online: true, defaultInterface: nil)
 
     /// Read by the coordinator for the progress line.
     let trackedTotal = Atomic<Int>(0)
@@ -206,6 +210,9 @@ final class FleetLoop: @unchecked Sendable {
                 device.install = engine.installID.uuidString.lowercased()
                 openCount += 1
                 openNow.add(1, ordering: .relaxed)
+                // An engine starts online: it hears what the fleet's watcher said before it opened (SPEC N1).
+                device.hear(.decide(from: SharedNetworkWatcher.State(online: true, defaultInterface: network.defaultInterface),
+                                    to: network, heldOffline: false))
             } catch {
                 // Counted as done with nothing tracked; the coordinator reports the error and fails the run.
                 if openError == nil { openError = error }
@@ -233,7 +240,7 @@ final class FleetLoop: @unchecked Sendable {
                 if now >= until {
                     // SPEC N2, R6: back online is a network change — waiting batches go out, back-off starts over.
                     device.offlineUntilNs = nil
-                    engine.setReachability(.online)
+                    device.hear(.whenReleased(network: network))
                     if device.doneTracking { engine.dispatch() }
                 } else {
                     offline += 1
@@ -243,6 +250,7 @@ final class FleetLoop: @unchecked Sendable {
             let elapsed = Double(now &- max(startNs, device.startNs)) / 1e9
             let target = plan.rate.map { min(plan.events, Int(elapsed * $0 + device.spec.phase)) }
                 ?? min(plan.events, device.next + Self.burst)
+            if device.next < target { newlyTracked += device.beginSession() }
             while device.next < target {
                 if device.spec.offlineAt == device.next && !device.wentOffline {
                     device.wentOffline = true
@@ -263,6 +271,7 @@ final class FleetLoop: @unchecked Sendable {
             }
             if device.next >= plan.events {
                 device.doneTracking = true
+                newlyTracked += device.endSession()
                 doneCount += 1
                 devicesDone.add(1, ordering: .relaxed)
                 startDrain(device)
@@ -315,6 +324,19 @@ final class FleetLoop: @unchecked Sendable {
             run { loop in continuation.resume(returning: loop.devices.compactMap(\.engine)) }
         }
     }
+
+    /// SPEC N1: the fleet's watcher saw a change; each device of this loop hears it, on this loop's thread.
+    func networkChanged(from old: SharedNetworkWatcher.State, to new: SharedNetworkWatcher.State) {
+        run { loop in
+            loop.network = new
+            for device in loop.devices {
+                device.hear(.decide(from: old, to: new, heldOffline: device.offlineUntilNs != nil))
+            }
+        }
+    }
+
+    /// The `uv_loop_t *` for handles of the fleet's own (the netlink watcher); use it on the loop's thread only.
+    var loopPointer: UnsafeMutableRawPointer { UnsafeMutableRawPointer(raw) }
 
     /// Shuts every engine down on the loop thread (host mode requires it), closes the loop's own handles and waits
     /// for the thread to end. Afterwards `finalCounts` holds what each device tracked.

@@ -205,6 +205,32 @@ struct FleetLogLine {
     var ordinal: Int
     /// received_at − timestamp, ms.
     var delayMs: Int64
+    /// The session the event was tracked in (SPEC A2); nil outside one.
+    var sid: String?
+
+    /// A `startSession` or `endSession` log (FleetSessions.swift): no properties, only its session's id.
+    struct SessionLog {
+        enum Kind { case start, end }
+        var kind: Kind
+        var sid: String
+        var delayMs: Int64
+    }
+
+    static func parseSessionLog(_ line: UnsafeRawBufferPointer) -> SessionLog? {
+        let bytes = line.bindMemory(to: UInt8.self)
+        let kind: SessionLog.Kind
+        if find(#""type":"startSession""#, in: bytes) != nil {
+            kind = .start
+        } else if find(#""type":"endSession""#, in: bytes) != nil {
+            kind = .end
+        } else {
+            return nil
+        }
+        guard let sid = stringValue(after: #""sid":""#, in: bytes),
+              let sent = stringValue(after: #""timestamp":""#, in: bytes).flatMap(epochMs),
+              let received = stringValue(after: #""received_at":""#, in: bytes).flatMap(epochMs) else { return nil }
+        return SessionLog(kind: kind, sid: String(sid), delayMs: received - sent)
+    }
 
     static func parse(_ line: UnsafeRawBufferPointer) -> FleetLogLine? {
         let bytes = line.bindMemory(to: UInt8.self)
@@ -213,7 +239,8 @@ struct FleetLogLine {
               let ordinal = intValue(after: #""name":"i","value":"#, in: bytes),
               let sent = stringValue(after: #""timestamp":""#, in: bytes).flatMap(epochMs),
               let received = stringValue(after: #""received_at":""#, in: bytes).flatMap(epochMs) else { return nil }
-        return FleetLogLine(run: run, device: device, ordinal: ordinal, delayMs: received - sent)
+        return FleetLogLine(run: run, device: device, ordinal: ordinal, delayMs: received - sent,
+                            sid: stringValue(after: #""sid":""#, in: bytes).map(String.init))
     }
 
     private static func find(_ pattern: String, in bytes: UnsafeBufferPointer<UInt8>) -> Int? {

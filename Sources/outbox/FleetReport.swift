@@ -3,7 +3,8 @@ import Glibc
 import Histogram
 
 /// SPEC F3: `report.html` — self-contained, its plots inline SVG drawn by `SVGChart` — and `summary.json`, the
-/// closing object of the run.
+/// closing object of the run; with `--metrics-port`, `metrics.prom` too: the last scrape's text, which agrees with
+/// `summary.json` (a scrape can race the process's exit; the file cannot).
 struct FleetReport {
     var summary: FleetSummary
     var json: String
@@ -11,11 +12,14 @@ struct FleetReport {
     var histogram: Histogram<UInt64>
     var title: String
     var command: String
+    /// `GET /metrics`'s answer once the closing object is known (FleetMetrics.swift).
+    var metrics: [UInt8]? = nil
 
     func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try Data((json + "\n").utf8).write(to: URL(fileURLWithPath: directory + "/summary.json"))
         try Data(html().utf8).write(to: URL(fileURLWithPath: directory + "/report.html"))
+        if let metrics { try Data(metrics).write(to: URL(fileURLWithPath: directory + "/metrics.prom")) }
     }
 
     func html() -> String {

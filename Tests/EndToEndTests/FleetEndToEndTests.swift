@@ -13,7 +13,8 @@ struct FleetEndToEndTests {
     static let fast = ["--testing", "--interval", "0.1", "--retry-intervals", "0.1,0.2,0.4", "--batch-size", "10"]
 
     // SPEC F1, F2, F3: 20 devices × 50 events through 30 % 503s, a fifth of them offline for a second: everything
-    // tracked is delivered, nothing is lost, and the report holds its plots.
+    // tracked is delivered, nothing is lost, and the report holds its plots. Each device's events sit in a session
+    // of their own: its startSession and endSession logs count as tracked too (FleetSessions.swift).
     @Test func aFleetUnderFaultsWithDevicesOfflineLosesNothingAndWritesTheReport() throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let report = dir.path + "/report"
@@ -25,8 +26,8 @@ struct FleetEndToEndTests {
         let summary = jsonObject(result.output)
         #expect(Set(summary.keys) == Self.keys)
         #expect(summary["devices"] as? Int == 20)
-        #expect(summary["tracked"] as? Int == 1000)
-        #expect(summary["delivered"] as? Int == 1000)
+        #expect(summary["tracked"] as? Int == 20 * (50 + 2))
+        #expect(summary["delivered"] as? Int == 20 * (50 + 2))
         #expect(summary["lost"] as? Int == 0)
         #expect(summary["pending"] as? Int == 0)
         let delay = summary["delay_ms"] as? [String: Any]
@@ -84,7 +85,7 @@ struct FleetEndToEndTests {
         let summary = jsonObject(output)
         let lost = summary["lost"] as? Int ?? 0
         #expect(lost >= forgotten)
-        #expect(summary["tracked"] as? Int == 160)
+        #expect(summary["tracked"] as? Int == 4 * (40 + 2))
         let missing = errors.split(separator: "\n").filter { $0.hasPrefix("missing ") }
         #expect(missing.count == min(10, lost))
         // DEVICE is a device number; LOG-ID names the install and the event's ordinal.
@@ -108,7 +109,7 @@ struct FleetEndToEndTests {
         #expect(Set(summary.keys) == Self.keys)
         #expect(summary["lost"] is NSNull)
         #expect(summary["delay_ms"] is NSNull)
-        #expect(summary["tracked"] as? Int == 10)
+        #expect(summary["tracked"] as? Int == 2 * (5 + 2))
         #expect(!result.errors.contains("missing "))
     }
 
@@ -161,8 +162,9 @@ struct FleetEndToEndTests {
                                                            "--log-level", "notice"] + Self.fast, in: dir)
         #expect(result.status == 0, "stderr: \(result.errors)")
         let summary = jsonObject(result.output)
-        #expect(summary["tracked"] as? Int == 600)
-        #expect(summary["delivered"] as? Int == 600)
+        // 20 events and the session's start and end per device (FleetSessions.swift).
+        #expect(summary["tracked"] as? Int == 660)
+        #expect(summary["delivered"] as? Int == 660)
         #expect(summary["lost"] as? Int == 0)
         #expect(result.errors.contains("at most 10 devices are open at once"), "stderr: \(result.errors)")
         let peakOpen = try #require(Self.resource("peak_open_devices", in: result.errors))
@@ -183,6 +185,7 @@ struct FleetEndToEndTests {
         (["--rate", "0"], "--rate"),
         (["--offline-s", "nan"], "--offline-s"),
         (["--endpoint", "ftp://x"], "--endpoint"),
+        (["--metrics-port", "65536"], "--metrics-port"),
     ])
     func badFleetArgumentsNameTheOption(extra: [String], option: String) throws {
         let dir = TempDirectory(); defer { dir.remove() }

@@ -85,7 +85,27 @@ struct WireEncodingTests {
         var correction = ClockCorrection()
         correction.learn(serverMs: 10_000, monoNs: 0, boot: 1)
         #expect(correction.offsetMs(nowWallMs: 10_200, nowMonoNs: 0, nowBoot: 1) == nil)
-        #expect(correction.timestamp(wallMs: 5, monoNs: 0, boot: 1, nowWallMs: 10_200, nowMonoNs: 0, nowBoot: 1) == 5)
+        // Captured 2 s before now by the boot clock, its wall time 300 ms off the server's at that moment.
+        #expect(correction.timestamp(wallMs: 10_200, monoNs: 0, boot: 1,
+                                     nowWallMs: 12_200, nowMonoNs: 2_000_000_000, nowBoot: 1) == 10_200)
+    }
+
+    // SPEC A9: the server's clock is compared with the log's wall time at its capture, not with the wall clock at
+    // the send. A log captured while the wall clock was a day ahead and sent after the step was undone carries the
+    // true time. (`make torture`'s clock part found it: a batch refused by 503s during the step went out after it.)
+    @Test func aLogCapturedDuringAStepThatIsUndoneBeforeTheSendIsCorrected() {
+        var correction = ClockCorrection()
+        let wall: Int64 = 1_700_000_000_000, mono: Int64 = 5_000_000_000, day: Int64 = 86_400_000
+        correction.learn(serverMs: wall - 500, monoNs: mono, boot: 3)  // the clocks agree
+        // 1 s later the wall clock steps a day ahead; a log is captured; 4 s later the step is undone; it is sent.
+        let captureWall = wall + 1000 + day, captureMono = mono + 1_000_000_000
+        let nowWall = wall + 5000, nowMono = mono + 5_000_000_000
+        #expect(correction.offsetMs(nowWallMs: nowWall, nowMonoNs: nowMono, nowBoot: 3) == nil)  // agree again
+        #expect(correction.timestamp(wallMs: captureWall, monoNs: captureMono, boot: 3,
+                                     nowWallMs: nowWall, nowMonoNs: nowMono, nowBoot: 3) == wall + 1000)
+        // A log captured before the step, sent during it: its wall time, which was right.
+        #expect(correction.timestamp(wallMs: wall + 500, monoNs: mono + 500_000_000, boot: 3,
+                                     nowWallMs: wall + 2000 + day, nowMonoNs: mono + 2_000_000_000, nowBoot: 3) == wall + 500)
     }
 
     // SPEC A10: the context is read from this machine, each field with its source.

@@ -31,12 +31,19 @@ struct ClockCorrection: Sendable, Equatable {
     }
 
     /// The timestamp to send for a log captured at (`wallMs`, `monoNs`, `boot`), now being (`nowWallMs`, `nowMonoNs`,
-    /// `nowBoot`): server-now minus the log's boot-clock age within one boot, its wall time plus the offset otherwise.
+    /// `nowBoot`). Within one boot: the server's time at the capture (server-now minus the log's boot-clock age) when
+    /// the log's own wall time differs from it by more than the threshold, else its wall time. The comparison is made
+    /// at the capture, not now: a log captured while the wall clock was stepped and sent after the step was undone
+    /// carries the step, although the clocks agree again when it is sent. Another boot: its wall time plus the
+    /// offset now.
     func timestamp(wallMs: Int64, monoNs: Int64, boot: Int64, nowWallMs: Int64, nowMonoNs: Int64, nowBoot: Int64) -> Int64 {
-        guard let offset = offsetMs(nowWallMs: nowWallMs, nowMonoNs: nowMonoNs, nowBoot: nowBoot) else { return wallMs }
+        guard let anchor, anchor.boot == nowBoot, nowMonoNs >= anchor.monoNs else { return wallMs }
         if boot == nowBoot && boot != 0 && nowMonoNs >= monoNs {
-            return nowWallMs + offset - (nowMonoNs - monoNs) / 1_000_000
+            let serverNow = anchor.serverMs + (nowMonoNs - anchor.monoNs) / 1_000_000
+            let serverAtCapture = serverNow - (nowMonoNs - monoNs) / 1_000_000
+            return abs(serverAtCapture - wallMs) > thresholdMs ? serverAtCapture : wallMs
         }
+        guard let offset = offsetMs(nowWallMs: nowWallMs, nowMonoNs: nowMonoNs, nowBoot: nowBoot) else { return wallMs }
         return wallMs + offset
     }
 }
