@@ -145,7 +145,7 @@ struct Fleet: ParsableCommand {
         var plan = FleetPlan(events: events, rate: rate,
                              offlineNs: UInt64((offlineSeconds * 1e9).rounded()),
                              runID: Self.runID(), configuration: try deviceConfiguration(base: base, endpoint: target, logger: logger))
-        plan.maxOpenPerLoop = max(1, maxOpen / loopCount)
+        plan.maxOpenPerLoop = maxOpen >= devices ? .max : max(1, maxOpen / loopCount)
         plan.drainMs = UInt64((timeout * 1000).rounded())
         plan.transfersPerLoop = Self.transfersPerLoop
 

@@ -234,6 +234,7 @@ final class FleetLoop: @unchecked Sendable {
         admit(now: now)
         var newlyTracked = 0
         var offline = 0
+        var stillTracking = false
         for device in devices[..<nextToOpen] {
             guard let engine = device.engine else { continue }
             if let until = device.offlineUntilNs {
@@ -269,6 +270,7 @@ final class FleetLoop: @unchecked Sendable {
                 }
                 device.next += 1
             }
+            if device.next < plan.events { stillTracking = true }
             if device.next >= plan.events {
                 device.doneTracking = true
                 newlyTracked += device.endSession()
@@ -283,7 +285,11 @@ final class FleetLoop: @unchecked Sendable {
         if allDone && trackingDone != nil { finishTracking() }
         // Without --rate the next walk follows the loop's next turn (its sockets and commits first); with a rate, or
         // once everything was tracked (offline devices still come back), a short period is enough.
-        let period: UInt64 = !allDone && plan.rate == nil ? 0 : plan.rate.map { max(2, min(50, UInt64(250 / $0))) } ?? 50
+        // A 0 ms timer restarted from its own callback runs again in the same pass (libuv 1.44), before any I/O: only
+        // while an open device still tracks, never while devices merely wait for admission (their turn comes when a
+        // drain, which needs the loop's I/O, closes a device).
+        let period: UInt64 = stillTracking && plan.rate == nil ? 0
+            : !allDone && plan.rate == nil ? 5 : plan.rate.map { max(2, min(50, UInt64(250 / $0))) } ?? 50
         uv_timer_start(tick, { timer in
             guard let data = timer?.pointee.data else { return }
             Unmanaged<FleetLoop>.fromOpaque(data).takeUnretainedValue().walk()
