@@ -34,11 +34,20 @@ struct Fleet: ParsableCommand {
     var timeout: Double = 600
     @OptionGroup var logging: LoggingOptions
 
-    /// Descriptors one device holds under load: the store, its WAL, its shared memory and its lock file; the curl
-    /// multi handle's wake-up socket pair; and its keep-alive connections, up to 4 while batches overlap
-    /// (BENCHMARKS.md). An in-process mock holds the server's end of each connection too.
-    static let descriptorsPerDevice = 10
-    /// The process's own: stdio, the loops, the mock's listener.
+    /// Descriptors one open device holds (SPEC F4): its store's database and WAL (exclusive locking: no `-shm`, no
+    /// `.lock` beyond the open). The commit mark and the WAL's write-back descriptor are open only while the loop
+    /// writes them, one device at a time: they are counted per loop. Its requests go through its loop's shared transport.
+    static let descriptorsPerDevice = 2
+    /// Requests in curl at once per loop, every device of the loop together (`SharedTransport`).
+    static let transfersPerLoop = 32
+    /// One loop's: its libuv descriptors (epoll, the async's eventfd, signal pipe), curl's wake-up pair, the commit
+    /// mark and write-back descriptors the loop opens for a moment, a socket per transfer in flight and up to one
+    /// more per pooled idle connection; an in-process mock holds the server's end of each connection too.
+    static func descriptorsPerLoop(inProcessMock: Bool) -> Int {
+        let sockets = 2 * transfersPerLoop + 1
+        return 10 + (inProcessMock ? 2 * sockets : sockets)
+    }
+    /// The process's own: stdio, the mock's listener and threads, the sampler's connection.
     static let descriptorsBase = 64
 
     func validate() throws {
@@ -82,7 +91,9 @@ struct Fleet: ParsableCommand {
 
     func runAsync() async throws -> Int32 {
         let logger = try logging.makeLogger(label: "outbox.fleet")
-        try checkDescriptorLimit(perDevice: Self.descriptorsPerDevice + (endpoint == nil ? 4 : 0))
+        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        let loopCount = min(cores, devices)
+        let maxOpen = try checkDescriptorLimit(loops: loopCount, logger: logger)
         let metrics = FleetMetricsBoard(devices: devices)
         let metricsServer = try FleetMetricsServer.start(port: metricsPort, board: metrics)
         defer { metricsServer?.stop() }
@@ -131,13 +142,14 @@ struct Fleet: ParsableCommand {
             specs.append(FleetDeviceSpec(number: deviceOffset + index, offlineAt: at, phase: random.unit()))
         }
 
-        let plan = FleetPlan(events: events, rate: rate,
+        var plan = FleetPlan(events: events, rate: rate,
                              offlineNs: UInt64((offlineSeconds * 1e9).rounded()),
                              runID: Self.runID(), configuration: try deviceConfiguration(base: base, endpoint: target, logger: logger))
+        plan.maxOpenPerLoop = maxOpen >= devices ? .max : max(1, maxOpen / loopCount)
+        plan.drainMs = UInt64((timeout * 1000).rounded())
+        plan.transfersPerLoop = Self.transfersPerLoop
 
         // One loop per core, devices dealt round-robin.
-        let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        let loopCount = min(cores, devices)
         let rssStartKiB = FleetResources.rssKiB()
         let fdsStart = FleetResources.openDescriptors()
         var loops: [FleetLoop] = []
@@ -149,45 +161,51 @@ struct Fleet: ParsableCommand {
             }
         } catch {
             for loop in loops { loop.stop() }
-            throw CLIError(description: "outbox fleet: cannot start a device: \(error)")
+            throw CLIError(description: "outbox fleet: cannot start a loop: \(error)")
         }
-        let engines = loops.flatMap(\.engines)
         let network = FleetNetwork.start(loops: loops, endpointIsLoopback: FleetNetwork.isLoopback(target), logger: logger)
         logger.notice("fleet started", metadata: ["outbox.devices": "\(devices)", "outbox.loops": "\(loopCount)",
                                                   "outbox.endpoint": "\(target)", "outbox.run": "\(plan.runID)"])
 
         // Tracking, with the progress line and the report's samples beside it.
         let sampler = FleetSampler(loops: loops, client: baseline == nil ? nil : client, baseline: baseline,
-                                   devices: devices, terminal: isatty(2) != 0)
+                                   devices: devices, terminal: isatty(2) != 0, storeBase: Self.resolved(base) + "/")
         sampler.start()
         metrics.attach(loops: loops, sampler: sampler)
         let startNs = monotonicNs()
+        // Each loop reports twice: every device tracked everything, then every device's drain ended (its store empty
+        // and closed, or --timeout passed for it).
+        let tracked = FleetCountdown(loops.count)
         await withTaskGroup(of: Void.self) { group in
             for loop in loops {
                 group.addTask {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        loop.begin(startNs: startNs) { continuation.resume() }
+                        loop.begin(startNs: startNs, done: { tracked.arrive() }, settled: { continuation.resume() })
                     }
                 }
             }
         }
-        let trackingEndNs = monotonicNs()
-
-        // Delivery: every device until its store is empty (offline ones come back first), or --timeout.
-        let deadlineNs = trackingEndNs + UInt64((timeout * 1e9).rounded())
-        var drained = true
-        for engine in engines {
-            let leftMs = Int64((deadlineNs > monotonicNs() ? deadlineNs - monotonicNs() : 0) / 1_000_000)
-            if await !engine.waitUntilDelivered(timeout: .milliseconds(max(1, leftMs))) { drained = false }
-        }
+        let trackingEndNs = tracked.lastArrivalNs ?? monotonicNs()
         let endNs = monotonicNs()
         sampler.stop()
-        if !drained { logger.warning("--timeout passed before every device delivered everything; the rest is pending") }
 
         // What the run cost, measured before the accounting reads the mock's records.
         let peakRSSKiB = FleetResources.peakRSSKiB()
-        let fdsEnd = FleetResources.openDescriptors()
         let cpuSeconds = FleetResources.cpuSeconds()
+        let fds = sampler.descriptors()
+        if let error = loops.lazy.compactMap(\.openError).first {
+            network?.close()
+            for loop in loops { loop.stop() }
+            throw CLIError(description: "outbox fleet: cannot start a device: \(error)")
+        }
+        let engines = await withTaskGroup(of: [OutboxEngine].self) { group in
+            for loop in loops { group.addTask { await loop.openEngines() } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        if !engines.isEmpty {
+            logger.warning("devices left open at the end: their stores hold what they did not deliver (pending) or dead letters",
+                           metadata: ["outbox.devices": "\(engines.count)"])
+        }
 
         // Each store's own count (SPEC F2): pending, dead-lettered, evicted; and the dead letters' ordinals.
         var stores: [String: FleetStoreCount] = [:]
@@ -205,6 +223,7 @@ struct Fleet: ParsableCommand {
         network?.close()
         for loop in loops { loop.stop() }
         let counts = loops.flatMap(\.finalCounts)
+        for loop in loops { stores.merge(loop.closedStores) { open, _ in open } }
 
         // The mock's records (SPEC F2).
         var accounting = FleetAccounting(devices: counts, stores: stores, deviceOffset: deviceOffset, events: events)
@@ -236,8 +255,10 @@ struct Fleet: ParsableCommand {
         logger.notice("fleet resources", metadata: [
             "outbox.rss_start_kib": "\(rssStartKiB)", "outbox.peak_rss_kib": "\(peakRSSKiB)",
             "outbox.kib_per_device": "\((peakRSSKiB - rssStartKiB) / max(1, devices))",
-            "outbox.fds_start": "\(fdsStart)", "outbox.fds_end": "\(fdsEnd)",
-            "outbox.fds_per_device": "\(cFormat("%.2f", Double(fdsEnd - fdsStart) / Double(max(1, devices))))",
+            "outbox.fds_start": "\(fdsStart)", "outbox.fds_peak": "\(fds.peak)",
+            "outbox.peak_open_devices": "\(fds.peakOpen)", "outbox.devices_at_once_allowed": "\(maxOpen)",
+            "outbox.fds_per_device": "\(cFormat("%.2f", fds.perOpenDevice(start: fdsStart)))",
+            "outbox.store_fds_per_device": "\(cFormat("%.2f", fds.maxStorePerOpen))",
             "outbox.tracking_s": "\(cFormat("%.2f", Double(trackingEndNs - startNs) / 1e9))",
         ])
 
@@ -260,28 +281,34 @@ struct Fleet: ParsableCommand {
         return 0
     }
 
-    /// SPEC F4: refuses to start a fleet the descriptor limit cannot hold, saying what it needs; raises the soft
-    /// limit up to the hard one first.
-    func checkDescriptorLimit(perDevice: Int) throws {
-        let needed = devices * perDevice + Self.descriptorsBase
+    /// SPEC F4: how many devices may be open at once within RLIMIT_NOFILE (raising the soft limit up to the hard one
+    /// first). When all of them do not fit, says what they would need and admits them as others close; refuses only
+    /// when not even one device per loop fits.
+    func checkDescriptorLimit(loops: Int, logger: Logger) throws -> Int {
+        let fixed = Self.descriptorsBase + loops * Self.descriptorsPerLoop(inProcessMock: endpoint == nil)
+        let needed = fixed + devices * Self.descriptorsPerDevice
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return devices }
         if limit.rlim_cur < rlim_t(needed) && limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = min(limit.rlim_max, rlim_t(needed))
             if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
         }
-        guard limit.rlim_cur >= rlim_t(needed) else {
-            let fits = max(0, (Int(limit.rlim_cur) - Self.descriptorsBase) / perDevice)
-            throw CLIError(description: "outbox fleet: \(devices) devices need about \(needed) file descriptors "
-                + "(\(perDevice) per device + \(Self.descriptorsBase)); RLIMIT_NOFILE allows \(limit.rlim_cur) "
-                + "(hard limit \(limit.rlim_max)). Run at most \(fits) devices here, or raise the limit (ulimit -n \(needed)).")
+        if limit.rlim_cur >= rlim_t(needed) { return devices }
+        let fits = max(0, (Int(limit.rlim_cur) - fixed) / Self.descriptorsPerDevice)
+        let what = "\(devices) devices open at once need about \(needed) file descriptors (\(Self.descriptorsPerDevice) "
+            + "per device + \(fixed) for \(loops) loops and the process); RLIMIT_NOFILE allows \(limit.rlim_cur) "
+            + "(hard limit \(limit.rlim_max))"
+        guard fits >= loops else {
+            throw CLIError(description: "outbox fleet: \(what), not even one device per loop. Raise the limit (ulimit -n \(needed)).")
         }
+        logger.notice("\(what): at most \(fits) devices are open at once; the others start as earlier ones finish and close")
+        return fits
     }
 
     /// Each device's engine: its own store, host-loop mode, sized for thousands in one process.
     func deviceConfiguration(base: String, endpoint: String, logger: Logger) throws
-        -> @Sendable (FleetDeviceSpec, UnsafeMutableRawPointer) -> Configuration {
+        -> @Sendable (FleetDeviceSpec, UnsafeMutableRawPointer, SharedTransport?) -> Configuration {
         var template = Configuration(storePath: base)
         template.logger = logger
         template.endpoint = endpoint
@@ -295,6 +322,8 @@ struct Fleet: ParsableCommand {
         // A device's store holds its backlog; the defaults suit one engine per process, not thousands (SPEC F4).
         template.pageCacheSize = 64 * 1024
         template.diskReserveSize = 64 * 1024
+        // SPEC F4: two descriptors a store (no -shm, no .lock held); nothing else reads the stores while the run goes.
+        template.exclusiveStoreLock = true
         if let batchSize { template.batchSize = batchSize }
         if let interval {
             template.transmissionInterval = try Emit.duration(seconds: interval, option: "--interval")
@@ -307,14 +336,22 @@ struct Fleet: ParsableCommand {
         }
         try template.validate()
         let configured = template
-        return { spec, loop in
+        return { spec, loop, shared in
             var configuration = configured
+            configuration.sharedTransport = shared
             let directory = base + "/device-\(spec.number)"
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             configuration.storePath = directory + "/outbox.sqlite"
             configuration.runMode = .hostLoop(loop)
             return configuration
         }
+    }
+
+    /// `path` with symbolic links and relative parts resolved, as /proc/self/fd names the files under it.
+    static func resolved(_ path: String) -> String {
+        guard let real = realpath(path, nil) else { return path }
+        defer { free(real) }
+        return String(cString: real)
     }
 
     /// Tells this run's events from others' on a shared mock: the process and the moment, in base 36.
@@ -392,6 +429,26 @@ enum FleetResources {
         return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
+    /// The process's open descriptors, and how many of them are files whose path starts with `prefix`.
+    static func openDescriptors(under prefix: String?) -> (all: Int, under: Int) {
+        guard let prefix else { return (openDescriptors(), 0) }
+        guard let directory = opendir("/proc/self/fd") else { return (0, 0) }
+        defer { closedir(directory) }
+        var all = 0
+        var under = 0
+        var target = [CChar](repeating: 0, count: 4096)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != ".." else { continue }
+            all += 1
+            let length = readlink("/proc/self/fd/" + name, &target, target.count - 1)
+            guard length > 0 else { continue }
+            let path = String(decoding: target.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if path.hasPrefix(prefix) { under += 1 }
+        }
+        return (max(0, all - 1), under)  // the directory's own descriptor
+    }
+
     static func openDescriptors() -> Int {
         guard let directory = opendir("/proc/self/fd") else { return 0 }
         defer { closedir(directory) }
@@ -399,4 +456,19 @@ enum FleetResources {
         while readdir(directory) != nil { count += 1 }
         return max(0, count - 3)  // ".", ".." and the directory's own descriptor
     }
+}
+
+/// Counts the loops that finished tracking, and when the last one did.
+final class FleetCountdown: @unchecked Sendable {
+    private let state: Mutex<(left: Int, at: UInt64?)>
+    init(_ count: Int) { state = Mutex((count, nil)) }
+
+    func arrive() {
+        state.withLock { state in
+            state.left -= 1
+            if state.left == 0 { state.at = monotonicNs() }
+        }
+    }
+
+    var lastArrivalNs: UInt64? { state.withLock { $0.at } }
 }

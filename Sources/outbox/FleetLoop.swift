@@ -2,7 +2,7 @@ import CLibUV
 import Dispatch
 import FoundationEssentials
 import Glibc
-import Outbox
+@_spi(CInterface) import Outbox
 import Synchronization
 
 /// What one simulated install is told before it starts (SPEC F1).
@@ -22,14 +22,32 @@ struct FleetPlan: Sendable {
     var offlineNs: UInt64
     /// The `r` property of every event: tells this run's logs from others' on a shared mock.
     var runID: String
-    /// The engine configuration of a device, given its store path and the loop it runs on.
-    var configuration: @Sendable (_ spec: FleetDeviceSpec, _ loop: UnsafeMutableRawPointer) -> Configuration
+    /// The engine configuration of a device, given the loop it runs on and that loop's shared transport.
+    var configuration: @Sendable (_ spec: FleetDeviceSpec, _ loop: UnsafeMutableRawPointer, _ shared: SharedTransport?) -> Configuration
+    /// Devices a loop keeps open at once (SPEC F4: what the descriptor limit holds); the others wait for one to close.
+    var maxOpenPerLoop: Int = .max
+    /// How long a device that tracked everything waits for its store to drain before it is left open as pending.
+    var drainMs: UInt64 = 600_000
+    /// Requests in curl at once per loop, all its devices together (`SharedTransport`).
+    var transfersPerLoop = 32
 }
 
-/// A simulated install: its engine and where its tracking is. Owned by its loop's thread.
+/// A simulated install: its engine while it is open, and where its tracking is. Owned by its loop's thread.
+///
+/// SPEC F4's idle stores: a device holds no descriptor before it is admitted (opened) or once it has tracked all its
+/// events and its store drained (nothing pending, nothing in flight, no dead letter): its engine is then shut down.
 final class FleetDevice {
     let spec: FleetDeviceSpec
-    let engine: OutboxEngine
+    var engine: OutboxEngine?
+    var install = ""
+    /// When it was admitted (monotonic ns): its `--rate` clock starts there.
+    var startNs: UInt64 = 0
+    /// Its drain is running (`OutboxEngine.drain`).
+    var draining = false
+    /// Its drain ended (drained and closed, or left open: pending or dead letters); counted once.
+    var settled = false
+    /// The store's counts taken just before it closed (SPEC F2); nil while open.
+    var closedCount: FleetStoreCount?
     /// The next event's ordinal (`i`).
     var next = 0
     /// Events the engine accepted.
@@ -41,19 +59,22 @@ final class FleetDevice {
     /// SPEC F1, A2: the device's session (FleetSessions.swift).
     var session = FleetSession.notStarted
 
-    init(spec: FleetDeviceSpec, engine: OutboxEngine) {
+    init(spec: FleetDeviceSpec) {
         self.spec = spec
-        self.engine = engine
     }
 }
 
-/// One libuv loop thread of the fleet (SPEC F1: one per core): it creates its devices' engines in host-loop mode,
-/// so that they register their handles on this loop, and walks its devices from one timer — not a timer or a
-/// thread per device. Other threads reach it only through `run`, which wakes the loop.
+/// One libuv loop thread of the fleet (SPEC F1: one per core): it opens its devices' engines in host-loop mode, so
+/// that they register their handles on this loop and share its one HTTP client (`SharedTransport`, SPEC F4), and walks
+/// its devices from one timer — not a timer or a thread per device. Devices are admitted in order, at most
+/// `maxOpenPerLoop` open at once, and closed once idle (see `FleetDevice`). Other threads reach it only through `run`,
+/// which wakes the loop.
 final class FleetLoop: @unchecked Sendable {
     /// Events one device tracks per walk without `--rate`: enough to fill a batch, few enough that the loop gets
     /// back to its sockets and commits between walks.
     static let burst = 50
+    /// Engines opened per walk: opening a store syncs the disk, and the open devices' tracking must go on meanwhile.
+    static let opensPerWalk = 16
 
     let index: Int
     private let plan: FleetPlan
@@ -62,11 +83,18 @@ final class FleetLoop: @unchecked Sendable {
     private let wake: UnsafeMutablePointer<uv_async_t> = .allocate(capacity: 1)
     private let commands = Mutex<[@Sendable (FleetLoop) -> Void]>([])
     private var devices: [FleetDevice] = []
+    private var shared: SharedTransport?
+    /// The next device to admit.
+    private var nextToOpen = 0
+    private var openCount = 0
     private var startNs: UInt64 = 0
     private var stopping = false
     private var doneCount = 0
+    private var settledCount = 0
     /// Resumed once every device of the loop tracked its events.
     private var trackingDone: (() -> Void)?
+    /// Resumed once every device's drain ended.
+    private var settledDone: (() -> Void)?
     /// The fleet's one netlink watcher's last word (SPEC N1; FleetNetwork.swift).
     var network = SharedNetworkWatcher.State(online: true, defaultInterface: nil)
 
@@ -74,11 +102,16 @@ final class FleetLoop: @unchecked Sendable {
     let trackedTotal = Atomic<Int>(0)
     let offlineNow = Atomic<Int>(0)
     let devicesDone = Atomic<Int>(0)
+    /// Engines open now (SPEC F4), and devices closed after draining.
+    let openNow = Atomic<Int>(0)
+    let closedTotal = Atomic<Int>(0)
 
-    /// The engines, in device order; set before `start` returns and never changed.
-    private(set) var engines: [OutboxEngine] = []
     /// Per device once the loop stopped: (number, tracked, rejected, install id).
     private(set) var finalCounts: [(number: Int, tracked: Int, rejected: Int, install: String)] = []
+    /// The counts of the stores closed after draining, by install id (SPEC F2), once the loop stopped.
+    private(set) var closedStores: [String: FleetStoreCount] = [:]
+    /// The first engine that could not be opened.
+    private(set) var openError: (any Error)?
 
     private let ready = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -89,8 +122,7 @@ final class FleetLoop: @unchecked Sendable {
         self.plan = plan
     }
 
-    /// Starts the thread, which creates the engines of `specs`; returns once they all started (or throws the first
-    /// error, after closing what was opened).
+    /// Starts the thread with the devices of `specs`, none opened yet; returns once the loop is ready.
     func start(_ specs: [FleetDeviceSpec]) throws {
         startThread { [self] in self.threadMain(specs) }
         ready.wait()
@@ -114,14 +146,11 @@ final class FleetLoop: @unchecked Sendable {
         }
         wake.pointee.data = context
         do {
-            for spec in specs {
-                let engine = try OutboxEngine(configuration: plan.configuration(spec, UnsafeMutableRawPointer(raw)))
-                devices.append(FleetDevice(spec: spec, engine: engine))
-            }
+            shared = try SharedTransport(loop: UnsafeMutableRawPointer(raw), maxActiveTransfers: plan.transfersPerLoop)
         } catch {
             startError = error
         }
-        engines = devices.map(\.engine)
+        devices = specs.map(FleetDevice.init(spec:))
         if startError != nil { closeEverything() }
         ready.signal()
         uv_run(raw, UV_RUN_DEFAULT)
@@ -144,12 +173,14 @@ final class FleetLoop: @unchecked Sendable {
         for command in pending { command(self) }
     }
 
-    /// Starts tracking at `startNs` (monotonic); `done` is called on the loop thread once every device tracked all.
-    func begin(startNs: UInt64, done: @escaping @Sendable () -> Void) {
+    /// Starts tracking at `startNs` (monotonic); `done` is called on the loop thread once every device tracked all,
+    /// `settled` once every device's drain ended.
+    func begin(startNs: UInt64, done: @escaping @Sendable () -> Void, settled: @escaping @Sendable () -> Void) {
         run { loop in
             loop.startNs = startNs
             loop.trackingDone = done
-            if loop.devices.isEmpty { loop.finishTracking() }
+            loop.settledDone = settled
+            if loop.devices.isEmpty { loop.finishTracking(); loop.checkSettled() }
             loop.walk()
         }
     }
@@ -159,26 +190,65 @@ final class FleetLoop: @unchecked Sendable {
         trackingDone = nil
     }
 
-    /// One walk over the devices: brings devices back online whose offline time is over, tracks what is due.
+    private func checkSettled() {
+        guard settledCount == devices.count, let settledDone else { return }
+        self.settledDone = nil
+        settledDone()
+    }
+
+    /// Opens the next devices while the budget allows (SPEC F4).
+    private func admit(now: UInt64) {
+        var opened = 0
+        while nextToOpen < devices.count, openCount < plan.maxOpenPerLoop, opened < Self.opensPerWalk {
+            let device = devices[nextToOpen]
+            nextToOpen += 1
+            opened += 1
+            device.startNs = now
+            do {
+                let engine = try OutboxEngine(configuration: plan.configuration(device.spec, UnsafeMutableRawPointer(raw), shared))
+                device.engine = engine
+                device.install = engine.installID.uuidString.lowercased()
+                openCount += 1
+                openNow.add(1, ordering: .relaxed)
+                // An engine starts online: it hears what the fleet's watcher said before it opened (SPEC N1).
+                device.hear(.decide(from: SharedNetworkWatcher.State(online: true, defaultInterface: network.defaultInterface),
+                                    to: network, heldOffline: false))
+            } catch {
+                // Counted as done with nothing tracked; the coordinator reports the error and fails the run.
+                if openError == nil { openError = error }
+                device.next = plan.events
+                device.doneTracking = true
+                device.settled = true
+                settledCount += 1
+                doneCount += 1
+                devicesDone.add(1, ordering: .relaxed)
+            }
+        }
+    }
+
+    /// One walk over the devices: admits devices, brings devices back online whose offline time is over, tracks what
+    /// is due, and starts the drain of those that tracked everything.
     private func walk() {
         guard !stopping else { return }
         let now = monotonicNs()
-        let elapsed = Double(now &- startNs) / 1e9
+        admit(now: now)
         var newlyTracked = 0
-        var allDone = true
         var offline = 0
-        for device in devices {
+        var stillTracking = false
+        for device in devices[..<nextToOpen] {
+            guard let engine = device.engine else { continue }
             if let until = device.offlineUntilNs {
                 if now >= until {
                     // SPEC N2, R6: back online is a network change — waiting batches go out, back-off starts over.
                     device.offlineUntilNs = nil
                     device.hear(.whenReleased(network: network))
-                    if device.doneTracking { device.engine.dispatch() }
+                    if device.doneTracking { engine.dispatch() }
                 } else {
                     offline += 1
                 }
             }
             guard !device.doneTracking else { continue }
+            let elapsed = Double(now &- max(startNs, device.startNs)) / 1e9
             let target = plan.rate.map { min(plan.events, Int(elapsed * $0 + device.spec.phase)) }
                 ?? min(plan.events, device.next + Self.burst)
             if device.next < target { newlyTracked += device.beginSession() }
@@ -186,11 +256,11 @@ final class FleetLoop: @unchecked Sendable {
                 if device.spec.offlineAt == device.next && !device.wentOffline {
                     device.wentOffline = true
                     device.offlineUntilNs = now + plan.offlineNs
-                    device.engine.setReachability(.offline)
+                    engine.setReachability(.offline)
                     offline += 1
                 }
                 do {
-                    try device.engine.trackEvent("fleet", properties: [
+                    try engine.trackEvent("fleet", properties: [
                         "d": .int(Int64(device.spec.number)), "i": .int(Int64(device.next)), "r": .string(plan.runID),
                     ])
                     device.tracked += 1
@@ -200,27 +270,65 @@ final class FleetLoop: @unchecked Sendable {
                 }
                 device.next += 1
             }
+            if device.next < plan.events { stillTracking = true }
             if device.next >= plan.events {
                 device.doneTracking = true
                 newlyTracked += device.endSession()
-                // SPEC C7: what waits goes now, not at the next transmission interval.
-                device.engine.dispatch()
                 doneCount += 1
                 devicesDone.add(1, ordering: .relaxed)
-            } else {
-                allDone = false
+                startDrain(device)
             }
         }
         trackedTotal.add(newlyTracked, ordering: .relaxed)
         offlineNow.store(offline, ordering: .relaxed)
+        let allDone = doneCount == devices.count
         if allDone && trackingDone != nil { finishTracking() }
         // Without --rate the next walk follows the loop's next turn (its sockets and commits first); with a rate, or
         // once everything was tracked (offline devices still come back), a short period is enough.
-        let period: UInt64 = !allDone && plan.rate == nil ? 0 : plan.rate.map { max(2, min(50, UInt64(250 / $0))) } ?? 50
+        // A 0 ms timer restarted from its own callback runs again in the same pass (libuv 1.44), before any I/O: only
+        // while an open device still tracks, never while devices merely wait for admission (their turn comes when a
+        // drain, which needs the loop's I/O, closes a device).
+        let period: UInt64 = stillTracking && plan.rate == nil ? 0
+            : !allDone && plan.rate == nil ? 5 : plan.rate.map { max(2, min(50, UInt64(250 / $0))) } ?? 50
         uv_timer_start(tick, { timer in
             guard let data = timer?.pointee.data else { return }
             Unmanaged<FleetLoop>.fromOpaque(data).takeUnretainedValue().walk()
         }, period, 0)
+    }
+
+    /// SPEC C7: what waits goes now; once the store is empty with nothing in flight the device is idle and its engine
+    /// closes (SPEC F4), its counts kept for the accounting.
+    private func startDrain(_ device: FleetDevice) {
+        guard let engine = device.engine, !device.draining else { return }
+        device.draining = true
+        let box = Unchecked(device)
+        engine.drain(forMs: plan.drainMs) { [self] drained in
+            self.drainEnded(device: box, drained: drained)
+        }
+    }
+
+    private func drainEnded(device box: Unchecked<FleetDevice>, drained: Bool) {
+        let device = box.value
+        guard !device.settled else { return }
+        device.settled = true
+        settledCount += 1
+        defer { checkSettled() }
+        guard drained, !stopping, let engine = device.engine, let status = try? engine.statusWaiting(),
+              status.deadLetters == 0, status.pendingNormal + status.pendingCritical + status.inFlight == 0 else { return }
+        device.closedCount = FleetStoreCount(pending: 0, deadLettered: 0, evicted: status.evicted,
+                                             delivered: status.delivered, deadOrdinals: [])
+        engine.shutdown()
+        device.engine = nil
+        openCount -= 1
+        openNow.subtract(1, ordering: .relaxed)
+        closedTotal.add(1, ordering: .relaxed)
+    }
+
+    /// The engines still open (drain not ended, pending left, dead letters), for the coordinator's accounting.
+    func openEngines() async -> [OutboxEngine] {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[OutboxEngine], Never>) in
+            run { loop in continuation.resume(returning: loop.devices.compactMap(\.engine)) }
+        }
     }
 
     /// SPEC N1: the fleet's watcher saw a change; each device of this loop hears it, on this loop's thread.
@@ -245,12 +353,25 @@ final class FleetLoop: @unchecked Sendable {
 
     private func closeEverything() {
         stopping = true
-        finalCounts = devices.map { ($0.spec.number, $0.tracked, $0.rejected, $0.engine.installID.uuidString.lowercased()) }
-        for device in devices { device.engine.shutdown() }
+        finalCounts = devices.map { ($0.spec.number, $0.tracked, $0.rejected, $0.install) }
+        for device in devices {
+            if let count = device.closedCount { closedStores[device.install] = count }
+            device.engine?.shutdown()
+            device.engine = nil
+        }
+        openNow.store(0, ordering: .relaxed)
         devices.removeAll()
+        shared?.close()
+        shared = nil
         uv_close(UnsafeMutableRawPointer(tick).assumingMemoryBound(to: uv_handle_t.self)) { UnsafeMutableRawPointer($0)?.deallocate() }
         uv_close(UnsafeMutableRawPointer(wake).assumingMemoryBound(to: uv_handle_t.self)) { UnsafeMutableRawPointer($0)?.deallocate() }
     }
+}
+
+/// Carries a loop-owned object through a `@Sendable` closure that runs on that same loop.
+struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 func monotonicNs() -> UInt64 {

@@ -70,6 +70,7 @@ final class FleetNetwork: @unchecked Sendable {
 extension FleetDevice {
     /// Tells the device's engine what the network did (SPEC N2, R6); on its loop's thread.
     func hear(_ action: SharedNetworkWatcher.Action?) {
+        guard let engine else { return }  // not admitted yet, or closed (SPEC F4)
         SharedNetworkWatcher.forward(action, to: engine)
     }
 }

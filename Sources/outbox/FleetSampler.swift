@@ -15,6 +15,26 @@ struct FleetSample: Sendable {
     var statusCounts: [String: Int]
     var noAnswer: Int
     var p99Ms: Int64?
+    /// Devices open (SPEC F4) and the process's descriptors at this moment.
+    var open: Int = 0
+    var descriptors: Int = 0
+    /// Of those, the ones open on files under the stores' directory.
+    var storeDescriptors: Int = 0
+}
+
+/// SPEC F4's descriptor figures over a run: the most descriptors open at once, the most devices open at once, and the
+/// descriptors at the sample with the most devices open.
+struct FleetDescriptorPeak {
+    var peak = 0
+    var peakOpen = 0
+    var atPeakOpen = 0
+    /// The most store descriptors per open device in any sample.
+    var maxStorePerOpen = 0.0
+
+    /// Descriptors per open device at the moment the most devices were open, above those open before the first.
+    func perOpenDevice(start: Int) -> Double {
+        peakOpen > 0 ? Double(atPeakOpen - start) / Double(peakOpen) : 0
+    }
 }
 
 /// Samples the fleet's counters and the mock's stats every second for the report, and shows progress (SPEC F1): a
@@ -26,6 +46,8 @@ final class FleetSampler: @unchecked Sendable {
     private let baseline: FleetMockStats?
     private let devices: Int
     private let terminal: Bool
+    /// The stores' directory, whose open files the samples count.
+    private let storeBase: String?
     private let state = Mutex<(stop: Bool, samples: [FleetSample])>((false, []))
     private let finished = DispatchSemaphore(value: 0)
     private let wake = DispatchSemaphore(value: 0)
@@ -34,7 +56,9 @@ final class FleetSampler: @unchecked Sendable {
     static let sampleInterval = 1.0
     static let plainLineInterval = 5.0
 
-    init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, devices: Int, terminal: Bool) {
+    init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, devices: Int, terminal: Bool,
+         storeBase: String? = nil) {
+        self.storeBase = storeBase
         self.loops = loops
         self.client = client
         self.baseline = baseline
@@ -54,6 +78,21 @@ final class FleetSampler: @unchecked Sendable {
     }
 
     func samples() -> [FleetSample] { state.withLock { $0.samples } }
+
+    func descriptors() -> FleetDescriptorPeak {
+        state.withLock { state in
+            state.samples.reduce(into: FleetDescriptorPeak()) { peak, sample in
+                peak.peak = max(peak.peak, sample.descriptors)
+                if sample.open > 0 {
+                    peak.maxStorePerOpen = max(peak.maxStorePerOpen, Double(sample.storeDescriptors) / Double(sample.open))
+                }
+                if sample.open > peak.peakOpen || (sample.open == peak.peakOpen && sample.descriptors > peak.atPeakOpen) {
+                    peak.peakOpen = sample.open
+                    peak.atPeakOpen = sample.descriptors
+                }
+            }
+        }
+    }
 
     private func runLoop() {
         let start = monotonicNs()
@@ -83,6 +122,8 @@ final class FleetSampler: @unchecked Sendable {
         let offline = loops.reduce(0) { $0 + $1.offlineNow.load(ordering: .relaxed) }
         var sample = FleetSample(t: t, tracked: tracked, delivered: nil, online: devices - offline, statusCounts: [:],
                                  noAnswer: 0, p99Ms: nil)
+        sample.open = loops.reduce(0) { $0 + $1.openNow.load(ordering: .relaxed) }
+        (sample.descriptors, sample.storeDescriptors) = FleetResources.openDescriptors(under: storeBase)
         if let client, let baseline, let stats = try? FleetMockStats.read(client) {
             sample.delivered = stats.logsUnique - baseline.logsUnique
             var answered = 0
@@ -106,7 +147,7 @@ final class FleetSampler: @unchecked Sendable {
         if let delivered = sample.delivered {
             line += "  delivered \(delivered)  pending \(max(0, sample.tracked - delivered))"
         }
-        line += cFormat("  events/s %.0f", rate)
+        line += cFormat("  events/s %.0f  open %d", rate, sample.open)
         if let p99 = sample.p99Ms { line += "  p99 \(p99) ms" }
         return line
     }

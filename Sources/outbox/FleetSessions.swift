@@ -17,7 +17,7 @@ enum FleetSession: Equatable {
 extension FleetDevice {
     /// Starts the device's session before its first event; the number of logs the store accepted (0 or 1).
     func beginSession() -> Int {
-        guard session == .notStarted else { return 0 }
+        guard session == .notStarted, let engine else { return 0 }
         session = .open
         do {
             try engine.startSession()
@@ -33,7 +33,7 @@ extension FleetDevice {
 
     /// Ends the session after the device's last event; the number of logs the store accepted (0 or 1).
     func endSession() -> Int {
-        guard session == .open else { return 0 }
+        guard session == .open, let engine else { return 0 }
         session = .ended
         do {
             try engine.endSession()

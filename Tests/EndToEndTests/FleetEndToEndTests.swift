@@ -113,15 +113,70 @@ struct FleetEndToEndTests {
         #expect(!result.errors.contains("missing "))
     }
 
-    // SPEC F4: a fleet the descriptor limit cannot hold is refused before anything starts, saying what it needs.
+    /// `outbox` with RLIMIT_NOFILE lowered to `descriptors` (soft and hard, so that the fleet cannot raise it).
+    static func runLimited(to descriptors: Int, _ arguments: [String], in dir: TempDirectory) throws
+        -> (status: Int32, output: String, errors: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "ulimit -n \(descriptors) && exec \"$0\" \"$@\" 2>\"$OUTBOX_ERR\"", builtProduct("outbox")] + arguments
+        let errPath = dir.path + "/stderr-\(UUID().uuidString)"
+        process.environment = ProcessInfo.processInfo.environment.merging(["OUTBOX_ERR": errPath]) { $1 }
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self), errors)
+    }
+
+    /// A number from the `fleet resources` notice line, e.g. `outbox.peak_open_devices=10`.
+    static func resource(_ key: String, in errors: String) -> Double? {
+        guard let range = errors.range(of: "outbox.\(key)=") else { return nil }
+        return Double(errors[range.upperBound...].prefix { $0.isNumber || $0 == "." })
+    }
+
+    // SPEC F4: when not even one device per loop fits the descriptor limit, the fleet refuses before anything starts,
+    // saying what it needs.
     @Test func aFleetBeyondTheDescriptorLimitIsRefusedSayingWhatItNeeds() throws {
         let dir = TempDirectory(); defer { dir.remove() }
-        let result = try runOutbox(["fleet", "--devices", "1000000", "--events", "1", "--dir", dir.path + "/stores"], in: dir)
+        let result = try Self.runLimited(to: 150, ["fleet", "--devices", "1000", "--events", "1", "--dir", dir.path + "/stores"], in: dir)
         #expect(result.status != 0)
         #expect(result.status < 128)
         #expect(result.errors.contains("file descriptors"), "stderr: \(result.errors)")
         #expect(result.errors.contains("RLIMIT_NOFILE"))
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/stores"))
+    }
+
+    // SPEC F4: with room for 10 devices at once, 30 devices still deliver everything: a device is opened when another
+    // one tracked all its events and drained and was closed (idle stores hold no descriptor), never more than 10 are
+    // open, and an open one holds at most 4 descriptors in its store directory (its database and WAL; the commit
+    // mark and the WAL's write-back for a moment) — no -shm, no .lock held.
+    @Test func devicesBeyondTheLimitWaitForIdleOnesToCloseAndEachHoldsAtMost4Descriptors() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        // In-process mock on N loops: 64 + N × (10 + 2 × 65) fixed descriptors, then 2 a device (Fleet.swift).
+        let loops = min(30, ProcessInfo.processInfo.activeProcessorCount)
+        let limit = 64 + loops * 140 + 10 * 2
+        let result = try Self.runLimited(to: limit, ["fleet", "--devices", "30", "--events", "20", "--rate", "10",
+                                                           "--dir", dir.path + "/stores", "--timeout", "120",
+                                                           "--log-level", "notice"] + Self.fast, in: dir)
+        #expect(result.status == 0, "stderr: \(result.errors)")
+        let summary = jsonObject(result.output)
+        // 20 events and the session's start and end per device (FleetSessions.swift).
+        #expect(summary["tracked"] as? Int == 660)
+        #expect(summary["delivered"] as? Int == 660)
+        #expect(summary["lost"] as? Int == 0)
+        #expect(result.errors.contains("at most 10 devices are open at once"), "stderr: \(result.errors)")
+        let peakOpen = try #require(Self.resource("peak_open_devices", in: result.errors))
+        #expect(peakOpen >= 1 && peakOpen <= 10, "stderr: \(result.errors)")
+        let storeFDs = try #require(Self.resource("store_fds_per_device", in: result.errors))
+        #expect(storeFDs > 0 && storeFDs <= 4, "stderr: \(result.errors)")
+        // Every device ran and closed its store: no WAL is left beside any of them.
+        let stores = try FileManager.default.contentsOfDirectory(atPath: dir.path + "/stores").filter { $0.hasPrefix("device-") }
+        #expect(stores.count == 30)
+        for store in stores {
+            #expect(!FileManager.default.fileExists(atPath: dir.path + "/stores/\(store)/outbox.sqlite-shm"))
+        }
     }
 
     // SPEC F1: bad values are usage errors naming the option.

@@ -32,6 +32,16 @@ public struct Configuration: Sendable {
     /// 64 pages if larger). Many small stores in one directory (`outbox fleet`) set it small; it never goes below
     /// 16 pages, twice the smallest WAL cycle the full-disk path checkpoints at. 32 KiB – 64 MiB when set.
     public var diskReserveSize: Int? = nil
+    /// Two descriptors for the store instead of four, for a process that runs many engines (`outbox fleet`, SPEC F4):
+    /// SQLite's exclusive locking mode keeps the WAL index in memory (no `-shm` file) and holds the database's own
+    /// lock while the engine runs (no `.lock` descriptor beyond the open). The price: nothing else can read the
+    /// store meanwhile (`outbox status`, `StoreReport.read`, `OutboxEngine.deadLetters(inStoreAt:)` get
+    /// `storeLocked` until the engine shuts down). Default false.
+    public var exclusiveStoreLock = false
+    /// Engines in host-loop mode on one loop may share one HTTP client (`SharedTransport`): one curl multi handle and
+    /// one bounded connection pool for them all instead of one each (SPEC F4). nil (default): the engine has its
+    /// own. The shared transport must belong to the loop of `runMode`.
+    public var sharedTransport: SharedTransport? = nil
     /// Wall and monotonic clocks; tests inject a `ManualClock`.
     public var clock: any OutboxClock = SystemClock()
     /// The host's logger (STYLE 4). Default: discards everything.
@@ -170,6 +180,7 @@ public struct Configuration: Sendable {
         limits.maxAgeMs = maxLogAge.milliseconds
         limits.pageCacheKiB = pageCacheSize.map { max(1, $0 / 1024) }
         limits.diskReserveBytes = diskReserveSize
+        limits.exclusiveLock = exclusiveStoreLock
         return limits
     }
 }

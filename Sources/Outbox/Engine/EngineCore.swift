@@ -56,7 +56,7 @@ final class EngineCore {
         device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                        appNamespace: configuration.appNamespace)
         if configuration.endpoint != nil {
-            let transport = try Transport(loop: loop, options: transportOptions(configuration), logger: logger)
+            let transport = try makeSender(configuration)
             let delivery = DeliveryDriver(
                 queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
                 request: .init(endpoint: configuration.endpoint ?? "", appSecret: configuration.appSecret, installID: installID),
@@ -268,7 +268,7 @@ final class EngineCore {
         var sender: (any HTTPSender)?
         if updated.caFile != previous.caFile || updated.requestTimeout != previous.requestTimeout {
             do {
-                sender = try Transport(loop: loop, options: transportOptions(updated), logger: logger)
+                sender = try makeSender(updated)
             } catch {
                 logger.error("the updated transport settings could not be applied; the old ones stay",
                              metadata: ["outbox.error": "\(error)"])
@@ -276,6 +276,18 @@ final class EngineCore {
         }
         delivery.reconfigure(.init(endpoint: endpoint, appSecret: updated.appSecret, installID: installID), sender: sender)
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)"])
+    }
+
+    /// The engine's lane on the loop's shared transport when the host gave one (SPEC F4), else a transport of its own.
+    private func makeSender(_ configuration: Configuration) throws -> any HTTPSender {
+        let options = transportOptions(configuration)
+        if let shared = configuration.sharedTransport {
+            if loop.isHosted, shared.loop.raw == loop.raw, let lane = try shared.lane(options: options, logger: logger) {
+                return lane
+            }
+            logger.warning("the shared transport belongs to another loop, is closed or has other settings; this engine uses its own")
+        }
+        return try Transport(loop: loop, options: options, logger: logger)
     }
 
     func transportOptions(_ configuration: Configuration) -> TransportOptions {

@@ -32,10 +32,12 @@ extension LogStore {
         try db.exec("PRAGMA max_page_count = \(maxPages)")
         try db.exec("PRAGMA journal_size_limit = \(walSizeLimit)")
         holdDiskReserve(leaving: 2 * diskReserveBytes)
-        db.setWALCheckpointer(WALCheckpointer(
+        let checkpointer = WALCheckpointer(
             walPath: db.walPath, checkpointPages: walAutocheckpointPages,
             writeBackPages: WALCheckpointer.writeBackPages(checkpointPages: walAutocheckpointPages, pageSize: pageSize),
-            disk: diskWatch))
+            disk: diskWatch)
+        checkpointer.keepsDescriptor = !limits.exclusiveLock
+        db.setWALCheckpointer(checkpointer)
         // A store rebuilt by VACUUM (opt-out, cap lowered) needs its temporary copy somewhere; memory keeps
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")

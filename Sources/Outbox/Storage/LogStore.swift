@@ -155,6 +155,12 @@ final class LogStore {
             lock.unlock()
             throw error
         }
+        // In exclusive mode SQLite holds the database's lock from the open's first read until `close()`: the `.lock`
+        // file only kept two openers from racing through the open, and its descriptor need not stay (SPEC F4).
+        if limits.exclusiveLock {
+            lock.unlock()
+            self.lock = nil
+        }
     }
 
     deinit { close() }

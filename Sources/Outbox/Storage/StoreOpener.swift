@@ -59,6 +59,15 @@ enum StoreOpener {
         }
         let db = try Database(path: path)
         do throws(OutboxError) {
+            if limits.exclusiveLock {
+                // Before the first access to the WAL: SQLite then keeps the wal-index in the heap (no `-shm` file
+                // is created or opened) and holds an exclusive lock on the database file for the connection's
+                // life, so another connection gets SQLITE_BUSY, mapped below to `storeLocked`.
+                let mode = try db.string("PRAGMA locking_mode = EXCLUSIVE")
+                if mode?.lowercased() != "exclusive" {
+                    throw .storage(code: SQLITE_ERROR, message: "cannot set \(path) to exclusive locking (got \(mode ?? "nothing"))")
+                }
+            }
             // Only effective on an empty file, and only before WAL mode is set.
             try db.exec("PRAGMA page_size = \(pageSize(for: limits.maxStorageSize))")
             // Reading the header happens here: a file that is not a database fails with SQLITE_NOTADB.
@@ -82,6 +91,9 @@ enum StoreOpener {
             return Opened(db: db, checked: checked)
         } catch {
             db.close()
+            // Another connection holds the file: in exclusive mode that is SQLite's own lock (no busy timeout is
+            // set, so it is reported at once), and it means what the `.lock` file means.
+            if case .storage(let code, _) = error, SQLite.primary(code) == SQLite.busy { throw .storeLocked(path: path) }
             throw error
         }
     }

@@ -98,6 +98,9 @@ struct StoreLimits: Sendable {
     var pageCacheKiB: Int? = nil
     /// SPEC S7: the reserve file's size; nil: `LogStore.defaultDiskReserveBytes`.
     var diskReserveBytes: Int? = nil
+    /// SQLite's `locking_mode = EXCLUSIVE` (`Configuration.exclusiveStoreLock`): no `-shm` file, SQLite's own lock on
+    /// the database for the connection's life instead of the `.lock` file's.
+    var exclusiveLock = false
 }
 
 /// Lower bounds of the stored logs' capture times (SPEC S4): wall time of the logs of earlier boots, boot time of

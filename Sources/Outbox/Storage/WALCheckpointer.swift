@@ -22,6 +22,9 @@ final class WALCheckpointer {
     /// on the WAL file (they are on the database and the -shm), so closing it releases none of SQLite's.
     private var fd: Int32 = -1
     private var openFailed = false
+    /// Whether `fd` stays open between write-backs (the default). A store of a fleet (`exclusiveLock`, SPEC F4) opens
+    /// it for each write-back instead, so that it does not hold a descriptor more while it runs.
+    var keepsDescriptor = true
     /// WAL frames already handed to the kernel's write-back; reset when the WAL starts again from its beginning.
     private var writtenBackFrames: Int32 = 0
     /// Write-backs started and checkpoints run since the connection opened (diagnostics, tests).
@@ -107,5 +110,10 @@ final class WALCheckpointer {
             if fd < 0 { openFailed = true; return }
         }
         if outbox_start_write_back(fd) == 0 { writeBacks += 1 }
+        if !keepsDescriptor {
+            // The write-back the kernel started goes on without the descriptor.
+            Glibc.close(fd)
+            fd = -1
+        }
     }
 }

@@ -171,6 +171,9 @@ final class CurlTransfer {
     /// SPEC R1: at most this many redirects are followed for one request.
     static let maxRedirects = 3
 
+    /// The engine's lane on a shared transport (`SharedTransport`); nil on an engine's own.
+    var lane: Int?
+
     init(id: TransferID, request: HTTPRequest, bodyCap: Int, completion: @escaping (TransferResult) -> Void) {
         self.id = id
         self.request = request

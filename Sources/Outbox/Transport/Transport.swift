@@ -51,6 +51,10 @@ final class Transport {
     private var idleHandles: [EasyHandle] = []
     private var nextID: UInt64 = 1
     private var isClosed = false
+    /// Transfers inside curl per lane (`SharedTransport`): each engine's own cap (SPEC C3) inside the loop-wide one.
+    private var laneActive: [Int: Int] = [:]
+    /// The per-engine cap of a lane.
+    var laneCap = 3
 
     /// Transfers inside curl right now (≤ `options.maxActiveTransfers`).
     var activeCount: Int { active.count }
@@ -102,7 +106,8 @@ final class Transport {
             Unmanaged<Transport>.fromOpaque(context).takeUnretainedValue().curlTimerChanged(timeoutMs)
             return 0
         }
-        // Idle connections kept for reuse: enough for every slot, a few more for a second host.
+        // Idle connections kept for reuse: enough for every slot, a few more for a second host. On a shared transport
+        // the slots are the loop's, so the pool is bounded per loop, not per engine (SPEC F4).
         _ = outbox_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, options.maxActiveTransfers + 1))
     }
 
@@ -133,11 +138,18 @@ final class Transport {
     /// Queues `request`; `completion` runs once on the loop thread with the answer or the failure.
     @discardableResult
     func send(_ request: HTTPRequest, completion: @escaping (TransferResult) -> Void) -> TransferID {
+        send(request, lane: nil, completion: completion)
+    }
+
+    /// `send` for one engine of a shared transport: at most `laneCap` of a lane's transfers are in curl at once.
+    @discardableResult
+    func send(_ request: HTTPRequest, lane: Int?, completion: @escaping (TransferResult) -> Void) -> TransferID {
         // `make torture`'s phase file (TestingPhase): the request is in flight until its completion runs.
         let completion = TestingPhase.isOn ? TestingPhase.request(completion) : completion
         let id = TransferID(rawValue: nextID)
         nextID += 1
         let transfer = CurlTransfer(id: id, request: request, bodyCap: options.maxResponseBodyBytes, completion: completion)
+        transfer.lane = lane
         guard !isClosed else {
             // No loop handle is left to defer on: the transport is gone, the caller learns it at once.
             completion(.failure(.cancelled))
@@ -162,6 +174,33 @@ final class Transport {
             completeLater(transfer, .failure(.cancelled))
             startQueued()
         }
+    }
+
+    /// Cancels the queued and in-flight transfers of one lane, and only those: an engine leaving a shared transport.
+    /// Like `close()`, every completion of the lane has run when this returns (`.cancelled` unless it had finished).
+    func cancelAll(lane: Int) {
+        var pending: [(CurlTransfer, TransferResult)] = []
+        deferred.removeAll { item in
+            guard item.0.lane == lane else { return false }
+            pending.append(item)
+            return true
+        }
+        queue.removeAll { transfer in
+            guard transfer.lane == lane else { return false }
+            pending.append((transfer, .failure(.cancelled)))
+            return true
+        }
+        for transfer in Array(active.values) where transfer.lane == lane {
+            detach(transfer)
+            pending.append((transfer, .failure(.cancelled)))
+        }
+        startQueued()
+        for (transfer, result) in pending { transfer.completion(result) }
+    }
+
+    /// Transfers of `lane` in curl now, and waiting (for tests).
+    func laneCounts(_ lane: Int) -> (active: Int, queued: Int) {
+        (laneActive[lane] ?? 0, queue.reduce(0) { $0 + ($1.lane == lane ? 1 : 0) })
     }
 
     /// Cancels every queued and in-flight transfer.
@@ -213,7 +252,15 @@ final class Transport {
     /// Moves queued transfers into curl while slots are free (SPEC C3).
     private func startQueued() {
         while !isClosed, let multi, active.count < options.maxActiveTransfers, !queue.isEmpty {
-            let transfer = queue.removeFirst()
+            let transfer: CurlTransfer
+            if laneActive.isEmpty && queue[0].lane == nil {
+                transfer = queue.removeFirst()
+            } else {
+                // First come, first served among the lanes below their own cap (SPEC C3 per engine).
+                guard let index = queue.firstIndex(where: { $0.lane.map { laneActive[$0, default: 0] < laneCap } ?? true })
+                else { break }
+                transfer = queue.remove(at: index)
+            }
             let reused = idleHandles.popLast()
             if let failure = transfer.prepare(options: options, share: share, reusing: reused) {
                 transfer.release()
@@ -233,6 +280,7 @@ final class Transport {
             // next loop turn.
             active[transfer.id] = transfer
             activeByEasy[easy] = transfer
+            if let lane = transfer.lane { laneActive[lane, default: 0] += 1 }
             maxActiveObserved = max(maxActiveObserved, active.count)
         }
     }
@@ -241,7 +289,10 @@ final class Transport {
     /// transfer that succeeded), and freed otherwise: a handle is only reused in the state curl leaves after a
     /// complete exchange. Never call from inside a curl callback.
     private func detach(_ transfer: CurlTransfer, reuse: Bool = false) {
-        active.removeValue(forKey: transfer.id)
+        if active.removeValue(forKey: transfer.id) != nil, let lane = transfer.lane {
+            let left = laneActive[lane, default: 1] - 1
+            laneActive[lane] = left > 0 ? left : nil
+        }
         if let easy = transfer.easy {
             activeByEasy.removeValue(forKey: easy)
             // May call the socket callback (a half-used connection is closed, not cached).

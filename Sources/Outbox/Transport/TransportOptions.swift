@@ -1,7 +1,7 @@
 import CCurlShim
 
 /// How the transport talks to the network. Defaults follow SPEC C3; tests use short timeouts.
-struct TransportOptions: Sendable {
+struct TransportOptions: Sendable, Equatable {
     /// The engine's own cap on transfers in flight (SPEC C3: 3). Transfers beyond it wait in the transport's
     /// FIFO queue, not in curl's: curl counts time queued behind its connection cap against the timeout.
     var maxActiveTransfers: Int = 3
@@ -31,7 +31,7 @@ struct TransportOptions: Sendable {
     /// reads it, and `CurlTransfer.receivedCompleteAnswer` keeps it when the exchange fails afterwards. At most three requests are in
     /// flight (SPEC C3): HTTP/2's multiplexing saves two connections at most. The release CLI's libcurl is built
     /// without nghttp2 and speaks HTTP/1.1 only.
-    enum HTTPVersion: Sendable {
+    enum HTTPVersion: Sendable, Equatable {
         /// HTTP/1.1 on every connection; ALPN offers only http/1.1.
         case http1_1
         /// curl's default: HTTP/2 when the server accepts it through ALPN, HTTP/1.1 otherwise. Only with a libcurl
