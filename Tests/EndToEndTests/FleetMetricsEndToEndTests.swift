@@ -1,5 +1,6 @@
 import Foundation
 import OutboxMock
+import OutboxTestSupport
 import Testing
 
 /// `outbox fleet --metrics-port` and the devices' sessions, end to end (SPEC F1, F2, M9's text format).
@@ -46,26 +47,8 @@ struct FleetMetricsEndToEndTests {
     /// the status, the content type, and the `name{labels} value` lines by name with their labels. nil when nothing
     /// listens.
     static func scrape(port: Int) -> (status: Int, contentType: String, values: [String: Double])? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { return nil }
         let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == request.count else { return nil }
-        var answer: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            answer.append(contentsOf: buffer[0..<n])
-        }
+        guard let answer = LoopbackHTTP.exchange(port: port, request: request) else { return nil }
         let text = String(decoding: answer, as: UTF8.self)
         guard let split = text.range(of: "\r\n\r\n") else { return nil }
         let head = text[..<split.lowerBound].split(separator: "\r\n")

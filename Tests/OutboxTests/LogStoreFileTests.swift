@@ -414,14 +414,7 @@ struct LogStoreFileTests {
         defer { store.close() }
         _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
         try store.checkpoint()
-        // Scribble over every page but the first while the store is open; a one-page cache makes the next
-        // query read them from the file.
-        try store.db.exec("PRAGMA cache_size = 1")
-        let size = FileSystem.size(path) ?? 0
-        let handle = try #require(FileHandle(forWritingAtPath: path))
-        try handle.seek(toOffset: 4096)
-        try handle.write(contentsOf: Data(repeating: 0xA5, count: size - 4096))
-        try handle.close()
+        try Fixture.scribbleOverAllButTheFirstPage(store, path: path)
 
         let result = try store.append([Fixture.log(9999)])
         #expect(result.stored == 1)

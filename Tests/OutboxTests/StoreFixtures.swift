@@ -30,6 +30,17 @@ enum Fixture {
                      logger: Logger = quietLogger) throws -> LogStore {
         try LogStore(path: path, limits: limits, clock: clock, logger: logger)
     }
+
+    /// Scribbles over every page of an open store's file but the first, and shrinks its cache to one page, so that
+    /// the next query reads the damage from the file (corruption found mid-session, SPEC S7).
+    static func scribbleOverAllButTheFirstPage(_ store: LogStore, path: String) throws {
+        try store.db.exec("PRAGMA cache_size = 1")
+        let size = FileSystem.size(path) ?? 0
+        guard let handle = FileHandle(forWritingAtPath: path) else { throw CocoaError(.fileNoSuchFile) }
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: max(0, Int(size) - 4096)))
+        try handle.close()
+    }
 }
 
 /// A log handler that keeps what it receives, to assert that something was reported (and how loudly).

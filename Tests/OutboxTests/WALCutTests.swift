@@ -343,13 +343,7 @@ struct WALCutTests {
         let store = try Fixture.open(path)
         _ = try store.append((0..<2000).map { Fixture.log($0, payloadBytes: 200) })
         try store.checkpoint()
-        // As LogStoreFileTests does: every page but the first scribbled over, a one-page cache to read them.
-        try store.db.exec("PRAGMA cache_size = 1")
-        let size = FileSystem.size(path) ?? 0
-        let handle = try #require(FileHandle(forWritingAtPath: path))
-        try handle.seek(toOffset: 4096)
-        try handle.write(contentsOf: Data(repeating: 0xA5, count: size - 4096))
-        try handle.close()
+        try Fixture.scribbleOverAllButTheFirstPage(store, path: path)
         #expect(try store.claim(limit: 50, nowMs: Fixture.baseWallMs) == nil)
         #expect(store.recoveredFromCorruption != nil)
         store.close()
