@@ -24,8 +24,7 @@ struct ClockCorrection: Sendable, Equatable {
 
     /// Server time minus local wall time now, when known and above the threshold.
     func offsetMs(nowWallMs: Int64, nowMonoNs: Int64, nowBoot: Int64) -> Int64? {
-        guard let anchor, anchor.boot == nowBoot, nowMonoNs >= anchor.monoNs else { return nil }
-        let serverNow = anchor.serverMs + (nowMonoNs - anchor.monoNs) / 1_000_000
+        guard let serverNow = serverMs(nowMonoNs: nowMonoNs, nowBoot: nowBoot) else { return nil }
         let offset = serverNow - nowWallMs
         return abs(offset) > thresholdMs ? offset : nil
     }
@@ -37,13 +36,18 @@ struct ClockCorrection: Sendable, Equatable {
     /// carries the step, although the clocks agree again when it is sent. Another boot: its wall time plus the
     /// offset now.
     func timestamp(wallMs: Int64, monoNs: Int64, boot: Int64, nowWallMs: Int64, nowMonoNs: Int64, nowBoot: Int64) -> Int64 {
-        guard let anchor, anchor.boot == nowBoot, nowMonoNs >= anchor.monoNs else { return wallMs }
+        guard let serverNow = serverMs(nowMonoNs: nowMonoNs, nowBoot: nowBoot) else { return wallMs }
         if boot == nowBoot && boot != 0 && nowMonoNs >= monoNs {
-            let serverNow = anchor.serverMs + (nowMonoNs - anchor.monoNs) / 1_000_000
             let serverAtCapture = serverNow - (nowMonoNs - monoNs) / 1_000_000
             return abs(serverAtCapture - wallMs) > thresholdMs ? serverAtCapture : wallMs
         }
         guard let offset = offsetMs(nowWallMs: nowWallMs, nowMonoNs: nowMonoNs, nowBoot: nowBoot) else { return wallMs }
         return wallMs + offset
+    }
+
+    /// The server's time now, from the anchor and the boot clock; nil before a response or in another boot.
+    private func serverMs(nowMonoNs: Int64, nowBoot: Int64) -> Int64? {
+        guard let anchor, anchor.boot == nowBoot, nowMonoNs >= anchor.monoNs else { return nil }
+        return anchor.serverMs + (nowMonoNs - anchor.monoNs) / 1_000_000
     }
 }
