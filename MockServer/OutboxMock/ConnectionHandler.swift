@@ -29,10 +29,17 @@ final class ConnectionHandler: ChannelInboundHandler {
         var headVerdict: HeadVerdict?
         /// The head's size on the wire (request line and headers), for the read rate of `kbps`.
         var headBytes = 0
+        /// The body is a buffer handed over whole (the inflater's reused output): not kept as the spare.
+        var bodyBorrowed = false
+        /// The gzip body the body was inflated from in one piece (kept instead of the JSON when accepted).
+        var gzipBody: ByteBuffer?
     }
 
     private let core: MockCore
     private let guardHandler: BodyLimitGuard
+    private let inflater: BodyInflater
+    /// The event loop's batcher: answers are written at once and flushed together at the end of the loop's turn.
+    private let flushes: FlushBatcher?
     private var current: Incoming?
     private var waiting = CircularBuffer<Incoming>()
     private var busy = false
@@ -49,9 +56,11 @@ final class ConnectionHandler: ChannelInboundHandler {
     /// Reading is paused until the read rate (`kbps`) catches up with the bytes received.
     private var readPaused = false
 
-    init(core: MockCore, guardHandler: BodyLimitGuard) {
+    init(core: MockCore, guardHandler: BodyLimitGuard, inflater: BodyInflater, flushes: FlushBatcher? = nil) {
         self.core = core
         self.guardHandler = guardHandler
+        self.inflater = inflater
+        self.flushes = flushes
         self.cutoff = ReportingCutoff(timeZone: core.configuration.reportTimeZone)
     }
 
@@ -101,7 +110,10 @@ final class ConnectionHandler: ChannelInboundHandler {
             guard current != nil, current?.failure == nil else { return }
             if current?.body.readableBytes == 0, part.readableBytes > 0 {
                 // The first part is taken as it is: an inflated body arrives whole, and copying it is wasted.
+                if spareBody == nil, let unused = current?.body, unused.capacity > 0 { spareBody = unused }
                 current?.body = part
+                current?.bodyBorrowed = true
+                current?.gzipBody = inflater.gzipBody
             } else {
                 current?.body.writeBuffer(&part)
             }
@@ -205,7 +217,9 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func process(_ request: Incoming, context: ChannelHandlerContext) {
         defer {
-            if request.body.capacity <= Self.maxRetained, spareBody == nil { spareBody = request.body }
+            if !request.bodyBorrowed, request.body.capacity <= Self.maxRetained, spareBody == nil {
+                spareBody = request.body
+            }
         }
         guard !done else { return }
         if !request.isIngestion {
@@ -234,6 +248,8 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
         case .refuse(let untilNs, _):
             finishFault(request, verdict)
+            // The outage closes this loop's other connections: their answers written this turn go out first.
+            flushes?.flushNow()
             // This connection closes last, once the port and the other connections are closed: a
             // client that reacts to this close sees the outage complete (refused, not half-closed).
             let closed = core.listener.beginOutage(untilNs: untilNs, except: context.channel)
@@ -337,7 +353,12 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
             return
         }
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        if let flushes {
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            flushes.add(context)
+        } else {
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
         if let next = waiting.popFirst() {
             process(next, context: context)
         }
@@ -452,6 +473,14 @@ final class ConnectionHandler: ChannelInboundHandler {
             } else {
                 prepared.logs = check.logs
                 prepared.cutoffs = check.logs.map { cutoff.cutoff(forTimestamp: $0.timestampMs) }
+                let body = request.body
+                if let gzip = request.gzipBody {
+                    prepared.storedBody = .gzip(gzip.getBytes(at: gzip.readerIndex, length: gzip.readableBytes) ?? [],
+                                                inflatedSize: body.readableBytes)
+                } else {
+                    prepared.storedBody = .plain(body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? [])
+                }
+                prepared.minify = check.hasInnerWhitespace
             }
         }
         return prepared

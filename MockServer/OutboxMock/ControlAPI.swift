@@ -64,11 +64,13 @@ enum ControlAPI {
     /// received, with `vendor` and `received_at` added (SPEC X1, V3).
     static func jsonLines(logs: [StoredLog]) -> HTTPResponse {
         var out: [UInt8] = []
-        out.reserveCapacity(logs.reduce(0) { $0 + $1.json.count + 64 })
+        out.reserveCapacity(logs.reduce(0) { $0 + $1.span.count + 64 })
+        var reader = StoredLogReader()
         for log in logs {
-            guard log.json.last == UInt8(ascii: "}") else { continue }
-            out.append(contentsOf: log.json.dropLast())
-            if log.json.count > 2 { out.append(UInt8(ascii: ",")) }
+            let json = reader.json(of: log)
+            guard json.last == UInt8(ascii: "}") else { continue }
+            out.append(contentsOf: json.dropLast())
+            if json.count > 2 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #""vendor":""#.utf8)
             out.append(contentsOf: log.vendor.rawValue.utf8)
             out.append(contentsOf: #"","received_at":""#.utf8)

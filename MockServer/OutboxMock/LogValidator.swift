@@ -35,9 +35,9 @@ struct ValidatedLog: Sendable {
     var type: LogType
     /// `name` of events and screens.
     var name: String?
-    /// The log object as received, whitespace between tokens removed: a slice of one buffer that holds the
-    /// whole batch, so that recording a log allocates nothing of its own.
-    var json: ArraySlice<UInt8>
+    /// Where the log object is in the request's (decompressed) body: the server keeps the body, not a copy
+    /// of each log (`StoredBody`).
+    var span: Range<Int>
 }
 
 enum LogValidator {
@@ -49,6 +49,8 @@ enum LogValidator {
         var logs: [ValidatedLog]
         var failure: ValidationFailure?
         var logCount: Int
+        /// Whether the body has whitespace between tokens (its logs are minified when read back).
+        var hasInnerWhitespace = false
     }
 
     /// Validates a whole decompressed body.
@@ -86,7 +88,7 @@ enum LogValidator {
         var logCount = 0
         do throws(ValidationFailure) {
             let logs = try validateContainer(doc, logCount: &logCount)
-            return BatchCheck(logs: logs, failure: nil, logCount: logCount)
+            return BatchCheck(logs: logs, failure: nil, logCount: logCount, hasInnerWhitespace: doc.tape.hasInnerWhitespace)
         } catch {
             return BatchCheck(logs: [], failure: error, logCount: logCount)
         }
@@ -125,29 +127,19 @@ enum LogValidator {
         }
         var logs: [ValidatedLog] = []
         logs.reserveCapacity(logCount)
-        var ends: [Int] = []
-        ends.reserveCapacity(logCount)
-        // Every accepted log's bytes, one after the other: each log keeps a slice of it.
-        var batch: [UInt8] = []
-        batch.reserveCapacity(Int(doc[logsIndex].end - doc[logsIndex].start))
         var failure: ValidationFailure?
         var validDevice: Range<Int>?
         doc.forEachElement(of: logsIndex) { position, element in
             guard failure == nil else { return }
             do throws(ValidationFailure) {
-                logs.append(try validateLog(doc, element, position: position, validDevice: &validDevice))
-                doc.appendMinified(element, to: &batch)
-                ends.append(batch.count)
+                var log = try validateLog(doc, element, position: position, validDevice: &validDevice)
+                log.span = Int(doc[element].start)..<Int(doc[element].end)
+                logs.append(log)
             } catch {
                 failure = error
             }
         }
         if let failure { throw failure }
-        var start = 0
-        for i in logs.indices {
-            logs[i].json = batch[start..<ends[i]]
-            start = ends[i]
-        }
         return logs
     }
 
@@ -404,7 +396,7 @@ enum LogValidator {
             throw fail("\(key.literal)", "unknown key (not defined for \(type.rawValue) logs)")
         }
 
-        return ValidatedLog(id: id, timestampMs: timestampMs, type: type, name: name, json: [])
+        return ValidatedLog(id: id, timestampMs: timestampMs, type: type, name: name, span: 0..<0)
     }
 
     private static func logType(_ doc: JSONView, _ index: Int) -> LogType? {

@@ -13,6 +13,9 @@ struct PreparedRequest {
     var normal: HTTPResponse
     /// The batch's logs when `normal` is 200, with their reporting cutoffs.
     var logs: [ValidatedLog]
+    /// What the accepted logs are read back from, and whether they need minifying then.
+    var storedBody: StoredBody.Bytes = .plain([])
+    var minify = false
     var cutoffs: [Int64]
     var logCount: Int
     var logNames: [String]
@@ -225,7 +228,8 @@ final class MockCore: Sendable {
                 if let batch = r.vendorBatch {
                     s.record(vendor: batch.vendor, batch.events, cutoffs: r.cutoffs, arrivalMs: arrival)
                 } else {
-                    s.record(r.logs, cutoffs: r.cutoffs, install: r.install ?? "", arrivalMs: arrival)
+                    s.record(r.logs, body: r.storedBody, minify: r.minify, cutoffs: r.cutoffs, install: r.install ?? "",
+                             arrivalMs: arrival)
                 }
             }
             if normalHandling {

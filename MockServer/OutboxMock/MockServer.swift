@@ -91,6 +91,9 @@ public final class MockServer: Sendable {
     public func start() throws {
         let core = self.core
         let group = self.group
+        var loops: [ObjectIdentifier: FlushBatcher] = [:]
+        for loop in group.makeIterator() { loops[ObjectIdentifier(loop)] = FlushBatcher(loop: loop) }
+        let batchers = loops
         do {
             try core.listener.start(group: group) {
                 ServerBootstrap(group: group)
@@ -101,7 +104,8 @@ public final class MockServer: Sendable {
                     .childChannelInitializer { channel in
                         guard core.listener.register(channel) else { return channel.close() }
                         return channel.eventLoop.makeCompletedFuture {
-                            try Self.addConnectionHandlers(to: channel, core: core)
+                            try Self.addConnectionHandlers(to: channel, core: core,
+                                                           flushes: batchers[ObjectIdentifier(channel.eventLoop)])
                         }
                     }
             }
@@ -117,13 +121,14 @@ public final class MockServer: Sendable {
     /// One connection's pipeline, on its event loop: HTTP/1.1 decoding, the wire-size guard, decompression
     /// (bounded: a gzip bomb stops at `decompressedLimit`), then the handler that answers. The handler tests
     /// put the same pipeline on an `EmbeddedChannel`.
-    static func addConnectionHandlers(to channel: Channel, core: MockCore) throws {
+    static func addConnectionHandlers(to channel: Channel, core: MockCore, flushes: FlushBatcher? = nil) throws {
         let guardHandler = BodyLimitGuard(limit: core.configuration.bodyLimit)
+        let inflater = BodyInflater(limit: core.configuration.decompressedLimit)
         try channel.pipeline.syncOperations.addHandlers([
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)),
             guardHandler,
-            BodyInflater(limit: core.configuration.decompressedLimit),
-            ConnectionHandler(core: core, guardHandler: guardHandler),
+            inflater,
+            ConnectionHandler(core: core, guardHandler: guardHandler, inflater: inflater, flushes: flushes),
         ])
     }
 
@@ -152,17 +157,19 @@ public final class MockServer: Sendable {
 
     /// Unique logs in arrival order (what `GET /_mock/logs` answers).
     public func uniqueLogs() -> [MockLog] {
-        core.storedLogs().filter { $0.vendor == .appcenter }.map { log in
+        var reader = StoredLogReader()
+        return core.storedLogs().filter { $0.vendor == .appcenter }.map { log in
             MockLog(id: log.id.uuidString, install: log.install, type: log.type, name: log.name,
-                    receivedAtMs: log.receivedAtMs, json: String(decoding: log.json, as: UTF8.self))
+                    receivedAtMs: log.receivedAtMs, json: String(decoding: reader.json(of: log), as: UTF8.self))
         }
     }
 
     /// Unique events of the other vendors in arrival order (SPEC V3; `GET /_mock/logs` lists them with App Center's).
     public func vendorEvents() -> [MockVendorEvent] {
-        core.storedLogs().filter { $0.vendor != .appcenter }.map { log in
+        var reader = StoredLogReader()
+        return core.storedLogs().filter { $0.vendor != .appcenter }.map { log in
             MockVendorEvent(vendor: log.vendor, name: log.name, receivedAtMs: log.receivedAtMs,
-                            json: String(decoding: log.json, as: UTF8.self))
+                            json: String(decoding: reader.json(of: log), as: UTF8.self))
         }
     }
 

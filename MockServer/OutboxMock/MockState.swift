@@ -1,18 +1,20 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// A log as stored: the accepted batch's facts plus when and from whom it arrived.
+/// A log as stored: its facts, and where its JSON is read back from (`StoredLogReader`).
 struct StoredLog {
     var id: UUIDKey
-    var install: String
     var type: LogType
     var name: String?
-    var receivedAtMs: Int64
-    /// A slice of the batch's buffer (App Center) or the event's own bytes (other vendors).
-    var json: ArraySlice<UInt8>
+    /// The request's body, shared by its logs (App Center), or the event's own bytes (other vendors).
+    var body: StoredBody
+    /// The log object's bytes in the body's JSON.
+    var span: Range<Int>
+    var install: String { body.install }
+    var receivedAtMs: Int64 { body.receivedAtMs }
     /// Other vendors' events are stored here too, so that `/_mock/logs` keeps one arrival order; for them
-    /// `id` is zero and `type` is `.event` (their key is inside `json`).
-    var vendor: Vendor = .appcenter
+    /// `id` is zero and `type` is `.event` (their key is inside the JSON).
+    var vendor: Vendor { body.vendor }
 }
 
 /// A vendor's de-duplication key, scoped by vendor (SPEC V3).
@@ -61,14 +63,15 @@ struct RecordedState {
     func elapsedMs(_ now: UInt64) -> Double { Double(now &- epochNs) / 1_000_000 }
 
     /// Records an accepted batch: de-duplication by id, per-install counts, delays, late logs (SPEC M2, M7).
-    mutating func record(_ batch: [ValidatedLog], cutoffs: [Int64], install: String, arrivalMs: Int64) {
+    mutating func record(_ batch: [ValidatedLog], body: StoredBody.Bytes, minify: Bool, cutoffs: [Int64],
+                         install: String, arrivalMs: Int64) {
         logsReceived += batch.count
         seen.warm(batch.lazy.map(\.id))
         var unique = 0
+        let stored = StoredBody(body, minify: minify, install: install, receivedAtMs: arrivalMs)
         for (i, log) in batch.enumerated() where seen.insert(log.id) {
             unique += 1
-            logs.append(StoredLog(id: log.id, install: install, type: log.type, name: log.name,
-                                  receivedAtMs: arrivalMs, json: log.json))
+            logs.append(StoredLog(id: log.id, type: log.type, name: log.name, body: stored, span: log.span))
             let delay = arrivalMs - log.timestampMs
             delays.append(delay)
             delaySumMs &+= delay
@@ -89,8 +92,9 @@ struct RecordedState {
                 continue
             }
             counts.eventsUnique += 1
-            logs.append(StoredLog(id: UUIDKey.zero, install: "", type: .event, name: event.name,
-                                  receivedAtMs: arrivalMs, json: event.json[...], vendor: vendor))
+            let body = StoredBody(.plain(event.json), minify: false, install: "", receivedAtMs: arrivalMs, vendor: vendor)
+            logs.append(StoredLog(id: UUIDKey.zero, type: .event, name: event.name, body: body,
+                                  span: 0..<event.json.count))
             guard let timestamp = event.timestampMs else { continue }
             let delay = arrivalMs - timestamp
             delays.append(delay)

@@ -81,6 +81,11 @@ enum HTTPBytes {
 
 private func scenario(_ json: String) throws -> Scenario { try Scenario.decode(from: Data(json.utf8)) }
 
+/// A handler to take a context from: writes pass through it to the channel.
+private final class Outbound: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+}
+
 @Suite("Connection handler on an EmbeddedChannel (SPEC M1, M3, X2)")
 struct ConnectionHandlerTests {
     // SPEC M1: HTTP/1.1 keep-alive — two requests one after the other on one connection are both answered, and the
@@ -159,6 +164,68 @@ struct ConnectionHandlerTests {
             #expect(try connection.responses().map(\.status) == [status], "\(name)")
             #expect(connection.core.stats().logsUnique == (status == 200 ? 3 : 0), "\(name)")
         }
+    }
+
+    // SPEC M2, M10: accepted logs read back (`GET /_mock/logs`) as they were sent, one line each, whatever the
+    // body's encoding and layout. gzip bodies are kept compressed and inflated again when read. The batches are
+    // pipelined behind a delayed answer, so the later ones wait holding their bodies while the inflater (which
+    // reuses its buffers) goes on to the next.
+    @Test func acceptedLogsReadBackAsSentWhateverTheEncoding() throws {
+        let connection = try EmbeddedConnection(
+            scenario: try scenario(#"{"rules":[{"match":{"requests":"1"},"respond":{"delay_ms":100}}]}"#))
+        let batches = [Wire.events(3), Wire.events(2, name: "Pretty, printed"), Wire.events(4, name: "plain")]
+        let pretty = try JSONSerialization.data(withJSONObject: ["logs": batches[1]], options: [.prettyPrinted])
+        #expect(String(decoding: pretty, as: UTF8.self).contains("\n  "))
+        try connection.receive(
+            HTTPBytes.request(headers: Wire.headers(gzip: true), body: TestGzip.compress(Wire.body(batches[0])))
+                + HTTPBytes.request(headers: Wire.headers(gzip: true), body: TestGzip.compress(Array(pretty)))
+                + HTTPBytes.request(body: Wire.body(batches[2])))
+        connection.advance(ms: 100)
+        #expect(try connection.responses().map(\.status) == [200, 200, 200])
+
+        let stored = connection.core.storedLogs()
+        let kept = stored.map { log -> String in
+            if case .gzip = log.body.bytes { return "gzip" }
+            return "plain"
+        }
+        #expect(kept == Array(repeating: "gzip", count: 5) + Array(repeating: "plain", count: 4))
+        let lines = String(decoding: ControlAPI.jsonLines(logs: stored).body, as: UTF8.self)
+            .split(separator: "\n").map(String.init)
+        let sent = batches.flatMap { $0 }
+        #expect(lines.count == sent.count)
+        for (line, log) in zip(lines, sent) {
+            #expect(!line.contains(" : ") && !line.contains("\n"), "\(line)")
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect(object.removeValue(forKey: "vendor") as? String == "appcenter")
+            #expect(object.removeValue(forKey: "received_at") != nil)
+            #expect(NSDictionary(dictionary: object).isEqual(to: log), "\(line)")
+        }
+    }
+
+    // SPEC M10: answers written while the loop handles one turn's ready connections go out together when the
+    // turn ends, not one flush each; nothing is held past the turn.
+    @Test func answersAreFlushedTogetherAtTheEndOfTheLoopsTurn() throws {
+        let loop = EmbeddedEventLoop()
+        let batcher = FlushBatcher(loop: loop)
+        let channels = [EmbeddedChannel(handler: Outbound(), loop: loop), EmbeddedChannel(handler: Outbound(), loop: loop)]
+        defer { for channel in channels { _ = try? channel.finish(acceptAlreadyClosed: true) } }
+        for (i, channel) in channels.enumerated() {
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000 + i)).wait()
+            let context = try channel.pipeline.syncOperations.context(handlerType: Outbound.self)
+            context.write(NIOAny(channel.allocator.buffer(string: "answer \(i)")), promise: nil)
+            batcher.add(context)
+        }
+        #expect(try channels.allSatisfy { try $0.readOutbound(as: ByteBuffer.self) == nil })
+        loop.run()
+        for (i, channel) in channels.enumerated() {
+            #expect(try channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } == "answer \(i)")
+        }
+        // `flushNow` (before an outage closes the loop's other connections) empties what is pending at once.
+        let context = try channels[0].pipeline.syncOperations.context(handlerType: Outbound.self)
+        context.write(NIOAny(channels[0].allocator.buffer(string: "late")), promise: nil)
+        batcher.add(context)
+        batcher.flushNow()
+        #expect(try channels[0].readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } == "late")
     }
 
     // SPEC X2 respond: the rule's status, headers and body are written as given, and the connection stays open.

@@ -1,0 +1,96 @@
+import CLibDeflate
+
+/// What an accepted request's logs are read back from (`GET /_mock/logs`), shared by every log of the request:
+/// the body as it came over the wire, with who sent it and when.
+///
+/// A gzip body is kept compressed, as it arrived, and inflated again when the logs are read. Reading is rare
+/// and off the hot path; keeping the inflated JSON cost 16 times the memory (43 KiB instead of 2.6 KiB for a
+/// 50-log batch), and touching that much new memory for every request was the largest part of the mock's
+/// CPU per log after parsing (SPEC M10).
+final class StoredBody: Sendable {
+    enum Bytes: Sendable {
+        /// One gzip member and the size it inflates to.
+        case gzip([UInt8], inflatedSize: Int)
+        /// The JSON itself (an identity or `deflate` body, another vendor's event).
+        case plain([UInt8])
+    }
+
+    let bytes: Bytes
+    /// Whether the JSON has whitespace between tokens: the logs are then minified when read.
+    let minify: Bool
+    let install: String
+    let receivedAtMs: Int64
+    let vendor: Vendor
+
+    init(_ bytes: Bytes, minify: Bool, install: String, receivedAtMs: Int64, vendor: Vendor = .appcenter) {
+        self.bytes = bytes
+        self.minify = minify
+        self.install = install
+        self.receivedAtMs = receivedAtMs
+        self.vendor = vendor
+    }
+
+    /// The JSON the spans of this body's logs point into; empty if a kept gzip body no longer inflates, which
+    /// cannot happen to bytes that inflated when they arrived.
+    func json() -> [UInt8] {
+        switch bytes {
+        case .plain(let json):
+            return json
+        case .gzip(let gzip, let size):
+            guard let decompressor = libdeflate_alloc_decompressor() else { return [] }
+            defer { libdeflate_free_decompressor(decompressor) }
+            var ok = false
+            let json = [UInt8](unsafeUninitializedCapacity: size) { out, count in
+                let result = gzip.withUnsafeBufferPointer { src in
+                    libdeflate_gzip_decompress(decompressor, src.baseAddress, src.count, out.baseAddress, size, nil)
+                }
+                ok = result == LIBDEFLATE_SUCCESS
+                count = ok ? size : 0
+            }
+            return ok ? json : []
+        }
+    }
+}
+
+/// Reads logs back in arrival order: the logs of one request are consecutive, so each body is inflated once.
+struct StoredLogReader {
+    private var body: StoredBody?
+    private var json: [UInt8] = []
+
+    /// The log object as received, without whitespace between tokens.
+    mutating func json(of log: StoredLog) -> ArraySlice<UInt8> {
+        if body !== log.body {
+            body = log.body
+            json = log.body.json()
+        }
+        guard log.span.upperBound <= json.count else { return [] }
+        let slice = json[log.span]
+        return log.body.minify ? Self.minified(slice) : slice
+    }
+
+    /// The bytes without whitespace outside strings; the parser has already checked that they are JSON.
+    static func minified(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var inString = false
+        var escaped = false
+        for b in bytes {
+            if inString {
+                out.append(b)
+                if escaped {
+                    escaped = false
+                } else if b == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if b == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if b == UInt8(ascii: "\"") {
+                inString = true
+                out.append(b)
+            } else if !(b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09) {
+                out.append(b)
+            }
+        }
+        return out[...]
+    }
+}
