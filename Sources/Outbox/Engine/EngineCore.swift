@@ -134,7 +134,10 @@ final class EngineCore {
     @discardableResult
     func commitNow() -> Int {
         loop.assertOnLoopThread()
-        if commitTimerArmed { commitTimer?.stop(); commitTimerArmed = false }
+        // An armed commit timer is left to fire: while the loop polls, admits do not wake it, and this timer is
+        // what drains them. Stopping it here, as a direct commit (host mode: a critical log, a status call, a
+        // drain, on the loop thread) once did, left the intake polling with no timer, and the next normal logs
+        // waited for an unrelated wake-up. A tick that finds nothing just ends the polling.
         var batch = intake.takeAll()
         defer { intake.recycle(&batch) }
         guard !batch.items.isEmpty || !retryBuffer.isEmpty else { return 0 }

@@ -246,6 +246,11 @@ final class Intake: @unchecked Sendable {
         locked { $0.enabled }
     }
 
+    /// Whether admits count on the loop's polling timer instead of waking it (tests).
+    var isLoopPolling: Bool {
+        locked { $0.loopPolling }
+    }
+
     /// For the loop: how much waits and whether it must be committed now (`full`: callers are waiting for room).
     func peek() -> (count: Int, urgent: Bool, closed: Bool, full: Bool) {
         locked { state in (state.pending.items.count, state.urgent, state.closed, isFull(state)) }
