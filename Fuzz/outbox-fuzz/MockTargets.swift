@@ -40,7 +40,13 @@ func mockBodyTargets() -> [FuzzTarget] {
             }
             // The mock inflates a gzip body before validating it (and refuses one that does not inflate).
             if input.count >= 2, input[0] == 0x1F, input[1] == 0x8B {
-                guard case .inflated(let body) = MockInflate.inflate(input) else { return }
+                guard case .inflated(let body, let wholeGzip) = MockInflate.inflate(input) else { return }
+                if wholeGzip {
+                    // What the mock keeps of an accepted gzip body reads back as the body it validated.
+                    let kept = StoredBody(.gzip(Array(input), inflatedSize: body.count), minify: false, install: "",
+                                          receivedAtMs: 0)
+                    invariant(kept.json() == body, "a kept gzip body inflates to other bytes when read back")
+                }
                 body.withUnsafeBufferPointer { wire.check(shape, $0) }
             } else {
                 wire.check(shape, input)
@@ -92,12 +98,14 @@ func checkAppCenterBody(_ body: UnsafeBufferPointer<UInt8>) {
     let check = LogValidator.check(body: body)
     guard check.failure == nil else { return }
     invariant(check.logs.count == check.logCount, "accepted \(check.logs.count) of \(check.logCount) logs")
-    // Accepted ⇒ re-encodes: the logs as the mock records them (and serves them back to tests), in a new
-    // container, are a body the mock accepts again, with the same ids, times, types and names.
+    // Accepted ⇒ re-encodes: the logs as the mock reads them back (`StoredLogReader`: each log's span of the body,
+    // minified when the body has whitespace between tokens), in a new container, are a body the mock accepts
+    // again, with the same ids, times, types and names.
     var again = Array(#"{"logs":["#.utf8)
     for (position, log) in check.logs.enumerated() {
         if position > 0 { again.append(UInt8(ascii: ",")) }
-        again += log.json
+        let span = Array(body[log.span])[...]
+        again += check.hasInnerWhitespace ? StoredLogReader.minified(span) : span
     }
     again += Array("]}".utf8)
     let second = again.withUnsafeBufferPointer { LogValidator.check(body: $0) }
@@ -107,35 +115,50 @@ func checkAppCenterBody(_ body: UnsafeBufferPointer<UInt8>) {
               "recorded logs read back differently")
 }
 
-/// The mock's inflate: swift-nio-extras' request decompressor, as `MockServer.addConnectionHandlers` puts it in
-/// every connection's pipeline, on an `EmbeddedChannel`, with a decompressed limit (a gzip bomb stops there).
+/// The mock's inflate: `BodyInflater`, as `MockServer.addConnectionHandlers` puts it in every connection's
+/// pipeline, on an `EmbeddedChannel`, with a decompressed limit (a gzip bomb stops there).
 enum MockInflate {
     /// Far smaller than the mock's default (20 MiB), so that libFuzzer's inputs (a few KiB, up to about 1000:1 for
     /// deflate) reach it, and a bomb costs little time per input; the code path is the same.
     static let limit = 64 << 10
 
     enum Outcome {
-        case inflated([UInt8])
+        /// `wholeGzip`: inflated in one piece from one gzip member, which the mock then keeps instead of the JSON.
+        case inflated([UInt8], wholeGzip: Bool)
         case refused
+    }
+
+    /// Collects what the inflater passes on, and whether it came from one whole gzip member.
+    private final class Collector: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        let inflater: BodyInflater
+        var body: [UInt8] = []
+        var wholeGzip = false
+
+        init(_ inflater: BodyInflater) { self.inflater = inflater }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .body(var buffer) = unwrapInboundIn(data), buffer.readableBytes > 0 else { return }
+            if inflater.gzipBody != nil { wholeGzip = true }
+            body += buffer.readBytes(length: buffer.readableBytes) ?? []
+        }
     }
 
     static func inflate(_ bytes: UnsafeBufferPointer<UInt8>, limit: Int = limit) -> Outcome {
         let channel = EmbeddedChannel()
         defer { _ = try? channel.finish() }
+        let inflater = BodyInflater(limit: limit)
+        let collector = Collector(inflater)
         do {
-            try channel.pipeline.syncOperations.addHandler(NIOHTTPRequestDecompressor(limit: .size(limit)))
+            try channel.pipeline.syncOperations.addHandlers([inflater, collector])
             var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/logs?api-version=1.0.0")
             head.headers.add(name: "Content-Encoding", value: "gzip")
             head.headers.add(name: "Content-Length", value: "\(bytes.count)")
             try channel.writeInbound(HTTPServerRequestPart.head(head))
             try channel.writeInbound(HTTPServerRequestPart.body(channel.allocator.buffer(bytes: bytes)))
             try channel.writeInbound(HTTPServerRequestPart.end(nil))
-            var body: [UInt8] = []
-            while let part = try channel.readInbound(as: HTTPServerRequestPart.self) {
-                if case .body(var buffer) = part { body += buffer.readBytes(length: buffer.readableBytes) ?? [] }
-            }
-            invariant(body.count <= limit, "inflated \(body.count) bytes past the limit \(limit)")
-            return .inflated(body)
+            invariant(collector.body.count <= limit, "inflated \(collector.body.count) bytes past the limit \(limit)")
+            return .inflated(collector.body, wholeGzip: collector.wholeGzip)
         } catch {
             return .refused
         }
