@@ -76,7 +76,20 @@ func vendorCheck(_ vendor: Vendor) -> @Sendable (String, UnsafeBufferPointer<UIn
         invariant((200..<600).contains(batch.normal.status), "answered \(batch.normal.status)")
         invariant(batch.events.count + batch.refused <= max(batch.eventCount, 1),
                   "\(batch.events.count) kept + \(batch.refused) refused of \(batch.eventCount) events")
-        invariant(batch.events.allSatisfy { !$0.json.isEmpty }, "an event kept without its JSON")
+        invariant(batch.events.allSatisfy { !$0.json.isEmpty || $0.recordIndex != nil }, "an event kept without its JSON")
+        // OTLP's events are rendered when read, from the body the server keeps: each one renders.
+        if let source = batch.renderedWhenRead {
+            var reader = StoredLogReader()
+            let kept = StoredBody(.plain(Array(body)), minify: false, install: "", receivedAtMs: 0, vendor: vendor,
+                                  otlp: source)
+            for event in batch.events {
+                let index = event.recordIndex ?? -1
+                let json = reader.json(of: StoredLog(id: .zero, type: .event, name: event.name, body: kept,
+                                                     span: index..<index + 1))
+                invariant(json.first == UInt8(ascii: "{") && json.last == UInt8(ascii: "}"),
+                          "OTLP record \(index) does not render when read")
+            }
+        }
     }
 }
 

@@ -443,6 +443,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             }
             prepared.vendor = vendor
             prepared.vendorBatch = batch
+            if batch.renderedWhenRead != nil, !batch.events.isEmpty { prepared.storedBody = Self.kept(request) }
             prepared.normal = batch.normal
             prepared.logCount = batch.eventCount
             prepared.logNames = batch.names
@@ -473,17 +474,22 @@ final class ConnectionHandler: ChannelInboundHandler {
             } else {
                 prepared.logs = check.logs
                 prepared.cutoffs = check.logs.map { cutoff.cutoff(forTimestamp: $0.timestampMs) }
-                let body = request.body
-                if let gzip = request.gzipBody {
-                    prepared.storedBody = .gzip(gzip.getBytes(at: gzip.readerIndex, length: gzip.readableBytes) ?? [],
-                                                inflatedSize: body.readableBytes)
-                } else {
-                    prepared.storedBody = .plain(body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? [])
-                }
+                prepared.storedBody = Self.kept(request)
                 prepared.minify = check.hasInnerWhitespace
             }
         }
         return prepared
+    }
+
+    /// What the server keeps of an accepted request's body: the gzip body it was inflated from in one piece, or
+    /// the body itself.
+    private static func kept(_ request: Incoming) -> StoredBody.Bytes {
+        let body = request.body
+        if let gzip = request.gzipBody {
+            return .gzip(gzip.getBytes(at: gzip.readerIndex, length: gzip.readableBytes) ?? [],
+                         inflatedSize: body.readableBytes)
+        }
+        return .plain(body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? [])
     }
 
     /// Everything a healthy server refuses before looking at the logs, in this order: path, method,

@@ -226,7 +226,8 @@ final class MockCore: Sendable {
             if record {
                 let arrival = wall + Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded())
                 if let batch = r.vendorBatch {
-                    s.record(vendor: batch.vendor, batch.events, cutoffs: r.cutoffs, arrivalMs: arrival)
+                    s.record(vendor: batch.vendor, batch.events, body: r.storedBody, otlp: batch.renderedWhenRead,
+                             cutoffs: r.cutoffs, arrivalMs: arrival)
                 } else {
                     s.record(r.logs, body: r.storedBody, minify: r.minify, cutoffs: r.cutoffs, install: r.install ?? "",
                              arrivalMs: arrival)

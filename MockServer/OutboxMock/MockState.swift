@@ -83,18 +83,28 @@ struct RecordedState {
     }
 
     /// Records a vendor's accepted events: de-duplication by its key, delays and late events (SPEC V3, M7).
-    mutating func record(vendor: Vendor, _ events: [VendorEvent], cutoffs: [Int64], arrivalMs: Int64) {
+    /// `body`: the request's body, kept for the events rendered when read (`otlp`).
+    mutating func record(vendor: Vendor, _ events: [VendorEvent], body: StoredBody.Bytes, otlp: OTLPSource?,
+                         cutoffs: [Int64], arrivalMs: Int64) {
         var counts = vendorCounts[vendor] ?? .zero
         counts.eventsReceived += events.count
+        var kept: StoredBody?
         for (i, event) in events.enumerated() {
             if let key = event.key, !vendorSeen.insert(VendorKey(vendor: vendor, key: key)).inserted {
                 counts.eventsDuplicate += 1
                 continue
             }
             counts.eventsUnique += 1
-            let body = StoredBody(.plain(event.json), minify: false, install: "", receivedAtMs: arrivalMs, vendor: vendor)
-            logs.append(StoredLog(id: UUIDKey.zero, type: .event, name: event.name, body: body,
-                                  span: 0..<event.json.count))
+            if let index = event.recordIndex, let otlp {
+                let shared = kept ?? StoredBody(body, minify: false, install: "", receivedAtMs: arrivalMs, vendor: vendor,
+                                                otlp: otlp)
+                kept = shared
+                logs.append(StoredLog(id: UUIDKey.zero, type: .event, name: event.name, body: shared, span: index..<index + 1))
+            } else {
+                let own = StoredBody(.plain(event.json), minify: false, install: "", receivedAtMs: arrivalMs, vendor: vendor)
+                logs.append(StoredLog(id: UUIDKey.zero, type: .event, name: event.name, body: own,
+                                      span: 0..<event.json.count))
+            }
             guard let timestamp = event.timestampMs else { continue }
             let delay = arrivalMs - timestamp
             delays.append(delay)

@@ -21,17 +21,22 @@ final class StoredBody: Sendable {
     let install: String
     let receivedAtMs: Int64
     let vendor: Vendor
+    /// An OTLP request: its records are decoded again and rendered as OTLP/JSON when read, and a log's span is
+    /// the one-element range of its record's index.
+    let otlp: OTLPSource?
 
-    init(_ bytes: Bytes, minify: Bool, install: String, receivedAtMs: Int64, vendor: Vendor = .appcenter) {
+    init(_ bytes: Bytes, minify: Bool, install: String, receivedAtMs: Int64, vendor: Vendor = .appcenter,
+         otlp: OTLPSource? = nil) {
         self.bytes = bytes
         self.minify = minify
         self.install = install
         self.receivedAtMs = receivedAtMs
         self.vendor = vendor
+        self.otlp = otlp
     }
 
-    /// The JSON the spans of this body's logs point into; empty if a kept gzip body no longer inflates, which
-    /// cannot happen to bytes that inflated when they arrived.
+    /// The body as received, inflated: the JSON the spans of this body's logs point into (or an OTLP request).
+    /// Empty if a kept gzip body no longer inflates, which cannot happen to bytes that inflated when they arrived.
     func json() -> [UInt8] {
         switch bytes {
         case .plain(let json):
@@ -52,16 +57,32 @@ final class StoredBody: Sendable {
     }
 }
 
-/// Reads logs back in arrival order: the logs of one request are consecutive, so each body is inflated once.
+/// How an OTLP request's body is decoded again (`OTLPDecoder.decode`) to render its records when they are read.
+struct OTLPSource: Sendable {
+    var signal: OTLPSignal
+    var encoding: OTLPEncoding
+}
+
+/// Reads logs back in arrival order: the logs of one request are consecutive, so each body is inflated (and an
+/// OTLP request decoded) once.
 struct StoredLogReader {
     private var body: StoredBody?
     private var json: [UInt8] = []
+    private var records: [OTLPRecord] = []
 
     /// The log object as received, without whitespace between tokens.
     mutating func json(of log: StoredLog) -> ArraySlice<UInt8> {
         if body !== log.body {
             body = log.body
             json = log.body.json()
+            records = []
+            if let otlp = log.body.otlp {
+                records = (try? OTLPDecoder.decode(signal: otlp.signal, encoding: otlp.encoding, body: json))?.records ?? []
+            }
+        }
+        if log.body.otlp != nil {
+            let index = log.span.lowerBound
+            return index < records.count ? Array(records[index].json.utf8)[...] : []
         }
         guard log.span.upperBound <= json.count else { return [] }
         let slice = json[log.span]

@@ -271,7 +271,21 @@ struct OTLPVendorTests {
             #expect([200, 400].contains(batch.normal.status), "iteration \(iteration)")
             #expect(batch.events.count + batch.refused == batch.eventCount, "iteration \(iteration)")
             #expect(batch.normal.status == 200 || batch.events.isEmpty, "iteration \(iteration)")
-            #expect(batch.events.allSatisfy { $0.key != nil && !$0.json.isEmpty }, "iteration \(iteration)")
+            #expect(batch.events.allSatisfy { $0.key != nil }, "iteration \(iteration)")
+            // Each accepted record renders from the body the server keeps, when it is read.
+            if let source = batch.renderedWhenRead {
+                var reader = StoredLogReader()
+                let kept = StoredBody(.plain(body), minify: false, install: "", receivedAtMs: 0, vendor: .otlp, otlp: source)
+                let rendered = batch.events.map { event in
+                    let index = event.recordIndex ?? -1
+                    return reader.json(of: StoredLog(id: .zero, type: .event, name: event.name, body: kept,
+                                                     span: index..<index + 1))
+                }
+                #expect(rendered.allSatisfy { $0.first == UInt8(ascii: "{") && $0.last == UInt8(ascii: "}") },
+                        "iteration \(iteration)")
+            } else {
+                #expect(batch.events.isEmpty, "iteration \(iteration)")
+            }
         }
     }
 }

@@ -71,8 +71,11 @@ struct VendorEvent: Sendable {
     var name: String?
     /// The vendor's event timestamp, epoch ms, for delivery delays and late events (SPEC M7, V4b).
     var timestampMs: Int64?
-    /// The event as received, on one line.
+    /// The event as received, on one line; empty when it is rendered only when read (`recordIndex`).
     var json: [UInt8]
+    /// OTLP: the record's place among its request's accepted records. Its JSON is rendered from the request's
+    /// kept body when `/_mock/logs` reads it, not on arrival, where it was most of the decoder's cost.
+    var recordIndex: Int?
 }
 
 /// A vendor request as its decoder read it: the events to record, what a healthy server of that vendor
@@ -91,6 +94,8 @@ struct VendorBatch {
     var normal: HTTPResponse
     /// The vendor's answer to a status a scenario injects without a body: its error or success shape.
     var injected: @Sendable (Int) -> HTTPResponse
+    /// OTLP: how to decode the request's body again to render its events' JSON when they are read.
+    var renderedWhenRead: OTLPSource?
 
     init(vendor: Vendor, normal: HTTPResponse, injected: @escaping @Sendable (Int) -> HTTPResponse) {
         self.vendor = vendor

@@ -65,14 +65,15 @@ enum OTLPHTTPWire {
         batch.refused = decoded.refused.count
         batch.names.reserveCapacity(decoded.records.count)
         batch.events.reserveCapacity(decoded.records.count)
-        for record in decoded.records {
+        for (index, record) in decoded.records.enumerated() {
             batch.names.append(record.logName)
-            // The JSON is rendered here, outside the server's lock; duplicates pay for it too (a lazy event would
-            // need the framework's VendorEvent to hold a closure).
+            // Rendered when read (StoredLogReader), from the body the server keeps: rendering every record as
+            // OTLP/JSON on arrival was most of the decoder's cost, duplicates included.
             batch.events.append(VendorEvent(key: record.dedupKey, name: record.logName,
                                             timestampMs: record.timeUnixNano.map { Int64($0 / 1_000_000) },
-                                            json: Array(record.json.utf8)))
+                                            json: [], recordIndex: index))
         }
+        batch.renderedWhenRead = OTLPSource(signal: signal, encoding: encoding)
         return batch
     }
 }
