@@ -323,7 +323,13 @@ final class MockCore: Sendable {
             let (value, generation, from, fresh) = state.withLockedValue { s -> (T, Int, Int, [Int64]) in
                 let from = cache.generation == s.generation && cache.values.count <= s.delays.count
                     ? cache.values.count : 0
-                return (read(s), s.generation, from, Array(s.delays[from...]))
+                // Copied into a buffer of its own: `Array(s.delays[0...])` would share the state's, which ingestion
+                // appends to in place once this copy lets go of it, an order ThreadSanitizer cannot see (it does
+                // not see the reference count) and reported as a race with the sort below.
+                var fresh: [Int64] = []
+                fresh.reserveCapacity(s.delays.count - from)
+                fresh.append(contentsOf: s.delays[from...])
+                return (read(s), s.generation, from, fresh)
             }
             let added = fresh.sorted()
             cache.values = from == 0 ? added : Self.merge(cache.values, added)
