@@ -31,8 +31,8 @@ final class BodyInflater: ChannelInboundHandler, RemovableChannelHandler {
     private var abandoned = false
     private var decompressor: OpaquePointer?
     /// The one-shot path's output, reused from request to request: a fresh buffer each time came from memory
-    /// the allocator had just given back to the kernel, and page faults were a tenth of the mock's CPU (SPEC
-    /// M10). The handler lets go of it once the request is answered, so the next request writes in place.
+    /// the allocator had just given back to the kernel, and paid its page faults again (SPEC M10). The handler
+    /// lets go of it once the request is answered, so the next request writes in place.
     private var output: ByteBuffer?
     /// While the inflated body is passed on: the gzip body it came from, when that is one whole member whose
     /// stated size is the body's (what `StoredBody` keeps and inflates again).

@@ -3,8 +3,8 @@ import NIOCore
 /// One event loop's answers, flushed together once the loop has handled every connection that was ready.
 ///
 /// With one request in flight per connection, a client waits for each answer; flushing each at once woke the
-/// client (and, on loopback, ran its TCP receive path) once per answer. Flushed together, a turn that handled
-/// four connections wakes it once. About a twentieth of the mock's CPU per log (SPEC M10).
+/// client (and, on loopback, ran its TCP receive path) once per answer, on the mock's CPU. Flushed together, a
+/// turn that handled four connections wakes it once (SPEC M10).
 ///
 /// Used only on its own event loop, which is what makes the unchecked `Sendable` sound.
 final class FlushBatcher: @unchecked Sendable {

@@ -4,9 +4,9 @@ import CLibDeflate
 /// the body as it came over the wire, with who sent it and when.
 ///
 /// A gzip body is kept compressed, as it arrived, and inflated again when the logs are read. Reading is rare
-/// and off the hot path; keeping the inflated JSON cost 16 times the memory (43 KiB instead of 2.6 KiB for a
-/// 50-log batch), and touching that much new memory for every request was the largest part of the mock's
-/// CPU per log after parsing (SPEC M10).
+/// and off the hot path; keeping the inflated JSON took many times the memory, and the kernel's page faults on
+/// that much new memory for every request were the largest part of the mock's CPU per log after parsing
+/// (SPEC M10; figures in BENCHMARKS.md).
 final class StoredBody: Sendable {
     enum Bytes: Sendable {
         /// One gzip member and the size it inflates to.
