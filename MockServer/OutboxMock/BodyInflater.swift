@@ -134,12 +134,8 @@ final class BodyInflater: ChannelInboundHandler, RemovableChannelHandler {
                 return ok ? written : 0
             }
         }
-        guard ok else {
-            if output.capacity <= Self.maxKept { self.output = output }
-            return nil
-        }
         if output.capacity <= Self.maxKept { self.output = output }
-        return output
+        return ok ? output : nil
     }
 
     /// Larger buffers (a rare big batch) are not kept for the connection's next request.

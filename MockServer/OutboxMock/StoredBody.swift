@@ -11,7 +11,8 @@ final class StoredBody: Sendable {
     enum Bytes: Sendable {
         /// One gzip member and the size it inflates to.
         case gzip([UInt8], inflatedSize: Int)
-        /// The JSON itself (an identity or `deflate` body, another vendor's event).
+        /// The body as decompressed (identity and `deflate` bodies, a gzip body the one-shot inflate did not
+        /// take), or another vendor's event.
         case plain([UInt8])
     }
 
