@@ -181,14 +181,21 @@ struct JSONView {
         let t = tape[index]
         let start = t.kind == .string ? Int(t.start) - 1 : Int(t.start)
         let end = t.kind == .string ? Int(t.end) + 1 : Int(t.end)
+        let value = UnsafeBufferPointer(rebasing: bytes[start..<end])
         if !tape.hasInnerWhitespace {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            out.append(contentsOf: value)
             return
         }
-        out.reserveCapacity(out.count + end - start)
+        Self.appendMinified(value, to: &out)
+    }
+
+    /// Copies JSON `bytes` to `out` without the whitespace outside strings; they must already have parsed (the
+    /// server minifies a stored log this way when it is read back).
+    static func appendMinified(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        out.reserveCapacity(out.count + bytes.count)
         var inString = false
-        var i = start
-        while i < end {
+        var i = 0
+        while i < bytes.count {
             let b = bytes[i]
             if inString {
                 out.append(b)

@@ -90,29 +90,10 @@ struct StoredLogReader {
         return log.body.minify ? Self.minified(slice) : slice
     }
 
-    /// The bytes without whitespace outside strings; the parser has already checked that they are JSON.
+    /// The bytes without whitespace outside strings (`JSONView.appendMinified`); they parsed when they arrived.
     static func minified(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var inString = false
-        var escaped = false
-        for b in bytes {
-            if inString {
-                out.append(b)
-                if escaped {
-                    escaped = false
-                } else if b == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if b == UInt8(ascii: "\"") {
-                    inString = false
-                }
-            } else if b == UInt8(ascii: "\"") {
-                inString = true
-                out.append(b)
-            } else if !(b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09) {
-                out.append(b)
-            }
-        }
+        bytes.withUnsafeBufferPointer { JSONView.appendMinified($0, to: &out) }
         return out[...]
     }
 }
