@@ -13,7 +13,7 @@ C_PREFIX ?= $(CURDIR)/.build/c-prefix
 NODE ?= node
 export NODE
 
-.PHONY: deps build test vendor-venv compare unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
+.PHONY: deps build test doc-check vendor-venv compare unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -36,19 +36,29 @@ endef
 
 deps:
 	$(call install-missing,$(DEB_PACKAGES),deps)
-	@command -v $(SWIFT) >/dev/null || { echo "make deps: swift is not on PATH (Swift 6 toolchain required)"; exit 1; }
+	@command -v $(SWIFT) >/dev/null || { echo "make deps: swift is not on PATH (Swift 6.2 or later required)"; exit 1; }
 
 build: deps
 	$(SWIFT) build
 
-# Builds everything (tests, the CLI, the mock server and the crash child), runs every test, then builds the release
-# CLI as shipped and checks it end to end over HTTP and HTTPS (`make cli-check`).
+# Checks the documents first (`make doc-check`, a second), then builds everything (tests, the CLI, the mock server and
+# the crash child), runs every test, then builds the release CLI as shipped and checks it end to end over HTTP and
+# HTTPS (`make cli-check`).
 test: deps vendor-venv
+	$(MAKE) doc-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) cli-check
 	$(MAKE) c-test
 	$(MAKE) node-test
+
+# Documents and comments point only at what the repository holds, Markdown code fences pair up, relative links
+# resolve, every rule cited has its heading in docs/BEHAVIOUR.md, and NOTICE names every Swift package dependency
+# (scripts/doc-check.py says what each check recognises). The self-test first: each check must catch a planted fault.
+doc-check:
+	$(call install-missing,python3,doc-check)
+	python3 scripts/doc-check.py --self-test
+	python3 scripts/doc-check.py
 
 # The official Python clients (SPEC V6) for VendorClientsEndToEndTests: installed when missing, once; without
 # python3 or PyPI the tests skip and say so, and `make test` goes on.
@@ -163,9 +173,10 @@ sanitize-thread: deps
 sanitize-address: deps
 	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
 
-# Issue 18: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped and a soak, against
+# `make torture`: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped and a soak, against
 # the release CLI and mock, then the whole suite under ThreadSanitizer (scripts/sanitize.sh thread); writes
-# torture/REPORT.md, torture/soak.svg and torture/results.json. Not part of `make test` (about 30 min).
+# torture/REPORT.md, torture/soak.svg and torture/results.json. Not part of `make test`: about 20 min on 2 cores,
+# release builds included (torture/REPORT.md gives each part's minutes).
 # TORTURE_ROUNDS (1000) and TORTURE_SOAK_S (120) scale it; TORTURE_ONLY=crash,disk,clock,corrupt,soak,tsan picks parts.
 torture: deps
 	$(call install-missing,python3,torture)

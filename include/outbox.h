@@ -166,6 +166,12 @@ void outbox_free(void *pointer);
  * thread's next outbox_ call; never pass it to outbox_free. Thread: any (thread-local). */
 const char *outbox_last_error(void);
 
+/* The code (OUTBOX_E…) of the calling thread's last failure; 0 when none. For the functions that return no code,
+ * outbox_open above all: NULL with OUTBOX_EINVAL (malformed JSON, a wrong type) or OUTBOX_ECONFIG (a key unknown,
+ * missing, out of bounds), or the code of what stopped the engine (a store that cannot be opened: OUTBOX_EINVAL).
+ * Thread: any (thread-local). */
+int outbox_last_error_code(void);
+
 /* "MAJOR.MINOR.PATCH" of the library loaded (compare with the OUTBOX_VERSION_ macros). Static; never free it. */
 const char *outbox_version(void);
 

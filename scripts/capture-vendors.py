@@ -11,8 +11,9 @@ With `--against URL` the same clients make the same calls against a running mock
 print one JSON object: the errors each client reported (its on_error / on_failure callbacks, exceptions).
 
 Each client runs unmodified but for the host it sends to: a small capture server on 127.0.0.1 that
-answers every request 200 with `{"status":1,"results":{}}` (a reply each of them accepts, see
-peers-wire.md) and saves what it received — method, URI, headers in order, and the body as it came
+answers every request 200 with `{"status":1,"results":{}}` (a reply each of them takes as success:
+Segment and Snowplow take any 2xx, PostHog a 200 whose `results` names no refused event, Mixpanel a body whose
+`status` is 1) and saves what it received — method, URI, headers in order, and the body as it came
 over the wire (compressed bodies stay compressed, so a replay exercises gzip too). Ids (messageId, uuid,
 eid, $insert_id) are kept: the tests replay each request twice and expect the second to be all duplicates.
 """

@@ -80,7 +80,9 @@ expect() {   # WHAT JSON delivered pending
 }
 
 expect "HTTP delivers" "$(emit plain.sqlite "http://127.0.0.1:$plain" 30)" "$count" 0
-expect "HTTPS refuses an unknown certificate" "$(emit refused.sqlite "https://127.0.0.1:$tls" 2)" 0 "$count"
+# X3a: logs still pending at --timeout make `emit --wait-delivered` exit 1 (the JSON is printed all the same).
+refused=$(emit refused.sqlite "https://127.0.0.1:$tls" 2) && { echo "cli-check: FAILED: emit exited 0 with logs pending" >&2; exit 1; }
+expect "HTTPS refuses an unknown certificate (exit 1, logs pending)" "$refused" 0 "$count"
 expect "HTTPS delivers with --ca-file" \
     "$(emit trusted.sqlite "https://127.0.0.1:$tls" 30 --ca-file "$work/cert.pem")" "$count" 0
 

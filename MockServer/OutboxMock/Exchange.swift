@@ -56,13 +56,14 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
 
     /// Reads a recording: one exchange per non-empty line.
     public static func load(path: String) throws -> [RecordedExchange] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw MockServerError.unreadableFile(path)
-        }
+        let data = try readFile(path) { MockServerError.unreadableFile(path: path, reason: $0) }
         let decoder = JSONDecoder()
         var out: [RecordedExchange] = []
         for (n, line) in data.split(separator: UInt8(ascii: "\n")).enumerated()
         where !line.allSatisfy({ $0 == 0x20 || $0 == 0x0D }) {
+            if let problem = strictJSONProblem(Data(line)) {
+                throw MockServerError.invalidRecording("\(path): line \(n + 1), column \(problem.column): not valid JSON: \(problem.message)")
+            }
             do {
                 out.append(try decoder.decode(RecordedExchange.self, from: Data(line)))
             } catch {

@@ -1,7 +1,8 @@
 import NIOCore
 
 /// A response the server writes itself, head and body in one buffer: one write, one segment, so a
-/// keep-alive client never waits for a delayed ACK (see peers-wire.md, "Nagle + delayed ACK").
+/// keep-alive client never waits for a delayed ACK (with Nagle's algorithm, a second small write on a reused
+/// connection waits for the client's delayed ACK: about 40 ms a request).
 struct HTTPResponse: Sendable {
     var status: Int
     /// Extra headers (a scenario's `Retry-After`, …). `Date`, `Content-Length` and `Connection` are added.

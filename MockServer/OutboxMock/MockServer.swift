@@ -231,7 +231,7 @@ extension Scenario {
 public enum MockServerError: Error, Equatable, CustomStringConvertible {
     case invalidConfiguration(String)
     case cannotBind(String)
-    case unreadableFile(String)
+    case unreadableFile(path: String, reason: String)
     case unwritableFile(String)
     case invalidRecording(String)
     case fixturesNotFound
@@ -241,7 +241,7 @@ public enum MockServerError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .invalidConfiguration(let m): "invalid configuration: \(m)"
         case .cannotBind(let m): "cannot listen on \(m)"
-        case .unreadableFile(let p): "cannot read \(p)"
+        case .unreadableFile(let path, let reason): "cannot read \(path): \(reason)"
         case .unwritableFile(let p): "cannot create \(p)"
         case .invalidRecording(let m): "invalid recording: \(m)"
         case .alreadyStarted: "start() was already called (a stopped server cannot start again)"

@@ -314,6 +314,9 @@ public struct Scenario: Codable, Sendable, Equatable {
 
     /// Decodes and checks a scenario from JSON.
     public static func decode(from data: Data) throws -> Scenario {
+        // Foundation's decoder lets a trailing comma through and says only "not valid JSON": the mock's own strict
+        // parser reads the text first and says where it breaks.
+        try strictJSONCheck(data)
         let scenario: Scenario
         do {
             scenario = try JSONDecoder().decode(Scenario.self, from: data)
@@ -330,9 +333,7 @@ public struct Scenario: Codable, Sendable, Equatable {
 
     /// Loads a scenario file (see `Fixtures/scenarios/`).
     public static func load(path: String) throws -> Scenario {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScenarioError.unreadable(path)
-        }
+        let data = try readFile(path) { ScenarioError.unreadable(path: path, reason: $0) }
         do {
             return try decode(from: data)
         } catch ScenarioError.invalid(let message) {
@@ -515,7 +516,7 @@ public struct RequestNumbers: Codable, Sendable, Equatable, CustomStringConverti
             } catch {
                 throw DecodingError.dataCorrupted(.init(
                     codingPath: decoder.codingPath,
-                    debugDescription: "requests must look like \"3\", \"1-5\" or \"10-\", got \"\(text)\""))
+                    debugDescription: "requests must look like \"3\", \"1-5\", \"10-\" or a list of those such as \"1,4,7-9\", got \"\(text)\""))
             }
         }
     }
@@ -528,16 +529,58 @@ public struct RequestNumbers: Codable, Sendable, Equatable, CustomStringConverti
     public static func == (a: RequestNumbers, b: RequestNumbers) -> Bool { a.description == b.description }
 }
 
+/// Throws `invalid` naming the line and column where `data` stops being strict JSON (RFC 8259: no trailing comma,
+/// no comment, nothing after the value).
+func strictJSONCheck(_ data: Data) throws {
+    if let problem = strictJSONProblem(data) {
+        throw ScenarioError.invalid("not valid JSON at line \(problem.line), column \(problem.column): \(problem.message)")
+    }
+}
+
+/// Where and why `data` is not strict JSON, read by the mock's own parser; nil when it is.
+func strictJSONProblem(_ data: Data) -> (line: Int, column: Int, message: String)? {
+    let failure: JSONParseError? = data.withUnsafeBytes { raw in
+        do throws(JSONParseError) {
+            _ = try JSONTape.parse(raw.bindMemory(to: UInt8.self))
+            return nil
+        } catch {
+            return error
+        }
+    }
+    guard let failure else { return nil }
+    var line = 1, column = 1
+    for byte in data.prefix(failure.offset) {
+        if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else if byte & 0xC0 != 0x80 { column += 1 }
+    }
+    return (line, column, failure.message)
+}
+
+/// The bytes of the file at `path`, or the error `failure` makes of the reason (errno's text) it cannot be read.
+func readFile<E: Error>(_ path: String, _ failure: (String) -> E) throws -> Data {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
+    defer { close(fd) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n < 0 { throw failure(String(cString: strerror(errno))) }
+        if n == 0 { return data }
+        data.append(contentsOf: buffer[0..<n])
+    }
+}
+
 public enum ScenarioError: Error, Equatable, CustomStringConvertible {
-    case unreadable(String)
+    case unreadable(path: String, reason: String)
     case invalid(String)
     case badRequests(String)
 
     public var description: String {
         switch self {
-        case .unreadable(let path): "cannot read scenario file \(path)"
+        case .unreadable(let path, let reason): "cannot read scenario file \(path): \(reason)"
         case .invalid(let message): "invalid scenario: \(message)"
-        case .badRequests(let text): "requests must look like \"3\", \"1-5\" or \"10-\", got \"\(text)\""
+        case .badRequests(let text): "requests must look like \"3\", \"1-5\", \"10-\" or a list of those such as \"1,4,7-9\", got \"\(text)\""
         }
     }
 }

@@ -9,6 +9,7 @@
 /* Initial-exec TLS would fail to dlopen once the static TLS reserve is used up (Node loads addons late);
    global-dynamic costs one __tls_get_addr per failure, which only error paths pay. */
 static __thread char last_error[1024] __attribute__((tls_model("global-dynamic")));
+static __thread int last_code __attribute__((tls_model("global-dynamic")));
 
 int outboxc_fail(int code, const char *message, size_t length) {
     if (length >= sizeof last_error) {
@@ -18,11 +19,16 @@ int outboxc_fail(int code, const char *message, size_t length) {
     }
     memcpy(last_error, message, length);
     last_error[length] = '\0';
+    last_code = code;
     return code;
 }
 
 const char *outbox_last_error(void) {
     return last_error;
+}
+
+int outbox_last_error_code(void) {
+    return last_code;
 }
 
 const char *outbox_version(void) {

@@ -14,17 +14,10 @@ struct ConfigError: Error {
 /// the swift-log level of the engine's log handler. `runMode`, `logger` and `clock` have no key: the C caller
 /// chooses the loop through `outbox_open`'s argument and the log handler through `outbox_set_log_handler`.
 enum ConfigDecoder {
-    /// Every key `outbox_open` accepts.
-    static let keys: [String] = [
-        "storePath", "maxStorageSize", "maxLogCount", "maxLogAgeMs", "maxDistinctEventNames", "groupCommitWindowMs",
-        "intakeCapacity", "endpoint", "appSecret", "batchSize", "transmissionIntervalMs",
-        "criticalTransmissionIntervalMs", "retryIntervalsMs", "maxRetryAfterMs", "probeIntervalMs",
-        "dispatchIntervalMs", "requestTimeoutMs", "caFile", "bodyCompression", "clockSkewThresholdMs",
-        "watchesNetwork", "appVersion", "appBuild", "appNamespace", "sessionTimeoutMs", "sessionTracking",
-        "tracksAppLifecycle", "testingAllowsValuesBelowBounds", "logLevel",
-    ]
+    /// Every key `outbox_open` accepts: the schema's C keys, and `logLevel` for the log handler.
+    static let keys: [String] = Configuration.schema.compactMap(\.cKey) + ["logLevel"]
     /// SPEC R8: the keys `outbox_update` accepts.
-    static let updateKeys: Set<String> = ["endpoint", "appSecret", "caFile", "requestTimeoutMs"]
+    static let updateKeys: Set<String> = Set(Configuration.schema.filter(\.changeable).compactMap(\.cKey))
 
     /// The members of a configuration object, or why the text is not one.
     static func members(_ text: UnsafePointer<CChar>?) throws(ConfigError) -> [(key: String, value: JSONValue)] {

@@ -257,7 +257,7 @@ public func outbox_update(_ handle: UnsafeMutableRawPointer?, _ configJSON: Unsa
         members = try ConfigDecoder.members(configJSON)
         let fixed = members.map(\.key).filter { !ConfigDecoder.updateKeys.contains($0) }
         guard fixed.isEmpty else {
-            throw ConfigError(code: ECONFIG, message: "only endpoint, appSecret, caFile and requestTimeoutMs can change at run time; refused: \(fixed.joined(separator: ", "))")
+            throw ConfigError(code: ECONFIG, message: "only \(ConfigDecoder.updateKeys.sorted().joined(separator: ", ")) can change at run time; refused: \(fixed.joined(separator: ", "))")
         }
     } catch {
         return fail(error.code, "outbox_update: \(error.message)")

@@ -13,7 +13,9 @@ struct Emit: ParsableCommand {
     @Option(help: "The SQLite store file.") var store: String
     @Option(help: "How many events to track.") var count: Int
     @Option(help: "Ingestion server base URL; logs go to {endpoint}/logs?api-version=1.0.0.") var endpoint: String?
-    @Option(help: "App secret sent with --endpoint.") var appSecret: String?
+    @Option(help: "App secret sent with --endpoint (also OUTBOX_APP_SECRET).") var appSecret: String?
+    @Option(help: ArgumentHelp("A file holding the app secret (one final newline ignored), kept out of argv.", valueName: "path"))
+    var appSecretFile: String?
     @Option(help: "Every K-th event is critical and named P-critical.") var criticalEvery: Int?
     @Option(help: "Event name prefix P.") var namePrefix: String = "emit"
     @Option(help: "Size in bytes of a padding property.") var payloadBytes: Int = 0
@@ -45,10 +47,17 @@ struct Emit: ParsableCommand {
         }
         if let rate, !(rate > 0) { throw ValidationError("--rate must be a positive number of events per second") }
         if waitDelivered && endpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
-        if endpoint != nil && appSecret == nil { throw ValidationError("--endpoint needs --app-secret") }
+        if endpoint != nil, try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) == nil {
+            throw ValidationError("--endpoint needs --app-secret, --app-secret-file or OUTBOX_APP_SECRET")
+        }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
-        if let interval { _ = try Self.duration(seconds: interval, option: "--interval") }
+        if let endpoint, let problem = Configuration.endpointProblem(endpoint) {
+            throw ValidationError("--endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
+        }
+        if let interval { _ = try BoundedFlag.interval.value(interval, testing: testing) }
+        if let batchSize { _ = try BoundedFlag.batchSize.value(Double(batchSize), testing: testing) }
+        if let maxStorageBytes { _ = try BoundedFlag.maxStorageBytes.value(Double(maxStorageBytes), testing: testing) }
         _ = try parsedRetryIntervals()
         _ = try parsedCompression()
         if let path = clockOffsetPath, OffsetFileClock.read(path: path) == nil {
@@ -80,13 +89,7 @@ struct Emit: ParsableCommand {
 
     func parsedRetryIntervals() throws -> [Duration]? {
         guard let retryIntervals else { return nil }
-        if retryIntervals.isEmpty { return [] }
-        return try retryIntervals.split(separator: ",").map { part in
-            guard let seconds = Double(part.trimmingSpaceAndTab), seconds >= 0 else {
-                throw ValidationError("--retry-intervals takes seconds separated by commas, got '\(retryIntervals)'")
-            }
-            return try Self.duration(seconds: seconds, option: "--retry-intervals")
-        }
+        return try BoundedFlag.retryIntervals.list(retryIntervals, testing: testing).map { .milliseconds($0) }
     }
 
     func run() throws {
@@ -102,11 +105,11 @@ struct Emit: ParsableCommand {
         configuration.sessionTracking = .manual
         if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
         configuration.endpoint = endpoint
-        configuration.appSecret = appSecret ?? ""
+        configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
         configuration.caFile = caFile
         if let batchSize { configuration.batchSize = batchSize }
         if let interval {
-            configuration.transmissionInterval = try Self.duration(seconds: interval, option: "--interval")
+            configuration.transmissionInterval = .milliseconds(try BoundedFlag.interval.value(interval, testing: testing))
             configuration.criticalTransmissionInterval = min(configuration.criticalTransmissionInterval, configuration.transmissionInterval)
         }
         if let intervals = try parsedRetryIntervals() { configuration.retryIntervals = intervals }
@@ -162,12 +165,18 @@ struct Emit: ParsableCommand {
         }
         let status = try await engine.status()
         engine.shutdown()
+        let pending = status.pendingNormal + status.pendingCritical + status.inFlight
         printJSON([
             ("tracked", tracked), ("rejected", rejected + status.rejected), ("delivered", status.delivered),
             ("dead_lettered", status.deadLettered), ("evicted", status.evicted), ("expired", status.expired),
-            ("pending", status.pendingNormal + status.pendingCritical + status.inFlight), ("retries", status.retries),
+            ("pending", pending), ("retries", status.retries),
             ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
         ])
+        // SPEC X3a: waiting for delivery fails when logs are left; dead-lettered ones are settled (counted above).
+        if waitDelivered && pending > 0 {
+            writeStandardError("outbox emit: \(pending) logs still pending after --timeout \(BoundedFlag.format(timeout)) s (they stay stored)\n")
+            throw ExitCode.failure
+        }
     }
 }
 

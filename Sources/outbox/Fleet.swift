@@ -19,6 +19,10 @@ struct Fleet: ParsableCommand {
     @Option(help: "Seeds who goes offline and when.") var seed: UInt64 = 1
     @Option(help: "Ingestion server base URL (default: the mock, started in-process).") var endpoint: String?
     @Option(help: "Scenario file for the in-process mock (SPEC X2).") var scenario: String?
+    @Option(help: "App secret the devices send (default: \(Fleet.testSecret), a fixed test secret; also OUTBOX_APP_SECRET).")
+    var appSecret: String?
+    @Option(help: ArgumentHelp("A file holding the app secret (one final newline ignored), kept out of argv.", valueName: "path"))
+    var appSecretFile: String?
     @Option(help: "Fraction of the devices that go offline once, at a random moment of their tracking.")
     var offlineFraction: Double = 0
     @Option(name: .customLong("offline-s"), help: "Seconds an offline device stays offline.") var offlineSeconds: Double = 10
@@ -33,6 +37,9 @@ struct Fleet: ParsableCommand {
     @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
     var timeout: Double = 600
     @OptionGroup var logging: LoggingOptions
+
+    /// What the devices send as `App-Secret` without `--app-secret` (SPEC F5; docs/CLI.md).
+    static let testSecret = "fleet-secret"
 
     /// Descriptors one open device holds (SPEC F4): its store's database and WAL (exclusive locking: no `-shm`, no
     /// `.lock` beyond the open). The commit mark and the WAL's write-back descriptor are open only while the loop
@@ -59,14 +66,16 @@ struct Fleet: ParsableCommand {
         }
         _ = try Emit.duration(seconds: offlineSeconds, option: "--offline-s")
         _ = try Emit.duration(seconds: timeout, option: "--timeout")
-        if let interval { _ = try Emit.duration(seconds: interval, option: "--interval") }
+        if let interval { _ = try BoundedFlag.interval.value(interval, testing: testing) }
+        if let batchSize { _ = try BoundedFlag.batchSize.value(Double(batchSize), testing: testing) }
         _ = try parsedRetryIntervals()
         if endpoint != nil && scenario != nil {
             throw ValidationError("--scenario configures the in-process mock; give an external mock its scenario with PUT /_mock/scenario")
         }
-        if let endpoint, !(endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://")) {
-            throw ValidationError("--endpoint must start with http:// or https://, got \(endpoint)")
+        if let endpoint, let problem = Configuration.endpointProblem(endpoint) {
+            throw ValidationError("--endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
         }
+        _ = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
         if let metricsPort, !(0...65535).contains(metricsPort) {
             throw ValidationError("--metrics-port takes a TCP port from 0 to 65535, got \(metricsPort)")
         }
@@ -75,13 +84,7 @@ struct Fleet: ParsableCommand {
 
     func parsedRetryIntervals() throws -> [Duration]? {
         guard let retryIntervals else { return nil }
-        if retryIntervals.isEmpty { return [] }
-        return try retryIntervals.split(separator: ",").map { part in
-            guard let seconds = Double(part.trimmingSpaceAndTab), seconds >= 0 else {
-                throw ValidationError("--retry-intervals takes seconds separated by commas, got '\(retryIntervals)'")
-            }
-            return try Emit.duration(seconds: seconds, option: "--retry-intervals")
-        }
+        return try BoundedFlag.retryIntervals.list(retryIntervals, testing: testing).map { .milliseconds($0) }
     }
 
     func run() throws {
@@ -123,7 +126,15 @@ struct Fleet: ParsableCommand {
         defer { try? server?.stop() }
         let target = endpoint ?? server?.baseURL ?? ""
         let client = FleetMockClient(endpoint: target)
-        let baseline = client.flatMap { try? FleetMockStats.read($0) }
+        var baseline: FleetMockStats? = nil
+        if let client {
+            do {
+                baseline = try FleetMockStats.read(client)
+            } catch FleetMockClient.Failure.connect(let reason) where endpoint != nil {
+                // Said now, not after every device has retried through the whole run.
+                throw CLIError(description: "outbox fleet: cannot reach --endpoint \(target): \(reason); start the server first")
+            } catch {}
+        }
         if baseline == nil {
             logger.warning("the server does not answer GET /_mock/stats as an outbox-mock does: lost cannot be counted",
                            metadata: ["outbox.endpoint": "\(target)"])
@@ -312,7 +323,7 @@ struct Fleet: ParsableCommand {
         var template = Configuration(storePath: base)
         template.logger = logger
         template.endpoint = endpoint
-        template.appSecret = "fleet-secret"
+        template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
         template.appVersion = "fleet"
         template.testingAllowsValuesBelowBounds = testing
         // Each device's session spans its tracking, started and ended by the fleet (FleetSessions.swift, SPEC A2).
@@ -326,7 +337,7 @@ struct Fleet: ParsableCommand {
         template.exclusiveStoreLock = true
         if let batchSize { template.batchSize = batchSize }
         if let interval {
-            template.transmissionInterval = try Emit.duration(seconds: interval, option: "--interval")
+            template.transmissionInterval = .milliseconds(try BoundedFlag.interval.value(interval, testing: testing))
             template.criticalTransmissionInterval = min(template.criticalTransmissionInterval, template.transmissionInterval)
         }
         if let intervals = try parsedRetryIntervals() {

@@ -3,7 +3,7 @@ import Logging
 import Synchronization
 
 /// SPEC X7: `--log-level`, shared by the commands that run an engine or open a store. The CLI is an application,
-/// so it may bootstrap swift-log (STYLE 4): its lines go to stderr, leaving stdout to the JSON output.
+/// so it may bootstrap swift-log (a library never does): its lines go to stderr, leaving stdout to the JSON output.
 struct LoggingOptions: ParsableArguments {
     @Option(name: .customLong("log-level"),
             help: "Lowest level written to stderr: trace, debug, info, notice, warning, error or critical.")

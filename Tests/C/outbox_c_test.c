@@ -199,7 +199,7 @@ static void host_thread_finished(uv_async_t *async) {
     if (atomic_load(&h->threads_done) < THREADS) return;
     if (h->dispatches > 0) return;
     for (int i = 0; i < LOOP_EVENTS; i++) {
-        if (outbox_track(h->engine, "from-loop", "{\"i\":1}", i == 0 ? OUTBOX_CRITICAL : 0) != 0) h->loop_errors++;
+        if (outbox_track(h->engine, "from-loop", "{\"i\":1}", 0) != 0) h->loop_errors++;
     }
     h->dispatches = 1;
     outbox_dispatch(h->engine, host_dispatched, h);
@@ -281,6 +281,58 @@ static void test_host_loop(void) {
     CHECK(unique == THREADS * PER_THREAD + LOOP_EVENTS, "the mock has every log: %ld of %d", unique,
           THREADS * PER_THREAD + LOOP_EVENTS);
     CHECK(atomic_load(&log_lines) > 0, "the log handler received lines (%d)", atomic_load(&log_lines));
+    mock_stop(&m);
+}
+
+/* SPEC C7 (round 3): on the host's loop a dispatch right after normal events commits them first: its first answer
+   is GOOD and the logs are delivered, never NO_DATA while they wait for their group-commit window. */
+struct first_dispatch {
+    outbox_engine *engine;
+    uv_timer_t keepalive;
+    int first, calls;
+};
+
+static void first_dispatched(int result, void *ctx) {
+    struct first_dispatch *d = ctx;
+    if (d->calls++ == 0) d->first = result;
+    if (result != OUTBOX_DISPATCH_NO_DATA && d->calls < 50) {
+        outbox_dispatch(d->engine, first_dispatched, d);
+        return;
+    }
+    outbox_close(d->engine, 3000);
+    uv_close((uv_handle_t *)&d->keepalive, NULL);
+}
+
+static void test_host_loop_dispatch_commits_first(void) {
+    struct mock m;
+    CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
+    uv_loop_t loop;
+    CHECK(uv_loop_init(&loop) == 0, "uv_loop_init");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "dispatch-first");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"s\",\"sessionTracking\":\"manual\","
+             "\"dispatchIntervalMs\":0}",
+             path, m.url);
+    struct first_dispatch d = {0};
+    d.first = -100;
+    d.engine = outbox_open(config, &loop);
+    CHECK(d.engine != NULL, "outbox_open on the host's loop");
+    if (!d.engine) { mock_stop(&m); return; }
+    for (int i = 0; i < 5; i++) {
+        char properties[32];
+        snprintf(properties, sizeof properties, "{\"i\":%d}", i);
+        CHECK(outbox_track(d.engine, "normal", properties, 0) == 0, "normal event %d tracked", i);
+    }
+    uv_timer_init(&loop, &d.keepalive);
+    uv_timer_start(&d.keepalive, host_keepalive, 1000, 1000);
+    CHECK(outbox_dispatch(d.engine, first_dispatched, &d) == 0, "outbox_dispatch");
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(d.first == OUTBOX_DISPATCH_GOOD, "the first dispatch after five normal events is GOOD (got %d)", d.first);
+    CHECK(uv_loop_close(&loop) == 0, "uv_loop_close returns 0");
+    outbox_free(d.engine);
+    long unique = mock_stat(&m, "logs_unique");
+    CHECK(unique == 5, "the mock has the five normal logs: %ld", unique);
     mock_stop(&m);
 }
 
@@ -386,11 +438,19 @@ static void test_bad_input(void) {
 
     CHECK(outbox_open(NULL, NULL) == NULL && outbox_last_error()[0], "open(NULL)");
     CHECK(outbox_open("{", NULL) == NULL && error_names("malformed"), "open: malformed JSON");
+    CHECK(outbox_last_error_code() == OUTBOX_EINVAL, "open: malformed JSON is OUTBOX_EINVAL (%d)", outbox_last_error_code());
     CHECK(outbox_open("[]", NULL) == NULL && error_names("object"), "open: not an object");
     CHECK(outbox_open("{\"storePath\":\"/tmp/x\"} x", NULL) == NULL && error_names("malformed"), "open: trailing text");
     CHECK(outbox_open("{}", NULL) == NULL && error_names("storePath"), "open: storePath missing");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"transmissionInterval\":6000}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("transmissionInterval'"), "open: unknown key named");
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: an unknown key is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
+    /* SPEC X3a: an endpoint must be an absolute http(s) URL with a host. */
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"endpoint\":\"http://\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("endpoint"), "open: endpoint without a host refused");
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a bad endpoint is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"endpoint\":\"http://exa mple.com\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("endpoint"), "open: endpoint with a space refused");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":\"50\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("batchSize"), "open: wrong type named");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":0}", path);
@@ -572,6 +632,7 @@ int main(int argc, char **argv) {
 
     test_bad_input();
     test_host_loop();
+    test_host_loop_dispatch_commits_first();
     test_own_thread();
     test_opt_out();
     test_update_after_401();

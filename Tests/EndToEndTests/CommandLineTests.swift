@@ -1,4 +1,5 @@
 import Foundation
+import Outbox
 import OutboxMock
 import OutboxTestSupport
 import Testing
@@ -33,6 +34,13 @@ struct CommandLineTests {
         (["--count", "-1"], "--count"),
         (["--wait-delivered"], "--wait-delivered"),
         (["--testing-clock-offset-file", "/nonexistent/outbox-clock-offset"], "--testing-clock-offset-file"),
+        // SPEC X3a: an empty item is an error, not skipped; an endpoint must be an absolute http(s) URL with a host.
+        (["--retry-intervals", "1,,2"], "--retry-intervals"),
+        (["--retry-intervals", "10,"], "--retry-intervals"),
+        (["--endpoint", "http://", "--app-secret", "k"], "--endpoint"),
+        (["--endpoint", "http://exa mple.com", "--app-secret", "k"], "--endpoint"),
+        (["--batch-size", "501"], "--batch-size"),
+        (["--max-storage-bytes", "1000"], "--max-storage-bytes"),
     ])
     func badEmitArgumentsExitNonZeroNamingTheOption(extra: [String], option: String) throws {
         let dir = TempDirectory(); defer { dir.remove() }
@@ -88,5 +96,71 @@ extension CommandLineTests {
         let result = try runOutbox(["demo", "--seconds", "3", "--rate", "100", "--directory", dir.path + "/demo"], in: dir)
         #expect(result.status == 0, "\(result.output)\n\(result.errors)")
         #expect(result.output.contains("lost"))
+    }
+}
+
+/// SPEC X3a: the command line checks its flags in their own units against the library's bounds, and says so.
+extension CommandLineTests {
+    @Test func aFlagOutOfBoundsIsNamedInItsOwnUnitWithWhatTestingLowers() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.file(), "--count", "1", "--interval", "1"])
+        #expect(result.status != 0)
+        #expect(result.errors.contains("--interval must be between 6 and 86400 s, got 1 s"), "\(result.errors)")
+        #expect(result.errors.contains("--testing lowers the minimum to 0.001 s"), "\(result.errors)")
+        #expect(!result.errors.contains("transmissionInterval"))
+        let testing = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.file(), "--count", "0",
+                                                                      "--interval", "1", "--testing"])
+        #expect(testing.status == 0, "\(testing.errors)")
+    }
+
+    // Every flag that sets a bounded field takes exactly the field's bounds: just below the minimum (or above the
+    // maximum) is refused naming the flag, the minimum and the maximum are accepted.
+    @Test(arguments: [
+        ("--interval", BoundedField.transmissionInterval, 1000.0),
+        ("--retry-intervals", BoundedField.retryIntervals, 1000.0),
+        ("--batch-size", BoundedField.batchSize, 1.0),
+        ("--max-storage-bytes", BoundedField.maxStorageSize, 1.0),
+    ])
+    func everyBoundedFlagTakesItsFieldsBounds(flag: String, field: BoundedField, scale: Double) throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        func run(_ value: Double) throws -> (status: Int32, errors: String) {
+            let text = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+            return try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.file(), "--count", "0", flag, text])
+        }
+        let range = field.range(testing: false)
+        let step = scale == 1 ? 1.0 : 0.001
+        let minimum = Double(range.lowerBound) / scale, maximum = Double(range.upperBound) / scale
+        for accepted in [minimum, maximum] {
+            let result = try run(accepted)
+            #expect(result.status == 0, "\(flag) \(accepted): \(result.errors)")
+        }
+        for refused in [minimum - step, maximum + step] {
+            let result = try run(refused)
+            #expect(result.status != 0, "\(flag) \(refused) was accepted")
+            #expect(result.errors.contains(flag), "\(result.errors)")
+        }
+    }
+
+    // SPEC X3a: `--wait-delivered` exits 1 when logs are still pending at the timeout (the JSON is printed all the
+    // same), and 0 when nothing is pending even though the server refused every log (dead-lettered, counted).
+    @Test func waitDeliveredFailsWhileLogsArePendingAndNotForDeadLetters() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let down = try startMock(scenario: try Scenario.decode(from: Data(#"{"rules": [{"match": {}, "respond": {"status": 503}}]}"#.utf8)))
+        defer { try? down.stop() }
+        let pending = try runOutbox(["emit", "--store", dir.file("down.outbox"), "--count", "5", "--endpoint", down.baseURL,
+                                     "--app-secret", "k", "--wait-delivered", "--timeout", "1"], in: dir)
+        #expect(pending.status == 1, "\(pending.errors)")
+        let stuck = try #require(jsonLines(pending.output).first)
+        #expect(stuck["pending"] as? Int == 5)
+        #expect(pending.errors.contains("still pending"))
+
+        let refusing = try startMock(scenario: try Scenario.decode(from: Data(#"{"rules": [{"match": {}, "respond": {"status": 400}}]}"#.utf8)))
+        defer { try? refusing.stop() }
+        let settled = try runOutbox(["emit", "--store", dir.file("refused.outbox"), "--count", "5", "--endpoint", refusing.baseURL,
+                                     "--app-secret", "k", "--wait-delivered", "--timeout", "20"], in: dir)
+        #expect(settled.status == 0, "\(settled.errors)")
+        let object = try #require(jsonLines(settled.output).first)
+        #expect(object["pending"] as? Int == 0)
+        #expect(object["dead_lettered"] as? Int == 5)
     }
 }

@@ -145,7 +145,7 @@ struct DeadLetterCommandTests {
         let dir = TempDirectory(); defer { dir.remove() }
         let secret = "s3cr3t-\(UUID().uuidString)"
         let result = try emitAgainstUnavailableServer(level: "info", secret: secret, dir: dir)
-        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.status == 1, "logs still pending at the timeout (SPEC X3a): \(result.errors)")
         #expect(result.errors.contains("batch will be retried"), "stderr: \(result.errors)")
         #expect(!result.errors.contains(secret))
         #expect(!result.output.contains(secret))
@@ -156,7 +156,7 @@ struct DeadLetterCommandTests {
         let dir = TempDirectory(); defer { dir.remove() }
         let secret = "s3cr3t-\(UUID().uuidString)"
         let result = try emitAgainstUnavailableServer(level: nil, secret: secret, dir: dir)
-        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.status == 1, "logs still pending at the timeout (SPEC X3a): \(result.errors)")
         #expect(!result.errors.contains("batch will be retried"), "stderr: \(result.errors)")
         #expect(!result.errors.contains(secret))
     }
@@ -166,7 +166,7 @@ struct DeadLetterCommandTests {
         let dir = TempDirectory(); defer { dir.remove() }
         let secret = "s3cr3t-\(UUID().uuidString)"
         let result = try emitAgainstUnavailableServer(level: "trace", secret: secret, dir: dir)
-        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.status == 1, "logs still pending at the timeout (SPEC X3a): \(result.errors)")
         #expect(result.errors.contains("batch will be retried"), "stderr: \(result.errors)")
         #expect(!result.errors.contains(secret))
     }

@@ -109,3 +109,23 @@ struct DeliveryCoreEndToEndTests {
         #expect(names(server).filter { $0 == "offline" }.count == 60)
     }
 }
+
+extension DeliveryCoreEndToEndTests {
+    // SPEC R8: `update` refuses, by name, fields that cannot change at run time; exclusiveStoreLock and
+    // sharedTransport were accepted and applied by nothing.
+    @Test func updateRefusesFieldsThatCannotChangeByName() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let engine = try OutboxEngine(configuration: fastConfiguration(store: dir.file(), endpoint: "http://127.0.0.1:9"))
+        defer { engine.shutdown() }
+        for (name, change) in [("exclusiveStoreLock", { (c: inout Configuration) in c.exclusiveStoreLock = true }),
+                               ("dispatchInterval", { (c: inout Configuration) in c.dispatchInterval = .zero })] {
+            do {
+                try engine.update(change)
+                Issue.record("update accepted a change of \(name)")
+            } catch {
+                #expect("\(error)".contains("refused: \(name)"), "\(error)")
+            }
+        }
+        try engine.update { $0.requestTimeout = .seconds(5) }
+    }
+}

@@ -4,7 +4,7 @@ import Testing
 @testable import Outbox
 
 /// The real engine against the real mock server over loopback, one scenario of Fixtures/scenarios/ each.
-/// Assertions read the server's stats (STYLE 7).
+/// Assertions read the server's stats, not the engine's logs.
 @Suite("Delivery end to end (SPEC C, R, W)")
 struct DeliveryEndToEndTests {
     private func track(_ engine: OutboxEngine, count: Int, criticalEvery: Int = 10, name: String = "e2e") throws {

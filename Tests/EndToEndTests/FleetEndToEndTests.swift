@@ -195,3 +195,39 @@ struct FleetEndToEndTests {
         #expect(result.errors.contains(option), "stderr: \(result.errors)")
     }
 }
+
+extension FleetEndToEndTests {
+    // SPEC F5: the fleet sends the app secret it is given (flag, file or environment) instead of a fixed one, so it
+    // runs against a server that checks it; the flag and the file form each deliver everything.
+    @Test func aFleetWithTheServersAppSecretDeliversEverything() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        var configuration = MockServer.Configuration()
+        configuration.appSecret = "s3cret"
+        let server = try MockServer(configuration: configuration)
+        try server.start()
+        defer { try? server.stop() }
+        let secretFile = dir.file("secret")
+        try Data("s3cret\n".utf8).write(to: URL(fileURLWithPath: secretFile))
+        for (index, form) in [["--app-secret", "s3cret"], ["--app-secret-file", secretFile]].enumerated() {
+            let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--endpoint", server.baseURL,
+                                        "--dir", dir.path + "/stores-\(index)", "--timeout", "20"] + form + Self.fast, in: dir)
+            #expect(result.status == 0, "\(form[0]): \(result.errors)")
+            let summary = jsonObject(result.output)
+            #expect(summary["lost"] as? Int == 0)
+            #expect(summary["delivered"] as? Int == summary["tracked"] as? Int)
+            #expect(!result.errors.contains("s3cret"), "the secret never appears in the fleet's output")
+        }
+        #expect(server.stats().statusCounts["401"] == nil)
+    }
+
+    // A fleet pointed at a port where nothing listens says so before it starts any device.
+    @Test func aFleetAtADeadEndpointSaysSoAtOnce() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let started = Date()
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--endpoint", "http://127.0.0.1:1",
+                                    "--dir", dir.path + "/stores", "--timeout", "60"] + Self.fast, in: dir)
+        #expect(result.status != 0)
+        #expect(result.errors.contains("cannot reach --endpoint http://127.0.0.1:1"), "\(result.errors)")
+        #expect(Date().timeIntervalSince(started) < 30, "not after the 60 s drain")
+    }
+}

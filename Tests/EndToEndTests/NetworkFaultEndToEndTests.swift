@@ -4,7 +4,7 @@ import Testing
 @testable import Outbox
 
 /// The real engine (curl underneath) against the real mock injecting each of SPEC M8's proxy faults: whatever the
-/// network does, everything tracked arrives, once. Assertions read the server's stats (STYLE 7).
+/// network does, everything tracked arrives, once. Assertions read the server's stats, not the engine's logs.
 @Suite("Network faults end to end (SPEC M8, R1, S6)")
 struct NetworkFaultEndToEndTests {
     struct Case: CustomTestStringConvertible, Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import OutboxTestSupport
 @testable import OutboxMock
 
 /// Every action and match key of SPEC X2, driven by a real client over loopback, checking what the client
@@ -394,7 +395,11 @@ struct ScenarioTests {
         (#"{"rules":[{"respond":{"status":200,"headers":{"X":"a\r\nb"}}}]}"#, "not a valid HTTP header"),
         (#"{"rules":[{"action":"hang","duration_s":3}]}"#, "duration_s only applies"),
         (#"{"seed":-1}"#, "seed"),
-        ("not json", "not valid JSON"),
+        ("not json", "not valid JSON at line 1, column 1"),
+        // Strict, as docs/MOCK.md says: a trailing comma is named with its place, not accepted.
+        ("{\"rules\": [\n  {\"action\": \"reset\"},\n]}", "not valid JSON at line 3, column 1"),
+        ("{\"seed\": 1,}", "not valid JSON at line 1, column 12"),
+        (#"{"rules":[{"match":{"requests":"1,,3"},"action":"reset"}]}"#, #"a list of those such as "1,4,7-9""#),
     ])
     func invalidScenariosAreRefused(_ json: String, _ expected: String) {
         do {
@@ -402,6 +407,44 @@ struct ScenarioTests {
             Issue.record("accepted \(json)")
         } catch {
             #expect("\(error)".contains(expected), "\(error)")
+        }
+    }
+}
+
+extension ScenarioTests {
+    // A scenario or recording file that cannot be read says why (errno's text), not only which file.
+    @Test func anUnreadableScenarioFileSaysWhy() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        do {
+            _ = try Scenario.load(path: dir.file("missing.json"))
+            Issue.record("a missing file was loaded")
+        } catch {
+            #expect("\(error)" == "cannot read scenario file \(dir.file("missing.json")): No such file or directory")
+        }
+        do {
+            _ = try Scenario.load(path: dir.path)
+            Issue.record("a directory was loaded")
+        } catch {
+            #expect("\(error)".contains("Is a directory"), "\(error)")
+        }
+        do {
+            _ = try RecordedExchange.load(path: dir.file("missing.jsonl"))
+            Issue.record("a missing recording was loaded")
+        } catch {
+            #expect("\(error)".contains("No such file or directory"), "\(error)")
+        }
+    }
+
+    // A recording's broken line is named with its line and column.
+    @Test func aMalformedRecordingLineIsNamedWithLineAndColumn() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let path = dir.file("replay.jsonl")
+        try Data("{\"status\": 200,}\n".utf8).write(to: URL(fileURLWithPath: path))
+        do {
+            _ = try RecordedExchange.load(path: path)
+            Issue.record("a malformed recording was loaded")
+        } catch {
+            #expect("\(error)".contains("line 1, column 16"), "\(error)")
         }
     }
 }

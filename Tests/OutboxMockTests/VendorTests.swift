@@ -40,7 +40,7 @@ struct VendorTests {
         }
     }
 
-    /// The answer each client takes as success (SPEC V2, peers-wire.md).
+    /// The answer each client takes as success, read from its source at the pinned version (SPEC V2).
     private func expectSuccessShape(_ vendor: Vendor, _ fixture: VendorFixture, _ response: TestResponse) throws {
         switch vendor {
         case .segment:

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Outbox
 
-@Suite("Event loop (DESIGN: ownership and threads; SPEC C8)")
+@Suite("Event loop (ownership and threads; SPEC C8)")
 struct EventLoopTests {
     // SPEC C8: after shutdown every handle is closed and the loop closes cleanly.
     @Test func dedicatedModeClosesItsLoopWithNoHandleLeft() async throws {

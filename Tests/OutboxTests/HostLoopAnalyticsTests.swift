@@ -1,10 +1,11 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 @testable import Outbox
 
 /// The README's recipe for a host's libuv loop: the host's own handle drives the app lifecycle.
-@Suite("Analytics on the host's loop (DESIGN host mode; SPEC A1, A5)")
+@Suite("Analytics on the host's loop (host mode; SPEC A1, A5)")
 struct HostLoopAnalyticsTests {
     // SPEC A1, A5: lifecycle calls made from the host's loop thread are applied in order; shutdown on that thread
     // writes $AppEnd, and the host's loop closes with no handle left.
@@ -41,5 +42,43 @@ final class LifecycleHost: @unchecked Sendable {
             try? engine.trackEvent("on-loop")
         })
         closeResult = outcome?.closeResult ?? -1
+    }
+}
+
+/// SPEC C7 (round 3): on the host's loop a dispatch first commits what was tracked before it.
+@Suite("Dispatch on the host's loop (SPEC C7)")
+struct HostLoopDispatchTests {
+    // Five normal events, then `dispatch(completion:)` on the loop thread: the logs still in the intake are
+    // committed and sent, and the answer is `.good`, not `.noData`.
+    @Test func dispatchRightAfterNormalEventsSendsThem() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try TestHTTPServer(); defer { server.stop() }
+        let result = Mutex<DispatchResult?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            nonisolated(unsafe) var loop: UnsafeMutableRawPointer?
+            _ = runHostProgram(path: dir.file(), configure: { configuration in
+                loop = configuration.runMode.hostLoop
+                configuration.endpoint = server.baseURL
+                configuration.appSecret = "secret"
+                configuration.dispatchInterval = .zero  // manual: only dispatch sends
+            }, onTimer: { engine in
+                guard let loop else { return }
+                let hold = LoopHold(loop: loop)
+                for i in 0..<5 { try? engine.trackEvent("normal", properties: ["i": .int(Int64(i))]) }
+                engine.dispatch { answer in
+                    result.withLock { $0 = answer }
+                    hold.release()
+                }
+            })
+            done.signal()
+        }
+        thread.start()
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        #expect(result.withLock { $0 } == .good)
+        #expect(server.requests.count >= 1)
+        let store = try LogStore(path: dir.file(), limits: StoreLimits(), clock: SystemClock(), logger: Logger(label: "test"))
+        defer { store.close() }
+        #expect(try store.allLogs().isEmpty, "the five logs were delivered")
     }
 }

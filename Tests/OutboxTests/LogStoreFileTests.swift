@@ -394,6 +394,8 @@ struct LogStoreFileTests {
         let path = dir.file("store.sqlite")
         let clock = ManualClock(wallMs: Fixture.baseWallMs)
         var moved: [String] = []
+        // A store lived here (its lock file stays): garbage at its path is a damaged store, not another file (S7).
+        try Fixture.open(path, clock: clock).close()
         for _ in 0..<2 {
             try Data(repeating: 0xEE, count: 8192).write(to: URL(fileURLWithPath: path))
             let store = try Fixture.open(path, clock: clock)

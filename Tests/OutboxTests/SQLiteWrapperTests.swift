@@ -2,7 +2,7 @@ import CSQLite
 import Testing
 @testable import Outbox
 
-/// The SQLite wrapper's manners (STYLE §3): transactions, statement cache, errors, migrations.
+/// The SQLite wrapper's manners, GRDB's: transactions, statement cache, errors, migrations.
 struct SQLiteWrapperTests {
     // SPEC S1: the schema has a version and migrates forward, one transaction per step.
     @Test func migratorAppliesEachStepOnceAndInOrder() throws {

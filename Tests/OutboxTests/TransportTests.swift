@@ -194,7 +194,8 @@ struct TransportTests {
         #expect(await harness.shutdown() == 0)
     }
 
-    // SPEC C3 (DESIGN, curl): time spent in the transport's queue does not count against the request timeout.
+    // SPEC C3: time spent in the transport's queue does not count against the request timeout (curl counts a
+    // transfer's timeout from when it is added, time in curl's own queue included: requests wait outside curl).
     // 9 requests of 300 ms each, 3 at a time, take ~900 ms: with a 700 ms timeout the last ones would time out
     // if they had been waiting inside curl.
     @Test func queuedTimeDoesNotCountAgainstTheTimeout() async throws {

@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 100; i++) {
         char properties[96];
         snprintf(properties, sizeof properties, "{\"i\":%d,\"plan\":\"pro\",\"price\":9.99,\"trial\":true}", i);
-        if (outbox_track(engine, "example", properties, i == 99 ? OUTBOX_CRITICAL : 0) != 0)
+        if (outbox_track(engine, "example", properties, 0) != 0)
             fprintf(stderr, "outbox_track: %s\n", outbox_last_error());
     }
     uv_timer_init(&loop, &keepalive);

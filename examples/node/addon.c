@@ -8,6 +8,7 @@
  * JavaScript API (see demo.js):
  *   open(configJSON) -> engine          track(engine, name, propertiesJSON|null, critical) -> undefined
  *   dispatch(engine, callback(result))  status(engine) -> JSON string
+ *   setEnabled(engine, enabled)         update(engine, configJSON)
  *   close(engine, drainMs)              free(engine)
  * Failures throw an Error whose message is outbox_last_error() and whose `code` is the OUTBOX_E… value.
  */
@@ -64,13 +65,13 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     size_t argc = 1;
     napi_value argv[1];
     CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-    int ok;
+    int ok = 1;
     char *config = argc > 0 ? string_arg(env, argv[0], &ok) : NULL;
     struct uv_loop_s *loop;
     CALL(env, napi_get_uv_event_loop(env, &loop));
     outbox_engine *engine = outbox_open(config, loop);
     free(config);
-    if (!engine) return throw_outbox(env, OUTBOX_ECONFIG);
+    if (!engine) return throw_outbox(env, ok ? outbox_last_error_code() : OUTBOX_EINVAL);
     napi_value result;
     CALL(env, napi_create_external(env, engine, NULL, NULL, &result));
     return result;
@@ -145,6 +146,39 @@ static napi_value js_status(napi_env env, napi_callback_info info) {
     return result;
 }
 
+/* SPEC T6: opt out (false: stored logs deleted, tracking refused with OUTBOX_EDISABLED) or back in (true). */
+static napi_value js_set_enabled(napi_env env, napi_callback_info info) {
+    size_t argc = 2;
+    napi_value argv[2];
+    CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+    bool enabled = false;
+    if (argc < 2 || napi_get_value_bool(env, argv[1], &enabled) != napi_ok) {
+        napi_throw_type_error(env, NULL, "setEnabled(engine, enabled): enabled must be true or false");
+        return NULL;
+    }
+    int rc = outbox_set_enabled(engine_arg(env, argv[0]), enabled ? 1 : 0);
+    if (rc != 0) return throw_outbox(env, rc);
+    return NULL;
+}
+
+/* SPEC R8: changes the fields that may change at run time (endpoint, appSecret, caFile, requestTimeoutMs). */
+static napi_value js_update(napi_env env, napi_callback_info info) {
+    size_t argc = 2;
+    napi_value argv[2];
+    CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+    int ok = 0;
+    char *config = argc > 1 ? string_arg(env, argv[1], &ok) : NULL;
+    if (!ok || !config) {
+        free(config);
+        napi_throw_type_error(env, NULL, "update(engine, configJSON): configJSON must be a string");
+        return NULL;
+    }
+    int rc = outbox_update(engine_arg(env, argv[0]), config);
+    free(config);
+    if (rc != 0) return throw_outbox(env, rc);
+    return NULL;
+}
+
 static napi_value js_close(napi_env env, napi_callback_info info) {
     size_t argc = 2;
     napi_value argv[2];
@@ -170,6 +204,8 @@ static napi_value init(napi_env env, napi_value exports) {
         {"track", NULL, js_track, NULL, NULL, NULL, napi_default, NULL},
         {"dispatch", NULL, js_dispatch, NULL, NULL, NULL, napi_default, NULL},
         {"status", NULL, js_status, NULL, NULL, NULL, napi_default, NULL},
+        {"setEnabled", NULL, js_set_enabled, NULL, NULL, NULL, napi_default, NULL},
+        {"update", NULL, js_update, NULL, NULL, NULL, napi_default, NULL},
         {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
         {"free", NULL, js_free, NULL, NULL, NULL, napi_default, NULL},
     };

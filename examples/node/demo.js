@@ -31,8 +31,7 @@ const engineThreads = fs.readdirSync('/proc/self/task')
   .filter((name) => name.startsWith('outbox-'));
 
 for (let i = 0; i < count; i++) {
-  outbox.track(engine, 'node-demo', JSON.stringify({ i, runtime: 'node', version: process.version, even: i % 2 === 0 }),
-    i === count - 1);
+  outbox.track(engine, 'node-demo', JSON.stringify({ i, runtime: 'node', version: process.version, even: i % 2 === 0 }));
 }
 
 const NO_DATA = 1;

@@ -60,7 +60,8 @@ def snowplow(url):
 
 def mixpanel(url):
     from mixpanel import Consumer, Mixpanel, MixpanelException
-    # api_host= is the client's normal configuration: https, with its urllib3 retry adapter (peers-wire.md §4).
+    # api_host= is the client's normal configuration: https, with its urllib3 retry adapter (total=4; the
+    # adapter is mounted on https:// only, so over http the client does not retry).
     mp = Mixpanel("mp_compare", consumer=Consumer(api_host=urllib.parse.urlsplit(url).netloc))
 
     def track(i, name):

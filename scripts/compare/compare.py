@@ -6,8 +6,8 @@
 
 Each client × scenario run gets its own outbox-mock (its own port and scenario file), so runs go in parallel
 (--jobs at a time). Mixpanel and PostHog go through an nginx TLS front (a throwaway self-signed certificate,
-trusted through REQUESTS_CA_BUNDLE), because their urllib3 retry adapters are mounted on https:// only
-(peers-wire.md §2, §4). Each Python client is driven by scripts/compare/clients.py, unmodified but for its host;
+trusted through REQUESTS_CA_BUNDLE), because their urllib3 retry adapters are mounted on https:// only, as their
+sources at the pinned versions show (scripts/compare/venv.sh). Each Python client is driven by scripts/compare/clients.py, unmodified but for its host;
 Outbox by `outbox emit`. A run ends when every tracked event has arrived, when the client process ends, or 25 s
 after the client's last call (CAP_S); what has not arrived by then is lost, except what Outbox still holds in its
 store (the `kept` column). Counts, duplicates and delays come from the mock (`/_mock/stats`, `/_mock/logs`).
@@ -468,8 +468,8 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
               "(not added to delivered)."]
     if skipped:
         lines += ["", "Not run: " + "; ".join(skipped) + "."]
-    lines += ["", "Retry rules and source lines: /work/shared/reference/peers-wire.md (captured against this "
-              "machine's clients). Raw figures of this run: compare/results.json.", ""]
+    lines += ["", "Each client runs as published at the version scripts/compare/venv.sh pins, with its own retry "
+              "rules. Raw figures of this run: compare/results.json.", ""]
     with open(os.path.join(out, "REPORT.md"), "w") as f:
         f.write("\n".join(lines))
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official Python clients of the vendors the mock speaks, at the versions peers-wire.md pins, in a virtual
+# The official Python clients of the vendors the mock speaks, at pinned versions (`wanted` below), in a virtual
 # environment under .build/ (SPEC V6): used by `make compare` and by VendorClientsEndToEndTests in `make test`.
 #
 #   scripts/compare/venv.sh [DIR] [--plot]      # DIR defaults to .build/vendor-venv; --plot adds matplotlib

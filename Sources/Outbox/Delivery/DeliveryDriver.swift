@@ -11,10 +11,10 @@ public enum DispatchResult: Sendable, Equatable {
     case error
 }
 
-/// The thin shell around `DeliveryMachine` (STYLE 9): it feeds the machine events with the time and the queue's
-/// counts, and carries out the actions it returns against a `BatchQueue` and an `HTTPSender`. It holds no delivery
-/// state of its own beyond what carrying out needs: the closures of waiters, the transfer id of each batch on the
-/// wire, and the encoder of request bodies. Loop-owned: every entry asserts the loop's thread.
+/// The thin shell around `DeliveryMachine`, which decides in pure code: it feeds the machine events with the time
+/// and the queue's counts, and carries out the actions it returns against a `BatchQueue` and an `HTTPSender`. It
+/// holds no delivery state of its own beyond what carrying out needs: the closures of waiters, the transfer id of
+/// each batch on the wire, and the encoder of request bodies. Loop-owned: every entry asserts the loop's thread.
 final class DeliveryDriver {
     private let queue: any BatchQueue
     private var sender: any HTTPSender

@@ -3,7 +3,7 @@
 typealias WaiterID = Int
 
 /// Logs the store holds that no batch has claimed, by priority. Read from the store (`BatchQueue.waiting()`) before
-/// every decision: the machine keeps no count of its own (STYLE 10).
+/// every decision: the machine keeps no count of its own (one source of truth: a second count would drift).
 struct Waiting: Sendable, Equatable {
     var normal = 0
     var critical = 0
@@ -29,11 +29,12 @@ struct DeliveryNow: Sendable, Equatable {
     }
 }
 
-/// Delivery's whole state as a pure value (STYLE 9): the shell (`DeliveryDriver`) feeds it events and carries out
-/// the actions it returns against a `BatchQueue` and an `HTTPSender`. It owns each batch's life (claimed → in
-/// flight → waiting for a retry → delivered / split / dead-lettered), the classification of every transfer's
-/// result (SPEC R1), the scheduling of C1–C8, the back-off and disabling of R3–R7, the dispatch and idle waiters,
-/// and the paused, offline, stopped and opted-out states. No clock, timer or I/O in here.
+/// Delivery's whole state as a pure value, tested without a loop, a clock or a socket: the shell (`DeliveryDriver`)
+/// feeds it events and carries out the actions it returns against a `BatchQueue` and an `HTTPSender`. It owns each
+/// batch's life (claimed → in flight → waiting for a retry → delivered / split / dead-lettered), the
+/// classification of every transfer's result (SPEC R1), the scheduling of C1–C8, the back-off and disabling of
+/// R3–R7, the dispatch and idle waiters, and the paused, offline, stopped and opted-out states. No clock, timer or
+/// I/O in here.
 struct DeliveryMachine: Sendable {
     typealias BatchKey = Int64
 
@@ -155,7 +156,7 @@ struct DeliveryMachine: Sendable {
         case log(LogLine)
     }
 
-    /// A line for the host's logger (STYLE 4: retries at info, per-batch detail at debug).
+    /// A line for the host's logger (a library logs at info or lower: retries at info, per-batch detail at debug).
     struct LogLine: Equatable, Sendable {
         enum Level: Sendable { case debug, info, warning, error }
         var level: Level

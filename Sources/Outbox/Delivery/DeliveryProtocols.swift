@@ -1,4 +1,4 @@
-/// The durable queue delivery works on (STYLE 10): `LogStore` implements it over SQLite; the tests' in-memory
+/// The durable queue delivery works on: `LogStore` implements it over SQLite; the tests' in-memory
 /// fake implements it too, so the path from a stored log to a dead letter is tested without SQLite or sockets.
 /// Its counts are the only counts: delivery keeps none of its own.
 protocol BatchQueue: AnyObject {

@@ -1,7 +1,8 @@
 import FoundationEssentials
 import Logging
 
-/// Everything an engine needs, validated once when the engine starts (STYLE 6). Defaults are SPEC.md's.
+/// Everything an engine needs, validated once when the engine starts; an error names the field, its bounds and the
+/// value given. Defaults are docs/BEHAVIOUR.md's.
 ///
 /// ```swift
 /// var configuration = Configuration(storePath: "/var/lib/myapp/outbox.sqlite")
@@ -44,7 +45,7 @@ public struct Configuration: Sendable {
     public var sharedTransport: SharedTransport? = nil
     /// Wall and monotonic clocks; tests inject a `ManualClock`.
     public var clock: any OutboxClock = SystemClock()
-    /// The host's logger (STYLE 4). Default: discards everything.
+    /// The host's logger: the engine never bootstraps swift-log. Default: discards everything.
     public var logger: Logger = Logger(label: "outbox", factory: { _ in SwiftLogNoOpLogHandler() })
     /// Where the engine's libuv loop runs.
     public var runMode: RunMode = .dedicatedThread
@@ -109,45 +110,56 @@ public struct Configuration: Sendable {
 
     /// Checks every field; the error names the field, its bounds and the value given.
     public func validate() throws(OutboxError) {
-        let testing = testingAllowsValuesBelowBounds
         guard !storePath.isEmpty else { throw .invalidConfiguration("storePath is empty: give the path of the SQLite file") }
-        let minStorage = 24 * 1024  // the store itself needs 24 KiB (its schema alone takes 8 pages)
-        try check("maxStorageSize", maxStorageSize, minStorage...(1 << 40), unit: " bytes")
-        if let count = maxLogCount { try check("maxLogCount", count, 1...4000, unit: "") }
-        if let pageCacheSize { try check("pageCacheSize", pageCacheSize, (64 * 1024)...(64 << 20), unit: " bytes") }
-        if let diskReserveSize { try check("diskReserveSize", diskReserveSize, (32 * 1024)...(64 << 20), unit: " bytes") }
-        let ageSeconds = Int(maxLogAge.components.seconds)
-        try check("maxLogAge", ageSeconds, (testing ? 1 : 3600)...(365 * 24 * 3600), unit: " s")
-        try check("maxDistinctEventNames", maxDistinctEventNames, 1...10_000, unit: "")
-        let windowMs = Int(groupCommitWindow.milliseconds)
-        try check("groupCommitWindow", windowMs, 1...1000, unit: " ms")
-        try check("intakeCapacity", intakeCapacity, (testing ? 1 : 1000)...10_000_000, unit: "")
-        if let endpoint {
-            guard endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") else {
-                throw .invalidConfiguration("endpoint must start with http:// or https://, got \(endpoint)")
-            }
+        try check(.maxStorageSize, Int64(maxStorageSize))
+        if let maxLogCount { try check(.maxLogCount, Int64(maxLogCount)) }
+        if let pageCacheSize { try check(.pageCacheSize, Int64(pageCacheSize)) }
+        if let diskReserveSize { try check(.diskReserveSize, Int64(diskReserveSize)) }
+        try check(.maxLogAge, maxLogAge.components.seconds)
+        try check(.maxDistinctEventNames, Int64(maxDistinctEventNames))
+        try check(.groupCommitWindow, groupCommitWindow.milliseconds)
+        try check(.intakeCapacity, Int64(intakeCapacity))
+        if let endpoint, let problem = Self.endpointProblem(endpoint) {
+            throw .invalidConfiguration("endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
         }
-        try check("batchSize", batchSize, 1...500, unit: "")
-        let intervalMs = Int(transmissionInterval.milliseconds)
-        try check("transmissionInterval", intervalMs, (testing ? 1 : 6000)...86_400_000, unit: " ms")
-        try check("criticalTransmissionInterval", Int(criticalTransmissionInterval.milliseconds),
-                  (testing ? 1 : 1000)...max(intervalMs, 1), unit: " ms")
+        try check(.batchSize, Int64(batchSize))
+        try check(.transmissionInterval, transmissionInterval.milliseconds)
+        try check(.criticalTransmissionInterval, criticalTransmissionInterval.milliseconds,
+                  maximum: max(transmissionInterval.milliseconds, 1))
         guard retryIntervals.count <= 10 else {
             throw .invalidConfiguration("retryIntervals holds at most 10 intervals, got \(retryIntervals.count)")
         }
-        for interval in retryIntervals {
-            try check("each of retryIntervals", Int(interval.milliseconds), (testing ? 1 : 1000)...86_400_000, unit: " ms")
+        for interval in retryIntervals { try check(.retryIntervals, interval.milliseconds, name: "each of retryIntervals") }
+        try check(.maxRetryAfter, maxRetryAfter.milliseconds)
+        if let probeInterval { try check(.probeInterval, probeInterval.milliseconds) }
+        // SPEC C6: 0 or less is manual dispatch; only a period is bounded.
+        if let dispatchInterval, dispatchInterval > .zero { try check(.dispatchInterval, dispatchInterval.milliseconds) }
+        try check(.requestTimeout, requestTimeout.milliseconds)
+        try check(.clockSkewThreshold, clockSkewThreshold.milliseconds)
+        try check(.sessionTimeout, sessionTimeout.milliseconds)
+        if case .zlib(let level) = bodyCompression, !(1...9).contains(level) {
+            throw .invalidConfiguration("bodyCompression's zlib level must be between 1 and 9, got \(level)")
         }
-        try check("maxRetryAfter", Int(maxRetryAfter.milliseconds), (testing ? 1 : 1000)...86_400_000, unit: " ms")
-        if let probeInterval {
-            try check("probeInterval", Int(probeInterval.milliseconds), (testing ? 1 : 60_000)...86_400_000, unit: " ms")
-        }
-        try check("requestTimeout", Int(requestTimeout.milliseconds), (testing ? 1 : 1000)...600_000, unit: " ms")
-        try check("sessionTimeout", Int(sessionTimeout.milliseconds), (testing ? 1 : 1000)...86_400_000, unit: " ms")
-        if case .zlib(let level) = bodyCompression { try check("bodyCompression's zlib level", level, 1...9, unit: "") }
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             throw .invalidConfiguration("caFile \(caFile) is not a readable file")
         }
+    }
+
+    /// Why `endpoint` cannot be sent to, or nil (SPEC X3a): read by curl's own URL parser, as the transport will, so
+    /// that an endpoint that passes here is one curl sends to, and one it cannot parse is refused now rather than
+    /// retried for ever.
+    public static func endpointProblem(_ endpoint: String) -> String? {
+        let lowered = endpoint.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else {
+            return "it does not start with http:// or https://"
+        }
+        if endpoint.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 }) {
+            return "it contains a space or a control character"
+        }
+        guard let origin = Origin(endpoint) else { return "it does not parse as a URL with a host" }
+        guard origin.scheme == "http" || origin.scheme == "https" else { return "its scheme is \(origin.scheme)" }
+        guard !origin.host.isEmpty else { return "it has no host" }
+        return nil
     }
 
     var deliverySettings: DeliveryMachine.Settings {
@@ -162,9 +174,14 @@ public struct Configuration: Sendable {
         return settings
     }
 
-    private func check(_ name: String, _ value: Int, _ range: ClosedRange<Int>, unit: String) throws(OutboxError) {
+    /// `value` in `field`'s unit against its bounds (SPEC's, or testing's lower ones); the error names the field,
+    /// the bounds and the value.
+    private func check(_ field: BoundedField, _ value: Int64, maximum: Int64? = nil, name: String? = nil) throws(OutboxError) {
+        var range = field.range(testing: testingAllowsValuesBelowBounds)
+        if let maximum { range = range.lowerBound...max(range.lowerBound, min(range.upperBound, maximum)) }
         guard range.contains(value) else {
-            throw .invalidConfiguration("\(name) must be between \(range.lowerBound)\(unit) and \(range.upperBound)\(unit), got \(value)\(unit)")
+            let unit = field.unit.suffix
+            throw .invalidConfiguration("\(name ?? field.rawValue) must be between \(range.lowerBound)\(unit) and \(range.upperBound)\(unit), got \(value)\(unit)")
         }
     }
 

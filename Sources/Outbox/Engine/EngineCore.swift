@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Logging
 
-/// Everything the loop thread owns (DESIGN "Ownership and threads"): the store, the id generator, the counters.
+/// Everything the loop thread owns (docs/ARCHITECTURE.md, "Who owns what"): the store, the id generator, the counters.
 /// Only the loop thread calls into it, except `init`, which runs before the loop starts.
 final class EngineCore {
     let loop: EventLoop
@@ -15,6 +15,8 @@ final class EngineCore {
     private var commitTimer: LoopTimer?
     private var housekeeping: LoopTimer?
     private var commitTimerArmed = false
+    /// True while `commitNow` drains the intake (see there).
+    private var committing = false
     private var lastCommitNs: Int64 = 0
     private let windowNs: Int64
     /// Logs a failed transaction could not store; retried first at the next commit (never dropped).
@@ -134,6 +136,11 @@ final class EngineCore {
     @discardableResult
     func commitNow() -> Int {
         loop.assertOnLoopThread()
+        // A host's call made from inside a commit (a callback the commit runs) finds its items taken already: a
+        // nested drain would store the later ones before the rest of this batch.
+        guard !committing else { return 0 }
+        committing = true
+        defer { committing = false }
         // An armed commit timer is left to fire: while the loop polls, admits do not wake it, and this timer is
         // what drains them. Stopping it here, as a direct commit (host mode: a critical log, a status call, a
         // drain, on the loop thread) once did, left the intake polling with no timer, and the next normal logs

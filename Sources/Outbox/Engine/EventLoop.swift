@@ -4,7 +4,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 
-/// How the engine runs its libuv loop (DESIGN "Ownership and threads").
+/// How the engine runs its libuv loop (docs/ARCHITECTURE.md, "Who owns what, on which thread").
 public enum RunMode: @unchecked Sendable {
     /// The engine starts a thread that runs its own `uv_loop_t`.
     case dedicatedThread
@@ -95,7 +95,8 @@ final class EventLoop: @unchecked Sendable {
         return pthread_equal(pthread_self(), loopThread) != 0
     }
 
-    /// STYLE 11: loop-owned types call this at their entries; a debug build traps on a call from another thread.
+    /// Ownership is checked, not only commented: loop-owned types call this at their entries; a debug build traps
+    /// on a call from another thread.
     /// Before a dedicated loop's thread starts, the creating thread owns everything.
     func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
         assert(isOnLoopThread || (!isHosted && !threadStarted), "called off the engine's loop thread", file: file, line: line)

@@ -77,7 +77,7 @@ final class CommitWaiter: @unchecked Sendable {
     }
 }
 
-/// The locked queue between any thread and the loop (DESIGN "Ownership and threads"). Callers append and wake
+/// The locked queue between any thread and the loop (docs/ARCHITECTURE.md, "Who owns what"). Callers append and wake
 /// the loop with `uv_async_send`; libuv coalesces wake-ups, so the loop drains everything each time.
 /// The lock is held for microseconds: an append, a copy of the body, a set look-up, at most one `uv_async_send`.
 ///

@@ -23,7 +23,7 @@ extension OutboxEngine {
     /// `dispatch(completion:)` that says when it could not be queued (the engine is shut down), rather than never
     /// calling `completion`: a C caller told 0 waits for its `done`.
     @_spi(CInterface) public func dispatchReporting(_ completion: @escaping @Sendable (DispatchResult) -> Void) throws {
-        try submitToLoop { core in
+        try submitToLoop(committingFirst: true) { core in
             guard let delivery = core.delivery else { completion(.noData); return }
             delivery.dispatch(completion: completion)
         }

@@ -165,19 +165,19 @@ public final class OutboxEngine: @unchecked Sendable {
     public func resume() { onLoop { $0.delivery?.resume() } }
 
     /// SPEC C7: sends everything waiting now, whatever the dispatch mode.
-    public func dispatch() { onLoop { $0.delivery?.dispatch(completion: nil) } }
+    public func dispatch() { onLoop(committingFirst: true) { $0.delivery?.dispatch(completion: nil) } }
 
     /// SPEC C7: like `dispatch()`, then calls `completion` once (on the loop thread) with the result of the first
     /// request it started, or `.noData` when nothing waited — call again until `.noData` to drain.
     public func dispatch(completion: @escaping @Sendable (DispatchResult) -> Void) {
-        onLoop { core in
+        onLoop(committingFirst: true) { core in
             guard let delivery = core.delivery else { completion(.noData); return }
             delivery.dispatch(completion: completion)
         }
     }
 
     /// SPEC R5: re-enables sending after exhausted retries and sends waiting batches now.
-    public func retryNow() { onLoop { $0.delivery?.retryNow() } }
+    public func retryNow() { onLoop(committingFirst: true) { $0.delivery?.retryNow() } }
 
     /// SPEC N2: the host's word on reachability overrides the rtnetlink watcher; `nil` hands back to the watcher.
     public func setReachability(_ reachability: Reachability?) {
@@ -217,9 +217,11 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop thread (inline when already there); throws `shutDown` when the engine is.
-    func submitToLoop(_ body: @escaping (EngineCore) -> Void) throws {
+    /// `committingFirst` as `onLoop`'s.
+    func submitToLoop(committingFirst: Bool = false, _ body: @escaping (EngineCore) -> Void) throws {
         if loop.isOnLoopThread {
             guard !core.isStopped else { throw OutboxError.shutDown }
+            if committingFirst { core.commitNow() }
             body(core)
             return
         }
@@ -228,9 +230,13 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     /// Runs `body` on the loop thread (inline when already there); `orElse` runs when the engine is shut down.
-    func onLoop(_ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
+    /// `committingFirst`: what was tracked before the call is committed before `body` runs (SPEC C7). From another
+    /// thread the intake's order does that; on the loop thread (host mode, C, Node) the logs may still wait in the
+    /// intake for their group-commit window, and a dispatch would answer `.noData` with logs waiting.
+    func onLoop(committingFirst: Bool = false, _ body: @escaping (EngineCore) -> Void, orElse: (() -> Void)? = nil) {
         if loop.isOnLoopThread {
             guard !core.isStopped else { orElse?(); return }
+            if committingFirst { core.commitNow() }
             body(core)
             return
         }

@@ -14,7 +14,7 @@ struct RetryPolicy: Sendable, Equatable {
         guard attempts >= 1, attempts <= intervalsMs.count else { return nil }
         let interval = intervalsMs[attempts - 1]
         let low = interval / 2
-        // Guard the empty range: Int64.random(in: 0..<0) traps (STYLE 1).
+        // Guard the empty range: Int64.random(in: 0..<0) traps.
         guard interval > low else { return interval }
         return Int64.random(in: low..<interval, using: &random)
     }

@@ -1,4 +1,4 @@
-/// `LogStore` is delivery's queue (STYLE 10): the counts delivery decides on are the store's own.
+/// `LogStore` is delivery's queue: the counts delivery decides on are the store's own, never a copy kept apart.
 extension LogStore: BatchQueue {
     func waiting() throws(OutboxError) -> Waiting {
         if let pending { return pending }

@@ -48,7 +48,7 @@ final class LogStore {
     var fullRetriesTotal = 0
 
     var db: Database
-    /// STYLE 11: the owner's thread check (the engine's loop), run at every entry in debug builds. One connection,
+    /// The owner's thread check (the engine's loop), run at every entry in debug builds. One connection,
     /// one thread: SQLite is opened without its own mutex.
     var assertOwner: () -> Void = {}
     private var lock: FileLock?
@@ -122,6 +122,8 @@ final class LogStore {
         self.clock = clock
         self.logger = logger
 
+        // Before anything is created at or beside the path: a file that is not a store stays untouched (S7).
+        _ = try StorePathCheck.classify(path)
         let lock: FileLock
         do {
             lock = try FileLock(path: path + ".lock")

@@ -2,7 +2,7 @@ import CSQLite
 
 /// Shared facts about SQLite result codes, and the one place that turns a failure into an `OutboxError`.
 ///
-/// The wrapper is deliberately small (STYLE §3): `Database` (connection, statement cache, transactions),
+/// The wrapper is deliberately small, with GRDB's manners: `Database` (connection, statement cache, transactions),
 /// `Statement` (bind, step, read) and `Migrator` (forward-only schema versions). Every failure carries
 /// SQLite's *extended* result code and message, never a bound value.
 enum SQLite {

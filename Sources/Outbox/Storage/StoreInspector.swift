@@ -9,6 +9,7 @@ enum StoreInspector {
         guard FileSystem.exists(path) else {
             throw .io(path: path, message: "no store at this path (check --store)")
         }
+        _ = try StorePathCheck.classify(path)
         let db = try Database(path: path, flags: [.readOnly, .noMutex])
         do throws(OutboxError) {
             // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.

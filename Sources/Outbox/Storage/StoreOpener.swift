@@ -77,7 +77,7 @@ enum StoreOpener {
             }
             // NORMAL in WAL mode: a commit survives a killed process (the kernel has the write, T5); a power
             // loss may roll back the commits since the last WAL sync but never corrupts. FULL would sync on
-            // every commit (DESIGN.md compares the two).
+            // every commit, a disk write per group commit for a guarantee that only a power loss needs.
             try db.exec("PRAGMA synchronous = NORMAL")
             // Debian builds SQLite with SECURE_DELETE, which overwrites every deleted row with zeros: for a
             // delivered log that is work without a purpose, on the loop, for every log. When the
@@ -88,6 +88,10 @@ enum StoreOpener {
             let checked = try walLeft ? true : !closedCleanly(db, path: path)
             if checked { try quickCheck(db) }
             try LogSchema.migrator.migrate(db)
+            // Marks the file as Outbox's (S7), so that it is told from another program's database by its header.
+            if try db.pragma("application_id") != StorePathCheck.applicationID {
+                try db.exec("PRAGMA application_id = \(StorePathCheck.applicationID)")
+            }
             return Opened(db: db, checked: checked)
         } catch {
             db.close()

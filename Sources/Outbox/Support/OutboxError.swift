@@ -17,6 +17,8 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
     case storeLocked(path: String)
     /// The store was written by a newer version of Outbox.
     case storeTooNew(version: Int, supported: Int)
+    /// The file at a store path is not an Outbox store (SPEC S7); it was left untouched.
+    case notAStore(path: String, reason: String)
     /// SQLite failed; `code` is SQLite's extended result code.
     case storage(code: Int32, message: String)
     /// A file-system operation failed (`errno` text).
@@ -54,6 +56,8 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
             return "store \(path) is already open by another Outbox engine; use one engine per store file"
         case .storeTooNew(let version, let supported):
             return "store schema version \(version) is newer than this Outbox supports (\(supported)); upgrade Outbox"
+        case .notAStore(let path, let reason):
+            return "\(path) is not an Outbox store: \(reason); it was left untouched (check the store path)"
         case .storage(let code, let message):
             return "storage error \(code): \(message)"
         case .io(let path, let message):

@@ -12,7 +12,7 @@ enum TransportFailure: Error, Equatable, Sendable, CustomStringConvertible {
     /// Nothing listens at the address (a TCP RST answered the SYN).
     case connectionRefused
     /// The connection broke after the request left, or the server closed without answering: the request may
-    /// have been processed and its answer lost (DESIGN: retries duplicate; ids make them idempotent).
+    /// have been processed and its answer lost (a retry may then duplicate it; log ids let the server drop the copy).
     case connectionReset
     /// The host name did not resolve.
     case dns
