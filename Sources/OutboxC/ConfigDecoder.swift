@@ -39,6 +39,18 @@ enum ConfigDecoder {
         return members
     }
 
+    /// Keys that belong to one destination (SPEC D1): given with another, they are refused by name.
+    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter]
+
+    /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
+    static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(ConfigError) {
+        for member in members {
+            if let owner = destinationKeys[member.key], owner != destination {
+                throw ConfigError(code: configError, message: "configuration key '\(member.key)' belongs to the \(owner) destination, not to \(destination)")
+            }
+        }
+    }
+
     /// `outbox_open`'s configuration, and the log level its logger gets. `storePath` is required.
     static func configuration(_ members: [(key: String, value: JSONValue)]) throws(ConfigError) -> (Configuration, Logger.Level) {
         guard let storePath = members.first(where: { $0.key == "storePath" }) else {
@@ -57,6 +69,7 @@ enum ConfigDecoder {
                 try apply(key, value, to: &configuration)
             }
         }
+        try checkDestinationKeys(members, destination: configuration.destination)
         return (configuration, level)
     }
 
@@ -72,6 +85,23 @@ enum ConfigDecoder {
         case "intakeCapacity": c.intakeCapacity = try int(value, key)
         case "endpoint": c.endpoint = try optional(value) { v throws(ConfigError) in try string(v, key) }
         case "appSecret": c.appSecret = try string(value, key)
+        case "destination":
+            let name = try string(value, key)
+            do throws(OutboxError) {
+                c.destination = try Destination(name: name)
+            } catch {
+                throw ConfigError(code: configError, message: "\(error)")
+            }
+        case "headers":
+            guard case .object(let members) = value else { throw wrongType(key, "an object of strings (header name: value)", value) }
+            var headers: [HeaderField] = []
+            for member in members {
+                guard case .string(let text) = member.value else {
+                    throw ConfigError(code: invalid, message: "configuration key 'headers': the value of header '\(member.key)' must be a string, got \(member.value.typeName)")
+                }
+                headers.append(HeaderField(member.key, text))
+            }
+            c.headers = headers
         case "batchSize": c.batchSize = try int(value, key)
         case "transmissionIntervalMs": c.transmissionInterval = try duration(value, key)
         case "criticalTransmissionIntervalMs": c.criticalTransmissionInterval = try duration(value, key)

@@ -232,6 +232,7 @@ func statusJSON(_ s: EngineStatus) -> String {
     return "{\"pending_normal\":\(s.pendingNormal),\"pending_critical\":\(s.pendingCritical),\"in_flight\":\(s.inFlight),"
         + "\"bytes\":\(s.bytes),\"oldest_age_s\":\(age),\"dead_letters\":\(s.deadLetters),\"enabled\":\(s.enabled),"
         + "\"disabled_reason\":\(quoted(s.disabledReason)),\"install_id\":\(quoted(s.installID)),"
+        + "\"destination\":\(quoted(s.destination)),\"server_rejected\":\(s.serverRejected),"
         + "\"stored\":\(s.stored),\"evicted\":\(s.evicted),\"rejected\":\(s.rejected),\"expired\":\(s.expired),"
         + "\"delivered\":\(s.delivered),\"dead_lettered\":\(s.deadLettered),\"retries\":\(s.retries),\"requests\":\(s.requests),\"lost_at_open\":\(s.lostAtOpen)}"
 }
@@ -267,6 +268,9 @@ public func outbox_update(_ handle: UnsafeMutableRawPointer?, _ configJSON: Unsa
             for (key, value) in members {
                 do throws(ConfigError) { try ConfigDecoder.apply(key, value, to: &configuration) } catch { throw error }
             }
+            do throws(ConfigError) {
+                try ConfigDecoder.checkDestinationKeys(members, destination: configuration.destination)
+            } catch { throw error }
         }
         return 0
     } catch let error as ConfigError {

@@ -14,6 +14,7 @@ struct Demo: ParsableCommand {
     @Option(help: "Seconds the simulated app tracks events.") var seconds: Double = 12
     @Option(help: "Events per second the simulated app tracks.") var rate: Double = 300
     @Option(help: "Directory for the demo's store (default: a fresh temporary directory).") var directory: String?
+    @OptionGroup var destination: DestinationOptions
     @OptionGroup var logging: LoggingOptions
 
     /// The embedded scenario: an outage from 4 s to 9 s, lost answers for requests 3 and 4, 20 % 503s.
@@ -44,6 +45,7 @@ struct Demo: ParsableCommand {
         configuration.logger = try logging.makeLogger()
         configuration.endpoint = server.baseURL
         configuration.appSecret = "demo-secret"
+        try destination.apply(to: &configuration)
         configuration.appVersion = "1.0"
         configuration.appBuild = "1"
         // Demo pacing: seconds instead of SPEC's minutes, so the whole story fits in half a minute.

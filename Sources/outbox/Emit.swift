@@ -32,6 +32,7 @@ struct Emit: ParsableCommand {
     @Option(help: ArgumentHelp(
         "Testing only: a file holding a wall-clock offset in milliseconds (an integer, may be negative), re-read every 100 ms and added to the engine's wall clock (not to its boot clock). Also OUTBOX_TESTING_CLOCK_OFFSET_FILE.",
         valueName: "path")) var testingClockOffsetFile: String?
+    @OptionGroup var destination: DestinationOptions
     @OptionGroup var logging: LoggingOptions
 
     /// SPEC X7: the padding is spread over string properties of at most 125 characters (T3), and an event keeps
@@ -107,6 +108,7 @@ struct Emit: ParsableCommand {
         configuration.endpoint = endpoint
         configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
         configuration.caFile = caFile
+        try destination.apply(to: &configuration)
         if let batchSize { configuration.batchSize = batchSize }
         if let interval {
             configuration.transmissionInterval = .milliseconds(try BoundedFlag.interval.value(interval, testing: testing))
@@ -171,6 +173,7 @@ struct Emit: ParsableCommand {
             ("dead_lettered", status.deadLettered), ("evicted", status.evicted), ("expired", status.expired),
             ("pending", pending), ("retries", status.retries),
             ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
+            ("server_rejected", status.serverRejected),
         ])
         // SPEC X3a: waiting for delivery fails when logs are left; dead-lettered ones are settled (counted above).
         if waitDelivered && pending > 0 {

@@ -36,6 +36,7 @@ struct Fleet: ParsableCommand {
     @Option(help: "Number of the first device (runs on several machines take disjoint ranges).") var deviceOffset: Int = 0
     @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
     var timeout: Double = 600
+    @OptionGroup var destination: DestinationOptions
     @OptionGroup var logging: LoggingOptions
 
     /// What the devices send as `App-Secret` without `--app-secret` (SPEC F5; docs/CLI.md).
@@ -225,7 +226,8 @@ struct Fleet: ParsableCommand {
             guard let status = try? await engine.status() else { continue }
             var count = FleetStoreCount(pending: status.pendingNormal + status.pendingCritical + status.inFlight,
                                         deadLettered: status.deadLetters, evicted: status.evicted,
-                                        delivered: status.delivered, deadOrdinals: [])
+                                        delivered: status.delivered, deadOrdinals: [],
+                                        expired: status.expired, serverRejected: status.serverRejected)
             if status.deadLetters > 0, let letters = try? await engine.deadLetters() {
                 count.deadOrdinals = Set(letters.compactMap { FleetAccounting.ordinal(inLogJSON: $0.log) })
             }
@@ -325,6 +327,7 @@ struct Fleet: ParsableCommand {
         template.endpoint = endpoint
         template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
         template.appVersion = "fleet"
+        try destination.apply(to: &template)
         template.testingAllowsValuesBelowBounds = testing
         // Each device's session spans its tracking, started and ended by the fleet (FleetSessions.swift, SPEC A2).
         template.sessionTracking = .manual
@@ -384,6 +387,9 @@ struct FleetStoreCount {
     var evicted: Int
     var delivered: Int
     var deadOrdinals: Set<Int>
+    /// SPEC F2a: too old to send (S4), and refused by the server inside an accepted request (D5): settled, not lost.
+    var expired = 0
+    var serverRejected = 0
 }
 
 /// The fleet's seeded choices (who goes offline, when): the mock's SplitMix64, so a seed means the same everywhere.

@@ -25,7 +25,11 @@ struct FleetAccounting {
         var pending: Int { store?.pending ?? 0 }
         var deadLettered: Int { store?.deadLettered ?? 0 }
         var evicted: Int { store?.evicted ?? 0 }
-        var lost: Int { tracked - uniqueDelivered - pending - deadLettered - evicted }
+        var expired: Int { store?.expired ?? 0 }
+        var serverRejected: Int { store?.serverRejected ?? 0 }
+        /// SPEC F2, F2a: what is none of delivered, pending, dead-lettered, evicted, expired or refused inside an
+        /// accepted request.
+        var lost: Int { tracked - uniqueDelivered - pending - deadLettered - evicted - expired - serverRejected }
     }
 
     private(set) var devices: [Device]

@@ -316,7 +316,8 @@ final class FleetLoop: @unchecked Sendable {
         guard drained, !stopping, let engine = device.engine, let status = try? engine.statusWaiting(),
               status.deadLetters == 0, status.pendingNormal + status.pendingCritical + status.inFlight == 0 else { return }
         device.closedCount = FleetStoreCount(pending: 0, deadLettered: 0, evicted: status.evicted,
-                                             delivered: status.delivered, deadOrdinals: [])
+                                             delivered: status.delivered, deadOrdinals: [],
+                                             expired: status.expired, serverRejected: status.serverRejected)
         engine.shutdown()
         device.engine = nil
         openCount -= 1

@@ -34,7 +34,8 @@ struct SecretOption: Sendable {
         return nil
     }
 
-    private static func read(_ path: String, flag: String) throws -> String {
+    /// The file's text, or a usage error that names `flag`, the file and errno's text.
+    static func read(_ path: String, flag: String) throws -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw ValidationError("\(flag): cannot read \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }

@@ -26,6 +26,7 @@ struct Status: ParsableCommand {
             ("in_flight", report.inFlight), ("bytes", report.bytes), ("oldest_age_s", report.oldestAgeSeconds),
             ("dead_letters", report.deadLetters), ("enabled", report.enabled),
             ("disabled_reason", report.disabledReason), ("install_id", report.installID),
+            ("destination", report.destination), ("server_rejected", report.serverRejected),
         ])
     }
 }

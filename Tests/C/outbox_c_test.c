@@ -451,6 +451,16 @@ static void test_bad_input(void) {
     CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a bad endpoint is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"endpoint\":\"http://exa mple.com\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("endpoint"), "open: endpoint with a space refused");
+    /* SPEC D1: an unknown destination is refused listing the known ones; headers are an object of strings with
+       valid names that the engine does not set itself. */
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"kafka\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("kafka") && error_names("appcenter"), "open: unknown destination");
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: an unknown destination is OUTBOX_ECONFIG");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"headers\":{\"Bad Name\":\"v\"}}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("Bad Name"), "open: a header name that is not a token");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"headers\":{\"X-Tenant\":5}}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("X-Tenant"), "open: a header value that is not a string");
+    CHECK(outbox_last_error_code() == OUTBOX_EINVAL, "open: a header value of the wrong type is OUTBOX_EINVAL");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":\"50\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("batchSize"), "open: wrong type named");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":0}", path);
@@ -612,6 +622,16 @@ static void test_update_after_401(void) {
     CHECK(outbox_update(e, "{\"appSecret\":\"right\"}") == 0, "update the secret");
     CHECK(drain(e) == OUTBOX_DISPATCH_NO_DATA, "drained after the update");
     CHECK(mock_stat(&m, "logs_unique") == 5, "all 5 delivered after the update");
+    /* SPEC D1, R8: the destination and the headers change at run time; status names the destination of the last
+       send and server_rejected. */
+    CHECK(outbox_update(e, "{\"destination\":\"appcenter\",\"headers\":{\"X-Tenant\":\"acme\"}}") == 0,
+          "update the destination and the headers");
+    CHECK(outbox_update(e, "{\"destination\":\"kafka\"}") == OUTBOX_ECONFIG && error_names("appcenter"),
+          "update: an unknown destination is refused");
+    status = outbox_status(e);
+    CHECK(status && strstr(status, "\"destination\":\"appcenter\"") && strstr(status, "\"server_rejected\":0"),
+          "status names the destination: %s", status ? status : "");
+    outbox_free(status);
     CHECK(outbox_close(e, 500) == 0, "close");
     outbox_free(e);
     mock_stop(&m);

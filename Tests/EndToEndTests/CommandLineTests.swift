@@ -41,6 +41,11 @@ struct CommandLineTests {
         (["--endpoint", "http://exa mple.com", "--app-secret", "k"], "--endpoint"),
         (["--batch-size", "501"], "--batch-size"),
         (["--max-storage-bytes", "1000"], "--max-storage-bytes"),
+        // SPEC D1: an unknown destination, a header without a colon or with a reserved name: refused by the flag.
+        (["--destination", "kafka"], "--destination: unknown destination 'kafka': the destinations are appcenter"),
+        (["--header", "NoColonHere"], "--header: a header has no colon"),
+        (["--header", "Content-Type: text/plain"], "--header: header Content-Type is set by the engine"),
+        (["--header-file", "/nonexistent/headers"], "--header-file: cannot read /nonexistent/headers"),
     ])
     func badEmitArgumentsExitNonZeroNamingTheOption(extra: [String], option: String) throws {
         let dir = TempDirectory(); defer { dir.remove() }
@@ -83,7 +88,10 @@ extension CommandLineTests {
         #expect(result.status == 0, "\(result.errors)")
         let object = try #require(jsonLines(result.output).first)
         #expect(Set(object.keys) == ["pending_normal", "pending_critical", "in_flight", "bytes", "oldest_age_s",
-                                     "dead_letters", "enabled", "disabled_reason", "install_id"])
+                                     "dead_letters", "enabled", "disabled_reason", "install_id",
+                                     "destination", "server_rejected"])  // SPEC X4, D1
+        #expect(object["destination"] is NSNull, "nothing was sent")
+        #expect(object["server_rejected"] as? Int == 0)
         #expect(object["pending_critical"] as? Int == 5)
         #expect((object["pending_normal"] as? Int ?? 0) >= 20)  // plus the session's own logs (SPEC A1)
         #expect(object["in_flight"] as? Int == 0)

@@ -383,3 +383,36 @@ struct AnalyticsEngineTests {
         #expect(try await stored(engine).isEmpty)
     }
 }
+
+extension AnalyticsEngineTests {
+    // SPEC D3: session ids are UUIDv7 (time-ordered: the first 48 bits are the start's Unix milliseconds); a session
+    // that reaches 24 h on the boot clock ends, and the next log starts a new one, also without a background stretch.
+    @Test func sessionsAreUUIDv7AndEndAfter24HoursOnTheBootClock() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let clock = ManualClock()
+        let engine = try makeEngine(dir, clock)
+        defer { engine.shutdown() }
+        try engine.trackEvent("first")
+        clock.advance(ms: 24 * 3_600_000 - 1)
+        try engine.trackEvent("just under a day")
+        clock.advance(ms: 1)
+        try engine.trackEvent("a day on")
+        let logs = try await stored(engine)
+        #expect(logs.compactMap { $0["type"] as? String } ==
+                ["startSession", "event", "event", "endSession", "startSession", "event"])
+        let starts = ofType(logs, "startSession")
+        let s1 = try #require(sid(starts[0])), s2 = try #require(sid(starts[1]))
+        #expect(s1 != s2)
+        for (id, startMs) in [(s1, clock.wallMs() - 24 * 3_600_000), (s2, clock.wallMs())] {
+            let hex = id.replacingOccurrences(of: "-", with: "")
+            #expect(Array(hex)[12] == "7", "version 7: \(id)")
+            #expect(["8", "9", "a", "b"].contains(Array(hex)[16]), "RFC 9562 variant: \(id)")
+            #expect(Int64(hex.prefix(12), radix: 16) == startMs, "the start's Unix milliseconds: \(id)")
+        }
+        #expect(sid(named(logs, "just under a day")[0]) == s1)
+        #expect(sid(ofType(logs, "endSession")[0]) == s1)
+        #expect(sid(named(logs, "a day on")[0]) == s2)
+        let duration = try #require(ofType(logs, "endSession")[0]["durationMs"] as? Double)
+        #expect(duration == Double(24 * 3_600_000))
+    }
+}

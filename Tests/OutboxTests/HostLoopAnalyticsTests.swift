@@ -82,3 +82,30 @@ struct HostLoopDispatchTests {
         #expect(try store.allLogs().isEmpty, "the five logs were delivered")
     }
 }
+
+/// SPEC D1 through a real engine and a real HTTP server: the destination, the user's headers, and what status says.
+@Suite("Destination through the engine (SPEC D1)")
+struct DestinationEngineTests {
+    @Test func theUsersHeadersAndInstallIDGoWithEveryRequestAndStatusNamesTheDestination() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try TestHTTPServer(); defer { server.stop() }
+        var configuration = testConfiguration(dir.file())
+        configuration.endpoint = server.baseURL
+        configuration.appSecret = "secret"
+        configuration.headers = [HeaderField("X-Tenant", "acme")]
+        configuration.dispatchInterval = .zero
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        #expect(try await engine.status().destination == nil, "nothing sent yet")
+        try engine.trackEvent("e")
+        #expect(await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } } == .good)
+        let request = try #require(server.requests.first)
+        #expect(request.target == "/logs?api-version=1.0.0")
+        #expect(request.header("X-Tenant") == "acme")
+        #expect(request.header("Install-ID") == engine.installID.uuidString.lowercased())
+        let status = try await engine.status()
+        #expect(status.destination == "appcenter")
+        #expect(status.serverRejected == 0)
+        #expect(try StoreReport.read(path: dir.file()).destination == "appcenter", "kept in the store")
+    }
+}

@@ -180,7 +180,7 @@ final class DeliveryRig {
     let boot: Int64 = 7
     private(set) var driver: DeliveryDriver!
 
-    init(backlog: Int = 0, _ change: (inout DeliveryMachine.Settings) -> Void = { _ in }) {
+    init(backlog: Int = 0, wire: any DeliveryWire = AppCenterWire(), _ change: (inout DeliveryMachine.Settings) -> Void = { _ in }) {
         var settings = DeliveryMachine.Settings()
         change(&settings)
         if backlog > 0 { queue.add(backlog, monoNs: clock.monoNs()) }
@@ -188,7 +188,7 @@ final class DeliveryRig {
                                 request: .init(endpoint: "http://127.0.0.1:9", appSecret: "s3cret", installID: UUID()),
                                 clock: clock, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
                                 device: DeviceContext(), clockSkewThresholdMs: 1000, bodyCompression: .fast, boot: boot,
-                                random: IDGenerator(seed: 1))
+                                random: IDGenerator(seed: 1), wire: wire)
     }
 
     /// Stores `count` logs now and tells delivery.

@@ -25,9 +25,24 @@ enum AnalyticsCommand: Sendable, Equatable {
     case enterForeground(Moment)
     case startSession(Moment)
     case endSession(Moment)
+    /// SPEC D3: a log at this moment finds the session at its longest: it ends, and a new one starts.
+    case sessionLimit(Moment)
     case setUserID(String?)
     /// SPEC A10: handled by the device context, not by `AnalyticsState`.
     case setCountryCode(String?)
+}
+
+extension AnalyticsCommand {
+    /// When the command was made, for those that carry it.
+    var moment: Moment? {
+        switch self {
+        case .engineStarted(let at), .engineStopping(let at), .enterBackground(let at), .enterForeground(let at),
+             .startSession(let at), .endSession(let at), .sessionLimit(let at):
+            return at
+        case .setUserID, .setCountryCode:
+            return nil
+        }
+    }
 }
 
 /// A log the model decided to write, with the session and user it belongs to.
@@ -58,6 +73,8 @@ struct AnalyticsState: Sendable {
         var sessionTimeoutNs: Int64 = 20_000_000_000
         /// SPEC A5: track `$AppStart` / `$AppEnd`.
         var tracksAppLifecycle = false
+        /// SPEC D3: a session this long on the boot clock ends, and a new one starts (PostHog's limit is 24 h).
+        var maxSessionNs: Int64 = 24 * 3600 * 1_000_000_000
     }
 
     struct Session: Equatable, Sendable {
@@ -124,15 +141,15 @@ struct AnalyticsState: Sendable {
         case .startSession(let at):
             begin(at, ids: &ids, into: &effects)
 
+        case .sessionLimit(let at):
+            // SPEC D3: the session reached its longest; the next log belongs to a new one.
+            guard let current = session, at.monoNs - current.startNs >= settings.maxSessionNs else { break }
+            end(current, at, into: &effects)
+            begin(at, ids: &ids, into: &effects)
+
         case .endSession(let at):
             guard let current = session else { break }
-            // The session's whole length, background stretches within the timeout included (they did not end it).
-            var writer = JSONWriter(capacity: 32)
-            writer.raw("\"durationMs\":")
-            writer.double(TimerBook.milliseconds(max(0, at.monoNs - current.startNs)))
-            effects.append(.log(log(.endSession, writer.bytes, at)))
-            session = nil
-            stamp = Stamp.bytes(sid: nil, userID: userID)
+            end(current, at, into: &effects)
 
         case .setUserID(let id):
             guard id != userID else { break }
@@ -146,8 +163,24 @@ struct AnalyticsState: Sendable {
         return effects
     }
 
+    private mutating func end(_ current: Session, _ at: Moment, into effects: inout [AnalyticsEffect]) {
+        // The session's whole length, background stretches within the timeout included (they did not end it).
+        var writer = JSONWriter(capacity: 32)
+        writer.raw("\"durationMs\":")
+        writer.double(TimerBook.milliseconds(max(0, at.monoNs - current.startNs)))
+        effects.append(.log(log(.endSession, writer.bytes, at)))
+        session = nil
+        stamp = Stamp.bytes(sid: nil, userID: userID)
+    }
+
+    /// SPEC D3: whether a log at `monoNs` finds the current session past its longest (`sessionLimit` then rolls it).
+    func sessionLimitReached(atMonoNs monoNs: Int64) -> Bool {
+        guard let session else { return false }
+        return monoNs - session.startNs >= settings.maxSessionNs
+    }
+
     private mutating func begin(_ at: Moment, ids: inout IDGenerator, into effects: inout [AnalyticsEffect]) {
-        session = Session(id: ids.uuid(), startNs: at.monoNs)
+        session = Session(id: ids.uuidV7(unixMs: at.wallMs), startNs: at.monoNs)
         stamp = Stamp.bytes(sid: session?.id, userID: userID)
         effects.append(.log(log(.startSession, [], at)))
     }

@@ -14,6 +14,11 @@ extension EngineCore {
             }
             return
         }
+        // SPEC D3: a session at its longest ends before the command's own logs (`.sessionLimit` itself excepted).
+        if case .sessionLimit = command {
+        } else if let at = command.moment, analytics.sessionLimitReached(atMonoNs: at.monoNs) {
+            apply(.sessionLimit(at), into: &logs)
+        }
         for effect in analytics.apply(command, ids: &ids) {
             switch effect {
             case .log(let log):

@@ -41,24 +41,35 @@ final class DeliveryDriver {
     private var isHandling = false
     private var deferredEvents: [DeliveryMachine.Event] = []
 
-    /// Where and how requests go (SPEC W1); replaced as a whole by `update` (SPEC R8).
+    /// Where and how requests go (the wire's `request`); replaced as a whole by `update` (SPEC R8).
     struct RequestSettings {
         var url: String
         var headers: [(String, String)]
 
+        init(url: String, headers: [(String, String)]) {
+            self.url = url
+            self.headers = headers
+        }
+
+        /// App Center's (SPEC W1).
         init(endpoint: String, appSecret: String, installID: UUID) {
-            let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
-            url = base + "/logs?api-version=1.0.0"
-            headers = [("Content-Type", "application/json"), ("App-Secret", appSecret),
-                       ("Install-ID", installID.uuidString.lowercased())]
+            self = AppCenterWire().request(endpoint: endpoint,
+                                           credentials: WireCredentials(appSecret: appSecret, installID: installID, headers: []))
         }
     }
+
+    /// The destination's wire (SPEC D1): encodes batches and reads answers; replaced by `update` (R8).
+    private var wire: any DeliveryWire
+    /// The destination last recorded in the store as the one sent to (`outbox status`).
+    private var recordedDestination: Destination?
 
     init(queue: any BatchQueue, sender: any HTTPSender, timer: any DeliveryTimer, settings: DeliveryMachine.Settings,
          request: RequestSettings, clock: any OutboxClock, logger: Logger, device: DeviceContext,
          clockSkewThresholdMs: Int64, bodyCompression: BodyCompression, boot: Int64 = BootID.current,
-         random: IDGenerator = IDGenerator(), assertOwner: @escaping () -> Void = {}) {
+         random: IDGenerator = IDGenerator(), wire: any DeliveryWire = AppCenterWire(),
+         assertOwner: @escaping () -> Void = {}) {
         self.queue = queue
+        self.wire = wire
         self.sender = sender
         self.timer = timer
         self.request = request
@@ -118,9 +129,11 @@ final class DeliveryDriver {
 
     /// SPEC R8: later requests go to the new endpoint with the new secret (and through `sender`, when the transport's
     /// own settings changed); batches on the wire finish as they are.
-    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil) {
+    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil, wire newWire: (any DeliveryWire)? = nil) {
         assertOwner()
         self.request = request
+        // SPEC R8: batches waiting for a retry hold stored logs, not bodies: they are encoded again by the new wire.
+        if let newWire { wire = newWire }
         if let newSender {
             retiredSenders.append(sender)
             sender = newSender
@@ -244,10 +257,30 @@ final class DeliveryDriver {
         loadContexts(of: logs)
         let wallNow = clock.wallMs(), monoNow = clock.monoNs()
         let correction = self.correction, boot = self.boot
-        var body = encoder.encode(logs, sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,
-                                                                     nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)) { log in
+        let times = WireTimes(sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,
+                                                             nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)) { log in
             correction.timestamp(wallMs: log.wallMs, monoNs: log.monoNs, boot: log.boot, nowWallMs: wallNow,
                                  nowMonoNs: monoNow, nowBoot: boot)
+        }
+        if let tooLarge = oversize(logs, times: times) {
+            // SPEC D6: what the destination would refuse is not sent; the machine bisects it as it bisects a refused
+            // batch, down to the single log, which is dead-lettered with the limit in its reason.
+            handle(.transferOutcome(key, .refuse(status: 413, reason: tooLarge)))
+            return
+        }
+        var body = wire.encode(logs, contexts: encoder.contexts, times: times)
+        if let limit = wire.maxRequestBytes, body.count > limit {
+            handle(.transferOutcome(key, .refuse(status: 413, reason:
+                "a body of \(body.count) bytes is over the \(wire.destination) limit of \(limit) bytes per request")))
+            return
+        }
+        if recordedDestination != wire.destination {
+            recordedDestination = wire.destination
+            do {
+                try queue.recordDestination(wire.destination.name)
+            } catch {
+                logger.warning("could not record the destination in the store", metadata: ["outbox.error": "\(error)"])
+            }
         }
         var headers = request.headers
         if body.count >= 1400, let compressed = compressor?.compress(body) {
@@ -264,7 +297,20 @@ final class DeliveryDriver {
     private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult) {
         transfers[key] = nil
         if case .response(let response) = result { learnServerClock(response) }
-        handle(.transferFinished(key, result))
+        handle(.transferOutcome(key, wire.outcome(of: result, nowWallMs: clock.wallMs())))
+    }
+
+    /// SPEC D6: why the batch must not go as it is — a log over the destination's per-log limit (alone, it is
+    /// dead-lettered with this reason); nil when every log fits.
+    private func oversize(_ logs: [StoredLog], times: WireTimes) -> String? {
+        guard let limit = wire.maxLogBytes else { return nil }
+        for log in logs {
+            let size = wire.encode([log], contexts: encoder.contexts, times: times).count
+            if size > limit {
+                return "a log of \(size) bytes is over the \(wire.destination) limit of \(limit) bytes per log"
+            }
+        }
+        return nil
     }
 
     /// The last `Date` header and its value: a server answers many requests within one second.

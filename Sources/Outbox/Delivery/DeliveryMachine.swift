@@ -111,6 +111,8 @@ struct DeliveryMachine: Sendable {
         /// The result of a `.claim` action (nil: nothing was claimable).
         case claimed(ClaimedBatch?)
         case transferFinished(BatchKey, TransferResult)
+        /// A finished transfer as its destination's wire read it (SPEC D5).
+        case transferOutcome(BatchKey, Outcome)
         case timerFired
         /// SPEC R7, N2: reachability as the watcher or the host sees it; online after offline is a change (R6).
         case reachability(online: Bool)
@@ -223,7 +225,9 @@ struct DeliveryMachine: Sendable {
         case .claimed(let batch):
             claimed(batch, waiting: waiting, nowMs: now.monoMs, into: &actions)
         case .transferFinished(let key, let result):
-            finished(key, result, now: now, into: &actions)
+            finished(key, Self.classify(result, nowWallMs: now.wallMs), now: now, into: &actions)
+        case .transferOutcome(let key, let outcome):
+            finished(key, outcome, now: now, into: &actions)
         case .reachability(let online):
             let cameOnline = online && !isOnline
             isOnline = online
@@ -345,11 +349,10 @@ struct DeliveryMachine: Sendable {
 
     // MARK: - Outcomes (SPEC R1)
 
-    private mutating func finished(_ key: BatchKey, _ result: TransferResult, now: DeliveryNow,
+    private mutating func finished(_ key: BatchKey, _ outcome: Outcome, now: DeliveryNow,
                                    into actions: inout [Action]) {
         // A batch dropped meanwhile (opt-out, shutdown) has nothing left to decide.
         guard var flight = flights[key], flight.phase == .inFlight else { return }
-        let outcome = Self.classify(result, nowWallMs: now.wallMs)
         let nowMs = now.monoMs
         let seqs = flight.logs.map(\.seq)
         switch outcome {

@@ -24,6 +24,12 @@ protocol BatchQueue: AnyObject {
     func context(id: Int64) throws(OutboxError) -> [UInt8]?
     /// Persists why sending is disabled, for `outbox status` in another process (SPEC R5).
     func setDisabledReason(_ reason: String?) throws(OutboxError)
+    /// Persists the destination a request went to, for `outbox status` (SPEC D1).
+    func recordDestination(_ name: String) throws(OutboxError)
+}
+
+extension BatchQueue {
+    func recordDestination(_ name: String) throws(OutboxError) {}
 }
 
 /// Sends one request and reports how it ended: the curl transport implements it, and so does the tests' fake.

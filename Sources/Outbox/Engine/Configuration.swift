@@ -52,10 +52,16 @@ public struct Configuration: Sendable {
 
     // MARK: Delivery (SPEC C, R, W). Without an endpoint the engine only stores.
 
-    /// The ingestion server's base URL; logs go to `{endpoint}/logs?api-version=1.0.0` (SPEC W1). nil: store only.
+    /// The ingestion server's base URL; the destination appends its path (App Center: `{endpoint}/logs?api-version=1.0.0`,
+    /// SPEC W1, D1). nil: store only.
     public var endpoint: String? = nil
     /// Sent as `App-Secret` (never logged).
     public var appSecret: String = ""
+    /// SPEC D1: the wire the batches speak; App Center's by default. Changeable by `update` (R8).
+    public var destination: Destination = .appCenter
+    /// Headers added to every request, on every destination (a proxy's token, a tenant; never logged). Names the
+    /// engine sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`, `App-Secret`, …) are refused.
+    public var headers: [HeaderField] = []
     /// SPEC C1: logs per request, 1–500; default 50.
     public var batchSize = 50
     /// SPEC C2: maximum delay of the oldest waiting normal log, 6 s – 86400 s; default 6 s.
@@ -121,6 +127,9 @@ public struct Configuration: Sendable {
         try check(.intakeCapacity, Int64(intakeCapacity))
         if let endpoint, let problem = Self.endpointProblem(endpoint) {
             throw .invalidConfiguration("endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
+        }
+        for header in headers {
+            if let problem = header.problem { throw .invalidConfiguration(problem) }
         }
         try check(.batchSize, Int64(batchSize))
         try check(.transmissionInterval, transmissionInterval.milliseconds)

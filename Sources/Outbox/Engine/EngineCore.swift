@@ -61,10 +61,11 @@ final class EngineCore {
             let transport = try makeSender(configuration)
             let delivery = DeliveryDriver(
                 queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
-                request: .init(endpoint: configuration.endpoint ?? "", appSecret: configuration.appSecret, installID: installID),
+                request: configuration.destination.wire.request(endpoint: configuration.endpoint ?? "",
+                                                                credentials: configuration.credentials(installID: installID)),
                 clock: configuration.clock, logger: logger, device: device,
                 clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
-                bodyCompression: configuration.bodyCompression, boot: boot,
+                bodyCompression: configuration.bodyCompression, boot: boot, wire: configuration.destination.wire,
                 assertOwner: { loop.assertOnLoopThread() })
             self.delivery = delivery
             // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
@@ -161,6 +162,9 @@ final class EngineCore {
         for item in batch.items {
             switch item {
             case .event(let draft):
+                if analytics.sessionLimitReached(atMonoNs: draft.monoNs) {
+                    apply(.sessionLimit(Moment(wallMs: draft.wallMs, monoNs: draft.monoNs)), into: &logs)
+                }
                 if let waiter = draft.waiter { waiters.append((logs.count, waiter)) }
                 if let name = draft.newName { names.append(name) }
                 logs.append(makeLog(draft, body: batch.body(of: draft)))
@@ -284,8 +288,11 @@ final class EngineCore {
                              metadata: ["outbox.error": "\(error)"])
             }
         }
-        delivery.reconfigure(.init(endpoint: endpoint, appSecret: updated.appSecret, installID: installID), sender: sender)
-        logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)"])
+        let wire = updated.destination.wire
+        delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
+                             sender: sender, wire: updated.destination != previous.destination ? wire : nil)
+        logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
+                                                        "outbox.destination": "\(updated.destination)"])
     }
 
     /// The engine's lane on the loop's shared transport when the host gave one (SPEC F4), else a transport of its own.
@@ -379,6 +386,10 @@ enum MetaKey {
     static let firstStart = "first_start_done"
     /// Why delivery is disabled (SPEC R5), persisted so that `outbox status` can show it.
     static let disabledReason = "disabled_reason"
+    /// The destination of the last request (SPEC D1), for `outbox status`.
+    static let destination = "destination"
+    /// Logs a server accepted the request of but refused inside it (SPEC D5), a total kept across runs.
+    static let serverRejected = "server_rejected"
 }
 
 /// The kernel's boot id, reduced to 64 bits: monotonic times compare only within one boot (SPEC A9).

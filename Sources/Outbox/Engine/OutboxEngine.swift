@@ -266,7 +266,10 @@ public final class OutboxEngine: @unchecked Sendable {
         EngineStatus(
             store: StoreReport(counts: try core.store.counts(), enabled: intake.isEnabled,
                                disabledReason: core.delivery?.disabledReason,
-                               installID: installID.uuidString.lowercased(), nowMs: configuration.clock.wallMs()),
+                               installID: installID.uuidString.lowercased(),
+                               destination: try core.store.meta(MetaKey.destination),
+                               serverRejected: Int(try core.store.meta(MetaKey.serverRejected) ?? "") ?? 0,
+                               nowMs: configuration.clock.wallMs()),
             stored: core.counters.stored,
             // The store's count: evictions made for a claim or a meta write (S7 too) are evictions all the same.
             evicted: core.store.evictedTotal, rejected: core.counters.rejected,

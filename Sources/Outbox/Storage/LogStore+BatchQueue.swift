@@ -25,4 +25,8 @@ extension LogStore: BatchQueue {
     func setDisabledReason(_ reason: String?) throws(OutboxError) {
         try setMeta(MetaKey.disabledReason, reason)
     }
+
+    func recordDestination(_ name: String) throws(OutboxError) {
+        try setMeta(MetaKey.destination, name)
+    }
 }

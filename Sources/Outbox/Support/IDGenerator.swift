@@ -1,6 +1,6 @@
 import Glibc
 
-/// Random version-4 UUIDs from a xoshiro256** generator seeded by the kernel. Log ids need uniqueness, not
+/// Random version-4 UUIDs (and time-ordered version-7 ones) from a xoshiro256** generator seeded by the kernel. Log ids need uniqueness, not
 /// secrecy, and `SystemRandomNumberGenerator` costs a system call per 8 bytes on Linux.
 /// Not thread-safe: the loop thread owns one.
 struct IDGenerator: RandomNumberGenerator {
@@ -35,6 +35,17 @@ struct IDGenerator: RandomNumberGenerator {
         state.2 ^= t
         state.3 = (state.3 << 45) | (state.3 >> 19)
         return result
+    }
+
+    /// SPEC D3: a version-7 UUID — the first 48 bits the Unix time in milliseconds, then random bits — for session
+    /// ids, which PostHog requires time-ordered. It draws as many random words as `uuid()`, so the ids that follow
+    /// are the same as before with a seeded generator.
+    mutating func uuidV7(unixMs: Int64) -> UUIDBytes {
+        var high = next()
+        var low = next()
+        high = UInt64(UInt64(truncatingIfNeeded: max(0, unixMs)) & 0xFFFF_FFFF_FFFF) << 16 | (high & 0x0FFF) | 0x7000
+        low = (low & ~(0xC << 60)) | (0x8 << 60)    // RFC 9562 variant
+        return UUIDBytes(high: high, low: low)
     }
 
     mutating func uuid() -> UUIDBytes {

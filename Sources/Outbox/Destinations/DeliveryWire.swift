@@ -1,0 +1,83 @@
+import FoundationEssentials
+
+/// The seam between delivery and a destination's wire (SPEC D1–D6). The delivery machine, the store, batching and
+/// the retry rules are the same for every destination; what differs sits behind this protocol: where a request goes
+/// and with which credentials, how a batch becomes a body, how large a request and a log may be, and what an
+/// answer means. A new wire is one conformer and a case of `Destination` (docs/ARCHITECTURE.md, "Destinations").
+///
+/// Encoding happens at send time from the stored, wire-neutral log (D2), and is deterministic per log: a resend of
+/// a log carries the same record, but for the times stamped per attempt.
+protocol DeliveryWire: Sendable {
+    var destination: Destination { get }
+    /// The request's URL and its headers: content type and credentials (the driver adds `Content-Encoding`).
+    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings
+    /// The uncompressed body of a batch.
+    func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8]
+    /// The largest uncompressed request body the destination takes, in bytes (SPEC D6); nil: none of its own
+    /// (a 413 still splits the batch, R1).
+    var maxRequestBytes: Int? { get }
+    /// The largest uncompressed log (one record or event in the body) it takes; a larger one is dead-lettered.
+    var maxLogBytes: Int? { get }
+    /// What an answer means for its batch: R1, plus what the wire adds.
+    func outcome(of result: TransferResult, nowWallMs: Int64) -> DeliveryMachine.Outcome
+}
+
+/// What a wire may put in a request besides the logs: the secrets and the install (values, never logged).
+struct WireCredentials: Sendable {
+    var appSecret: String
+    var installID: UUID
+    var headers: [HeaderField]
+}
+
+/// The times one attempt stamps (SPEC A9, D7a): the send time, and each log's event time.
+struct WireTimes {
+    var sentAtMs: Int64
+    var timestamp: (StoredLog) -> Int64
+}
+
+extension DeliveryWire {
+    var maxRequestBytes: Int? { nil }
+    var maxLogBytes: Int? { nil }
+
+    func outcome(of result: TransferResult, nowWallMs: Int64) -> DeliveryMachine.Outcome {
+        DeliveryMachine.classify(result, nowWallMs: nowWallMs)
+    }
+
+    /// `Install-ID` (every wire sends it: a load balancer can route by it), then the user's own headers.
+    func commonHeaders(_ credentials: WireCredentials) -> [(String, String)] {
+        [("Install-ID", credentials.installID.uuidString.lowercased())] + credentials.headers.map { ($0.name, $0.value) }
+    }
+}
+
+extension Destination {
+    /// The wire that speaks this destination.
+    var wire: any DeliveryWire {
+        switch self {
+        case .appCenter: AppCenterWire()
+        }
+    }
+}
+
+/// App Center's wire (SPEC W1, W2): `{endpoint}/logs?api-version=1.0.0`, `App-Secret`, `{"sentAt","logs":[…]}`.
+struct AppCenterWire: DeliveryWire {
+    var destination: Destination { .appCenter }
+
+    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
+        let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        return DeliveryDriver.RequestSettings(
+            url: base + "/logs?api-version=1.0.0",
+            headers: [("Content-Type", "application/json"), ("App-Secret", credentials.appSecret)]
+                + commonHeaders(credentials))
+    }
+
+    func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
+        BatchEncoder(contexts: contexts).encode(logs, sentAtMs: times.sentAtMs, timestamp: times.timestamp)
+    }
+}
+
+extension Configuration {
+    /// The secrets and headers a wire may put in its requests.
+    func credentials(installID: UUID) -> WireCredentials {
+        WireCredentials(appSecret: appSecret, installID: installID, headers: headers)
+    }
+}

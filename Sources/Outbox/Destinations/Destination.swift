@@ -1,0 +1,89 @@
+/// Where the engine delivers (SPEC D1): the wire its batches speak. One engine has one destination at a time; the
+/// store keeps each log once, whatever the destination (D2), and `update` may change it at run time (R8).
+///
+/// ```swift
+/// configuration.destination = .appCenter   // the default: App Center's wire, `App-Secret` from `appSecret`
+/// ```
+public enum Destination: Sendable, Equatable, CustomStringConvertible {
+    /// Microsoft App Center's ingestion wire (SPEC W): `POST {endpoint}/logs?api-version=1.0.0` with `App-Secret`.
+    case appCenter
+
+    /// Every destination, by its command-line and C name.
+    public static let all: [Destination] = [.appCenter]
+
+    /// The name the command line (`--destination`) and the C configuration (`"destination"`) use.
+    public var name: String {
+        switch self {
+        case .appCenter: "appcenter"
+        }
+    }
+
+    public var description: String { name }
+
+    /// The destination named `name`; an unknown name is refused listing the known ones.
+    public init(name: String) throws(OutboxError) {
+        guard let known = Self.all.first(where: { $0.name == name }) else {
+            throw .invalidConfiguration("unknown destination '\(name)': the destinations are \(Self.all.map(\.name).joined(separator: ", "))")
+        }
+        self = known
+    }
+}
+
+/// One header the user adds to every request (a proxy's token, a tenant): `Name: value`.
+public struct HeaderField: Sendable, Equatable, CustomStringConvertible {
+    public var name: String
+    public var value: String
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// `Name: value`, as `--header` and a header file write it; a line without a colon or without a name is refused.
+    public init(line: String) throws(OutboxError) {
+        guard let colon = line.firstIndex(of: ":") else {
+            throw .invalidConfiguration("a header has no colon: write it as 'Name: value' (the text is not shown: it may be a secret)")
+        }
+        let name = String(line[..<colon]).trimmingSpaceAndTab
+        let value = String(line[line.index(after: colon)...]).trimmingSpaceAndTab
+        guard !name.isEmpty else { throw .invalidConfiguration("a header has no name before its colon: write it as 'Name: value'") }
+        self.init(name, value)
+    }
+
+    /// The name only: a header's value may be a secret, and descriptions reach logs.
+    public var description: String { "\(name): …" }
+
+    /// Headers the engine sets itself, or that would change how the body is read: the user may not set them.
+    static let reserved: Set<String> = ["content-type", "content-encoding", "content-length", "transfer-encoding", "host",
+                                        "install-id", "app-secret", "connection", "expect"]
+
+    /// Why the header cannot be sent, or nil. The message names the header, never its value.
+    var problem: String? {
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".unicodeScalars)
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy(tokenCharacters.contains) else {
+            return "header name '\(Self.redacted(name))' is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"
+        }
+        if Self.reserved.contains(name.lowercased()) {
+            return "header \(name) is set by the engine and cannot be given (credentials go in their own field)"
+        }
+        if value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
+            return "header \(name) has a control character in its value"
+        }
+        return nil
+    }
+
+    /// The part of a line shown in an error: at most the text before a colon, so that a value never appears.
+    private static func redacted(_ text: String) -> String {
+        String((text.split(separator: ":", maxSplits: 1).first ?? "").prefix(40))
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs.
+    var trimmingSpaceAndTab: String {
+        var scalars = Substring(self)
+        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
+        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
+        return String(scalars)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+@testable import Outbox
+
+/// A wire for the seam's tests: a path and a body of its own, and small limits.
+private struct TestWire: DeliveryWire {
+    var destination: Destination { .appCenter }
+    var path = "/test"
+    var maxRequestBytes: Int? = nil
+    var maxLogBytes: Int? = nil
+
+    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
+        .init(url: endpoint + path, headers: [("Content-Type", "application/x-test")] + commonHeaders(credentials))
+    }
+
+    /// `[i,i,…]` of the logs' `i`, each padded by its payload's length.
+    func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
+        Array(("[" + logs.map { String(decoding: $0.payload, as: UTF8.self) }.joined(separator: ",") + "]").utf8)
+    }
+}
+
+/// The destination seam (SPEC D1, D2, D6, R8): what the driver asks of a wire, with fakes in memory.
+@Suite("Destination seam (SPEC D1, D6, R8)")
+struct DestinationSeamTests {
+    // SPEC D6: a log over the wire's per-log limit is dead-lettered before any request, with the limit in its reason;
+    // its neighbours go.
+    @Test func aLogOverTheWiresLimitIsDeadLetteredWithoutARequestAndItsNeighboursGo() {
+        let rig = DeliveryRig(wire: TestWire(maxLogBytes: 20)) { $0.batchSize = 8 }
+        rig.track(3)
+        rig.queue.addRaw(Array("{\"i\":99,\"pad\":\"\(String(repeating: "x", count: 40))\"}".utf8))
+        rig.track(3)
+        rig.driver.dispatch(completion: nil)
+        rig.sender.answerAll(200)
+        #expect(rig.queue.deadLetters.count == 1)
+        #expect(rig.queue.deadLetters.first?.status == 413)
+        #expect(rig.queue.deadLetters.first?.reason.contains("limit of 20 bytes per log") == true)
+        #expect(rig.sender.all.allSatisfy { !$0.seqs.contains(99) }, "the oversized log never went")
+        #expect(Set(rig.sender.all.flatMap(\.seqs)) == [1, 2, 3, 5, 6, 7])
+        #expect(rig.queue.stored == 0)
+    }
+
+    // SPEC D6: a batch whose body is over the wire's request limit is cut until each part fits; nothing is lost.
+    @Test func aBatchOverTheRequestLimitIsCutUntilEachPartFits() {
+        let rig = DeliveryRig(wire: TestWire(maxRequestBytes: 40)) { $0.batchSize = 10 }
+        rig.track(10)
+        rig.driver.dispatch(completion: nil)
+        rig.sender.answerAll(200)
+        #expect(rig.queue.deadLetters.isEmpty)
+        #expect(rig.sender.all.allSatisfy { $0.request.body.count <= 40 })
+        #expect(Set(rig.sender.all.flatMap(\.seqs)) == Set(1...10))
+        #expect(rig.queue.stored == 0)
+    }
+
+    // SPEC R8, D2: a batch waiting for its retry is encoded again by the destination it is sent to next.
+    @Test func aBatchWaitingForItsRetryIsEncodedAgainForTheNewWire() {
+        let rig = DeliveryRig()
+        rig.track(2)
+        rig.driver.dispatch(completion: nil)
+        #expect(rig.sender.open.first?.request.url.hasSuffix("/logs?api-version=1.0.0") == true)
+        rig.sender.answer(503)
+        let wire = TestWire(path: "/elsewhere")
+        rig.driver.reconfigure(wire.request(endpoint: "http://127.0.0.1:9",
+                                            credentials: WireCredentials(appSecret: "", installID: UUID(), headers: [])),
+                               wire: wire)
+        rig.advance(ms: 60_000)
+        let resent = rig.sender.open.first
+        #expect(resent?.request.url == "http://127.0.0.1:9/elsewhere")
+        #expect(resent?.request.headers.contains { $0.0 == "Content-Type" && $0.1 == "application/x-test" } == true)
+        #expect(resent?.seqs == [1, 2])
+    }
+
+    // SPEC D1: the user's headers go with every request, after Install-ID; App Center's own stay first.
+    @Test func theUsersHeadersFollowTheWiresOwn() {
+        let id = UUID()
+        let request = AppCenterWire().request(endpoint: "http://h/", credentials: WireCredentials(
+            appSecret: "s", installID: id, headers: [HeaderField("X-Tenant", "t1")]))
+        #expect(request.url == "http://h/logs?api-version=1.0.0")
+        #expect(request.headers.map(\.0) == ["Content-Type", "App-Secret", "Install-ID", "X-Tenant"])
+        #expect(request.headers.last?.1 == "t1")
+    }
+
+    // Bad input is refused by name at configuration time: an unknown destination lists the known ones; a header
+    // without a colon, with a bad name or a reserved one is named — never with its value.
+    @Test func badDestinationsAndHeadersAreRefusedByName() throws {
+        #expect(throws: OutboxError.invalidConfiguration("unknown destination 'kafka': the destinations are appcenter")) {
+            try Destination(name: "kafka")
+        }
+        #expect(try Destination(name: "appcenter") == .appCenter)
+        do {
+            _ = try HeaderField(line: "Bearer hunter2")
+            Issue.record("a header without a colon was accepted")
+        } catch {
+            #expect("\(error)".contains("no colon"))
+            #expect(!"\(error)".contains("hunter2"))
+        }
+        let parsed = try HeaderField(line: "  X-Tenant :  acme ")
+        #expect(parsed == HeaderField("X-Tenant", "acme"))
+        for (header, named) in [(HeaderField("Bad Name", "v"), "HTTP token"), (HeaderField("Content-Type", "x"), "set by the engine"),
+                                (HeaderField("X-A", "a\r\nInjected: 1"), "control character")] {
+            var configuration = Configuration(storePath: "/tmp/x")
+            configuration.headers = [header]
+            do {
+                try configuration.validate()
+                Issue.record("accepted \(header)")
+            } catch {
+                #expect("\(error)".contains(named), "\(error)")
+                #expect(!"\(error)".contains("Injected"))
+            }
+        }
+    }
+}
