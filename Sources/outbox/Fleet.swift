@@ -219,6 +219,8 @@ struct Fleet: ParsableCommand {
                            metadata: ["outbox.devices": "\(engines.count)"])
         }
 
+        // Where this destination's records keep what the accounting counts (SPEC F2a).
+        let fields = FleetLineFields(try destination.parsedDestination())
         // Each store's own count (SPEC F2): pending, dead-lettered, evicted; and the dead letters' ordinals.
         var stores: [String: FleetStoreCount] = [:]
         for engine in engines {
@@ -229,7 +231,7 @@ struct Fleet: ParsableCommand {
                                         delivered: status.delivered, deadOrdinals: [],
                                         expired: status.expired, serverRejected: status.serverRejected)
             if status.deadLetters > 0, let letters = try? await engine.deadLetters() {
-                count.deadOrdinals = Set(letters.compactMap { FleetAccounting.ordinal(inLogJSON: $0.log) })
+                count.deadOrdinals = Set(letters.compactMap { FleetAccounting.ordinal(inLogJSON: $0.log, fields: fields) })
             }
             stores[install] = count
         }
@@ -244,7 +246,7 @@ struct Fleet: ParsableCommand {
         var recordsRead = false
         if let client, baseline != nil, finalStats != nil {
             do {
-                try accounting.readLogs(client: client, runID: plan.runID)
+                try accounting.readLogs(client: client, runID: plan.runID, fields: fields)
                 recordsRead = true
             } catch {
                 logger.error("cannot read GET /_mock/logs: \(error)")

@@ -65,7 +65,7 @@ struct FleetAccounting {
     }
 
     /// Streams `GET /_mock/logs` and counts this run's logs by device and ordinal.
-    mutating func readLogs(client: FleetMockClient, runID: String) throws {
+    mutating func readLogs(client: FleetMockClient, runID: String, fields: FleetLineFields) throws {
         var splitter = LineSplitter()
         var histogram = self.histogram
         var devices = self.devices
@@ -77,9 +77,9 @@ struct FleetAccounting {
         var deviceBySID: [String: Int] = [:]
         // Devices are numbered offset, offset + 1, …: index by number.
         let consume: (UnsafeRawBufferPointer) -> Void = { line in
-            guard let log = FleetLogLine.parse(line) else {
+            guard let log = FleetLogLine.parse(line, fields: fields) else {
                 // Only lines that are not events are looked at again: the events are nearly all of them.
-                if let session = FleetLogLine.parseSessionLog(line) { sessionLogs.append(session) }
+                if let session = FleetLogLine.parseSessionLog(line, fields: fields) { sessionLogs.append(session) }
                 return
             }
             guard log.run == runID else { return }
@@ -145,18 +145,15 @@ struct FleetAccounting {
     static let endSessionOrdinal = -2
 
     /// The `i` property of an event's JSON as the engine sends it (`typedProperties`); a session log's stand-in.
-    static func ordinal(inLogJSON json: String) -> Int? {
-        if json.contains(#""type":"startSession""#) { return startSessionOrdinal }
-        if json.contains(#""type":"endSession""#) { return endSessionOrdinal }
-        let bytes = Array(json.utf8)
-        let needle = Array(#""name":"i","value":"#.utf8)
-        guard bytes.count >= needle.count else { return nil }
-        for start in 0...(bytes.count - needle.count) where bytes[start..<(start + needle.count)].elementsEqual(needle) {
-            let digits = bytes[(start + needle.count)...].prefix { $0 >= 48 && $0 <= 57 }
-            return Int(String(decoding: digits, as: UTF8.self))
+    static func ordinal(inLogJSON json: String, fields: FleetLineFields) -> Int? {
+        var json = json
+        return json.withUTF8 { bytes -> Int? in
+            if FleetLogLine.find(fields.sessionStart, in: bytes) != nil { return startSessionOrdinal }
+            if FleetLogLine.find(fields.sessionEnd, in: bytes) != nil { return endSessionOrdinal }
+            return FleetLogLine.intValue(after: fields.ordinal, in: bytes)
         }
-        return nil
     }
+
 }
 
 /// The closing object of SPEC F1, with exactly its keys; `summary.json` holds the same (F2).

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Outbox
 import OutboxMock
 
 /// What the fleet reads from an `outbox-mock`'s control API (SPEC X1): `GET /_mock/stats` during the run (progress,
@@ -216,34 +217,34 @@ struct FleetLogLine {
         var delayMs: Int64
     }
 
-    static func parseSessionLog(_ line: UnsafeRawBufferPointer) -> SessionLog? {
+    static func parseSessionLog(_ line: UnsafeRawBufferPointer, fields: FleetLineFields) -> SessionLog? {
         let bytes = line.bindMemory(to: UInt8.self)
         let kind: SessionLog.Kind
-        if find(#""type":"startSession""#, in: bytes) != nil {
+        if find(fields.sessionStart, in: bytes) != nil {
             kind = .start
-        } else if find(#""type":"endSession""#, in: bytes) != nil {
+        } else if find(fields.sessionEnd, in: bytes) != nil {
             kind = .end
         } else {
             return nil
         }
-        guard let sid = stringValue(after: #""sid":""#, in: bytes),
-              let sent = stringValue(after: #""timestamp":""#, in: bytes).flatMap(epochMs),
-              let received = stringValue(after: #""received_at":""#, in: bytes).flatMap(epochMs) else { return nil }
+        guard let sid = stringValue(after: fields.session, in: bytes),
+              let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(epochMs),
+              let received = stringValue(after: fields.receivedAt, in: bytes).flatMap(epochMs) else { return nil }
         return SessionLog(kind: kind, sid: String(sid), delayMs: received - sent)
     }
 
-    static func parse(_ line: UnsafeRawBufferPointer) -> FleetLogLine? {
+    static func parse(_ line: UnsafeRawBufferPointer, fields: FleetLineFields) -> FleetLogLine? {
         let bytes = line.bindMemory(to: UInt8.self)
-        guard let run = stringValue(after: #""name":"r","value":""#, in: bytes),
-              let device = intValue(after: #""name":"d","value":"#, in: bytes),
-              let ordinal = intValue(after: #""name":"i","value":"#, in: bytes),
-              let sent = stringValue(after: #""timestamp":""#, in: bytes).flatMap(epochMs),
-              let received = stringValue(after: #""received_at":""#, in: bytes).flatMap(epochMs) else { return nil }
+        guard let run = stringValue(after: fields.run, in: bytes),
+              let device = intValue(after: fields.device, in: bytes),
+              let ordinal = intValue(after: fields.ordinal, in: bytes),
+              let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(epochMs),
+              let received = stringValue(after: fields.receivedAt, in: bytes).flatMap(epochMs) else { return nil }
         return FleetLogLine(run: run, device: device, ordinal: ordinal, delayMs: received - sent,
-                            sid: stringValue(after: #""sid":""#, in: bytes).map(String.init))
+                            sid: stringValue(after: fields.session, in: bytes).map(String.init))
     }
 
-    private static func find(_ pattern: String, in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    static func find(_ pattern: String, in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
         let needle = Array(pattern.utf8)
         guard bytes.count >= needle.count, let first = needle.first else { return nil }
         var i = 0
@@ -267,7 +268,7 @@ struct FleetLogLine {
         return Substring(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
     }
 
-    private static func intValue(after pattern: String, in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    static func intValue(after pattern: String, in bytes: UnsafeBufferPointer<UInt8>) -> Int? {
         guard var i = find(pattern, in: bytes) else { return nil }
         var value = 0
         var digits = 0
@@ -306,5 +307,34 @@ struct LineSplitter {
     mutating func finish(line: (UnsafeRawBufferPointer) -> Void) {
         if !carry.isEmpty { carry.withUnsafeBytes { line($0) } }
         carry.removeAll()
+    }
+}
+
+/// Where the fleet finds what it counts in a line of `/_mock/logs`, for the destination the devices deliver to
+/// (SPEC F2a): the fleet's properties (`r` run, `d` device, `i` ordinal), the session, the event time, the session
+/// logs. Each destination's records keep these under its own names; a new wire adds its line here.
+struct FleetLineFields: Sendable {
+    var run: String
+    var device: String
+    var ordinal: String
+    var session: String
+    var timestamp: String
+    var receivedAt: String
+    var sessionStart: String
+    var sessionEnd: String
+
+    init(_ destination: Destination) {
+        switch destination {
+        case .appCenter:
+            // App Center's logs as the mock records them: typed properties, `sid`, `timestamp`, `type`.
+            run = #""name":"r","value":""#
+            device = #""name":"d","value":"#
+            ordinal = #""name":"i","value":"#
+            session = #""sid":""#
+            timestamp = #""timestamp":""#
+            sessionStart = #""type":"startSession""#
+            sessionEnd = #""type":"endSession""#
+        }
+        receivedAt = #""received_at":""#
     }
 }
