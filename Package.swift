@@ -16,7 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
-        // OTLP/HTTP on the mock (SPEC V1): code generated once by scripts/gen-otlp.sh and committed.
+        // OTLP/HTTP, the engine's destination and the mock's (SPEC D1, V1): code generated once by scripts/gen-otlp.sh.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         // `outbox fleet`'s delivery-delay percentiles (SPEC F1, F3).
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
@@ -37,6 +37,11 @@ let package = Package(
         // The request bodies' default gzip compressor (SPEC W1; zlib only for its CRC-32).
         .target(name: "CFastGzip", dependencies: ["CZlib"], path: "Sources/CFastGzip"),
 
+        // OTLP's logs service and what it uses, generated once by scripts/gen-otlp.sh and committed: the mock decodes
+        // with it, and tests decode the engine's OTLP requests with it (SPEC D1, V1). The engine writes the wire format
+        // itself: swift-protobuf imports Foundation, which libOutbox must not load.
+        .target(name: "OTLPProto", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+                path: "Sources/OTLPProto"),
         .target(
             name: "Outbox",
             dependencies: [
@@ -81,7 +86,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"), "OTLPProto",
                 // Request bodies: libdeflate in one shot, zlib streaming as the bounded fallback (SPEC M10).
                 "CLibDeflate", "CZlib",
             ],
@@ -118,7 +123,10 @@ let package = Package(
 
         // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes.
         .target(name: "OutboxTestSupport", dependencies: ["CZlib"], path: "Tests/TestSupport"),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim"], path: "Tests/OutboxTests"),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim",
+                                                      // an independent reader of the engine's OTLP requests
+                                                      "OTLPProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+                    path: "Tests/OutboxTests"),
         // Pure tests: no file, socket or child process, values and fakes in memory (`swift test --filter OutboxUnitTests`).
         .testTarget(name: "OutboxUnitTests", dependencies: ["Outbox", "OutboxTestSupport", "CZlib", "CFastGzip"], path: "Tests/OutboxUnitTests"),
         .testTarget(name: "OutboxMockTests", dependencies: [
@@ -127,6 +135,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),  // decodes the OTLP answers
+            "OTLPProto",
         ], path: "Tests/OutboxMockTests"),
         .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
     ]

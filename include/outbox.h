@@ -76,7 +76,8 @@ typedef struct outbox_engine outbox_engine;
  *   "maxLogAgeMs"                         "maxDistinctEventNames"        "groupCommitWindowMs"
  *   "intakeCapacity"                      "endpoint" (string or null: store only)
  *   "appSecret"                           "batchSize"                    "transmissionIntervalMs"
- *   "destination" ("appcenter")           "headers" (an object of strings: a header name and its value each)
+ *   "destination" ("appcenter", "otlp")   "otlpEncoding" ("protobuf", "json"; with "otlp" only)
+ *   "headers" (an object of strings: a header name and its value each, sent with every request)
  *   "criticalTransmissionIntervalMs"      "retryIntervalsMs" (array)     "maxRetryAfterMs"
  *   "probeIntervalMs" (or null)           "dispatchIntervalMs" (or null: automatic; <= 0: manual)
  *   "requestTimeoutMs"                    "caFile" (or null)             "bodyCompression" ("fast", "zlib:1"…"zlib:9")
@@ -135,7 +136,7 @@ int outbox_set_enabled(outbox_engine *engine, int enabled);
 
 /*
  * SPEC R8: changes settings of a running engine. config_json holds only the keys to change, among "endpoint",
- * "appSecret", "destination", "headers", "caFile" and "requestTimeoutMs"; any other key (including "storePath") is refused by name with
+ * "appSecret", "destination", "otlpEncoding", "headers", "caFile" and "requestTimeoutMs"; any other key (including "storePath") is refused by name with
  * OUTBOX_ECONFIG. Validated here; applied on the loop before the next send; a channel stopped by 401, 403, 404
  * or a redirect starts again. Returns 0, OUTBOX_EINVAL, OUTBOX_ECONFIG, OUTBOX_ECLOSED. Thread: any.
  */

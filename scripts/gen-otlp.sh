@@ -1,5 +1,7 @@
 #!/bin/sh
-# Regenerates MockServer/OutboxMock/Vendors/OTLP/Generated/ from the .proto files in Fixtures/otlp-proto/.
+# Regenerates, from the .proto files in Fixtures/otlp-proto/: Sources/OTLPProto/ (the logs service and what it uses,
+# public: the engine's OTLP destination and the mock share it) and MockServer/OutboxMock/Vendors/OTLP/Generated/
+# (traces and metrics, the mock's alone, importing OTLPProto for the common types).
 # Run by hand when the protos change, never from `make test`: building the protoc plugin takes minutes, so the
 # generated code is committed.
 #
@@ -27,19 +29,35 @@ fi
 (cd "$work/swift-protobuf" && swift build --product protoc-gen-swift --scratch-path "$work/build")
 plugin="$work/build/debug/protoc-gen-swift"
 
-rm -rf "$out"
-mkdir -p "$out"
+shared="$root/Sources/OTLPProto"
+rm -rf "$out" "$shared"
+mkdir -p "$out" "$shared"
 cd "$protos"
 protoc --plugin=protoc-gen-swift="$plugin" \
-    --swift_opt=FileNaming=PathToUnderscores --swift_opt=Visibility=Internal \
-    --swift_out="$out" -I . -I /usr/include \
+    --swift_opt=FileNaming=PathToUnderscores --swift_opt=Visibility=Public \
+    --swift_out="$shared" -I . -I /usr/include \
     google/rpc/status.proto \
     opentelemetry/proto/common/v1/common.proto \
     opentelemetry/proto/resource/v1/resource.proto \
     opentelemetry/proto/logs/v1/logs.proto \
+    opentelemetry/proto/collector/logs/v1/logs_service.proto
+mappings="$work/module-mappings.asciipb"
+cat > "$mappings" <<MAP
+mapping {
+  module_name: "OTLPProto"
+  proto_file_path: "google/rpc/status.proto"
+  proto_file_path: "opentelemetry/proto/common/v1/common.proto"
+  proto_file_path: "opentelemetry/proto/resource/v1/resource.proto"
+  proto_file_path: "opentelemetry/proto/logs/v1/logs.proto"
+  proto_file_path: "opentelemetry/proto/collector/logs/v1/logs_service.proto"
+}
+MAP
+protoc --plugin=protoc-gen-swift="$plugin" \
+    --swift_opt=FileNaming=PathToUnderscores --swift_opt=Visibility=Internal \
+    --swift_opt=ProtoPathModuleMappings="$mappings" \
+    --swift_out="$out" -I . -I /usr/include \
     opentelemetry/proto/trace/v1/trace.proto \
     opentelemetry/proto/metrics/v1/metrics.proto \
-    opentelemetry/proto/collector/logs/v1/logs_service.proto \
     opentelemetry/proto/collector/trace/v1/trace_service.proto \
     opentelemetry/proto/collector/metrics/v1/metrics_service.proto
-echo "gen-otlp: wrote $(ls "$out" | wc -l) files to $out"
+echo "gen-otlp: wrote $(ls "$shared" | wc -l) files to $shared and $(ls "$out" | wc -l) to $out"

@@ -5,7 +5,21 @@ import CSQLite
 import Foundation
 import Outbox
 
-let argumentsList = Array(CommandLine.arguments.dropFirst())
+/// The positional arguments; `--destination NAME` and `--otlp-encoding E` (delivery, SPEC D10) are taken out first.
+nonisolated(unsafe) var benchDestination = Destination.appCenter
+nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
+let argumentsList: [String] = {
+    var list = Array(CommandLine.arguments.dropFirst())
+    if let at = list.firstIndex(of: "--destination"), at + 1 < list.count {
+        benchDestination = (try? Destination(name: list[at + 1])) ?? .appCenter
+        list.removeSubrange(at...(at + 1))
+    }
+    if let at = list.firstIndex(of: "--otlp-encoding"), at + 1 < list.count {
+        benchOTLPEncoding = (try? OTLPEncoding(name: list[at + 1])) ?? .protobuf
+        list.removeSubrange(at...(at + 1))
+    }
+    return list
+}()
 let mode = argumentsList.first ?? "all"
 let total = argumentsList.count > 1 ? Int(argumentsList[1]) ?? 1_000_000 : 1_000_000
 

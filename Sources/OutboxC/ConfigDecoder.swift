@@ -40,7 +40,7 @@ enum ConfigDecoder {
     }
 
     /// Keys that belong to one destination (SPEC D1): given with another, they are refused by name.
-    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter]
+    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp]
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(ConfigError) {
@@ -89,6 +89,13 @@ enum ConfigDecoder {
             let name = try string(value, key)
             do throws(OutboxError) {
                 c.destination = try Destination(name: name)
+            } catch {
+                throw ConfigError(code: configError, message: "\(error)")
+            }
+        case "otlpEncoding":
+            let name = try string(value, key)
+            do throws(OutboxError) {
+                c.otlpEncoding = try OTLPEncoding(name: name)
             } catch {
                 throw ConfigError(code: configError, message: "\(error)")
             }

@@ -30,6 +30,11 @@ struct Demo: ParsableCommand {
         try runBlocking { try await self.runAsync() }
     }
 
+    /// What the mock holds once each, for the destination the demo delivers to (App Center's logs, or a vendor's events).
+    static func unique(_ stats: MockStats, destination: Destination) -> Int {
+        destination == .appCenter ? stats.logsUnique : stats.vendors[destination.name]?.eventsUnique ?? 0
+    }
+
     func runAsync() async throws {
         let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
         let dir = directory ?? temporary + (temporary.hasSuffix("/") ? "" : "/") + "outbox-demo-\(getpid())"
@@ -76,7 +81,7 @@ struct Demo: ParsableCommand {
             let state = status.disabledReason.map { "disabled: \($0)" } ?? (outage ? "server down" : "sending")
             let line = cFormat("\r%5.1fs  tracked %6d  stored %6d  in flight %4d  delivered %6d  retries %4d  ",
                                elapsed, app.tracked, status.pendingNormal + status.pendingCritical, status.inFlight,
-                               stats.logsUnique, status.retries) + state + "     "
+                               Self.unique(stats, destination: configuration.destination), status.retries) + state + "     "
             print(line, terminator: "")
             fflush(nil)
             drained = app.done && status.pendingNormal + status.pendingCritical + status.inFlight == 0
@@ -85,11 +90,14 @@ struct Demo: ParsableCommand {
         let status = try await engine.status()
         await engine.shutdown(drainFor: .seconds(5))
         let stats = server.stats()
-        let lost = app.tracked - stats.logsUnique - status.deadLettered
+        let unique = Self.unique(stats, destination: configuration.destination)
+        let duplicates = configuration.destination == .appCenter ? stats.logsDuplicate
+            : stats.vendors[configuration.destination.name]?.eventsDuplicate ?? 0
+        let lost = app.tracked - unique - status.deadLettered - status.serverRejected
         print("\n\ndelivery report")
         print("  tracked              \(app.tracked) (\(app.critical) critical, \(app.rejected) rejected by validation)")
-        print("  delivered            \(stats.logsUnique) unique logs in \(stats.requests) requests")
-        print("  duplicates absorbed  \(stats.logsDuplicate) (re-sent after lost answers; the server de-duplicated by id)")
+        print("  delivered            \(unique) unique logs in \(stats.requests) requests (\(configuration.destination))")
+        print("  duplicates absorbed  \(duplicates) (re-sent after lost answers; the server de-duplicated them)")
         print("  retries              \(status.retries)")
         print("  status mix           \(stats.statusCounts.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " "))")
         print("  faults injected      \(stats.faults.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " "))")

@@ -1,4 +1,6 @@
 import ArgumentParser
+import FoundationEssentials
+import Glibc
 import Outbox
 
 /// SPEC D1: where `emit`, `demo` and `fleet` deliver — the destination, and headers for every request, given as
@@ -13,10 +15,58 @@ struct DestinationOptions: ParsableArguments {
     @Option(help: ArgumentHelp("A file of headers, one 'Name: value' a line (blank lines and lines starting with # skipped).",
                                valueName: "path"))
     var headerFile: String?
+    @Option(help: ArgumentHelp("How OTLP requests are written: protobuf (default) or json.", valueName: "encoding"))
+    var otlpEncoding: String?
 
     func validate() throws {
-        _ = try parsedDestination()
+        let destination = try parsedDestination()
         _ = try parsedHeaders()
+        _ = try parsedOTLPEncoding()
+        if otlpEncoding != nil && destination != .otlp {
+            throw ValidationError("--otlp-encoding belongs to --destination otlp, not to \(destination)")
+        }
+    }
+
+    func parsedOTLPEncoding() throws -> OTLPEncoding {
+        guard let otlpEncoding else { return .protobuf }
+        do {
+            return try OTLPEncoding(name: otlpEncoding)
+        } catch {
+            throw ValidationError("--otlp-encoding must be protobuf or json, got '\(otlpEncoding)'")
+        }
+    }
+
+    /// SPEC D1: for OTLP without `--endpoint`, the OpenTelemetry SDKs' variables: `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`
+    /// (the whole URL, `/v1/logs` included) or `OTEL_EXPORTER_OTLP_ENDPOINT` (the base).
+    func environmentEndpoint() -> String? {
+        guard (try? parsedDestination()) == .otlp else { return nil }
+        if let logs = Self.environment("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") {
+            return logs.hasSuffix("/v1/logs") ? String(logs.dropLast("/v1/logs".count)) : logs
+        }
+        return Self.environment("OTEL_EXPORTER_OTLP_ENDPOINT")
+    }
+
+    /// SPEC D1: for OTLP without `--header` or `--header-file`, `OTEL_EXPORTER_OTLP_LOGS_HEADERS` or
+    /// `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-encoded (W3C Baggage).
+    func environmentHeaders() throws -> [HeaderField] {
+        guard (try? parsedDestination()) == .otlp, headers.isEmpty, headerFile == nil else { return [] }
+        let variable = Self.environment("OTEL_EXPORTER_OTLP_LOGS_HEADERS") != nil ? "OTEL_EXPORTER_OTLP_LOGS_HEADERS" : "OTEL_EXPORTER_OTLP_HEADERS"
+        guard let text = Self.environment(variable) else { return [] }
+        var fields: [HeaderField] = []
+        for pair in text.split(separator: ",") {
+            guard let equals = pair.firstIndex(of: "=") else {
+                throw ValidationError("\(variable): a pair without '=' (write name=value,name=value)")
+            }
+            let name = String(pair[..<equals]).trimmingCharacters(in: .whitespaces)
+            let value = String(pair[pair.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+            fields.append(try Self.field("\(name): \(value.removingPercentEncoding ?? value)", flag: variable))
+        }
+        return fields
+    }
+
+    private static func environment(_ name: String) -> String? {
+        guard let value = getenv(name), value[0] != 0 else { return nil }
+        return String(cString: value)
     }
 
     func parsedDestination() throws -> Destination {
@@ -46,7 +96,8 @@ struct DestinationOptions: ParsableArguments {
 
     func apply(to configuration: inout Configuration) throws {
         configuration.destination = try parsedDestination()
-        configuration.headers = try parsedHeaders()
+        configuration.headers = try parsedHeaders() + environmentHeaders()
+        configuration.otlpEncoding = try parsedOTLPEncoding()
     }
 
     private static func field(_ line: String, flag: String) throws -> HeaderField {

@@ -47,13 +47,14 @@ struct Emit: ParsableCommand {
             throw ValidationError("--payload-bytes must be at most \(Self.maxPayloadBytes) (what one event carries: 19 properties of 125 characters, SPEC T3), got \(payloadBytes)")
         }
         if let rate, !(rate > 0) { throw ValidationError("--rate must be a positive number of events per second") }
-        if waitDelivered && endpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
-        if endpoint != nil, try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) == nil {
+        if waitDelivered && resolvedEndpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
+        if resolvedEndpoint != nil, try destination.parsedDestination() == .appCenter,
+           try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) == nil {
             throw ValidationError("--endpoint needs --app-secret, --app-secret-file or OUTBOX_APP_SECRET")
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
-        if let endpoint, let problem = Configuration.endpointProblem(endpoint) {
+        if let endpoint = resolvedEndpoint, let problem = Configuration.endpointProblem(endpoint) {
             throw ValidationError("--endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
         }
         if let interval { _ = try BoundedFlag.interval.value(interval, testing: testing) }
@@ -65,6 +66,9 @@ struct Emit: ParsableCommand {
             throw ValidationError("--testing-clock-offset-file: \(path) must hold an integer number of milliseconds")
         }
     }
+
+    /// `--endpoint`, else (OTLP) the OpenTelemetry SDKs' environment variable.
+    var resolvedEndpoint: String? { endpoint ?? destination.environmentEndpoint() }
 
     /// The option, else the environment variable (a testing hook like OUTBOX_TESTING_PHASE_FILE).
     var clockOffsetPath: String? {
@@ -105,7 +109,7 @@ struct Emit: ParsableCommand {
         // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
         configuration.sessionTracking = .manual
         if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
-        configuration.endpoint = endpoint
+        configuration.endpoint = resolvedEndpoint
         configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
         configuration.caFile = caFile
         try destination.apply(to: &configuration)

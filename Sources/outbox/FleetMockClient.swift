@@ -228,7 +228,7 @@ struct FleetLogLine {
             return nil
         }
         guard let sid = stringValue(after: fields.session, in: bytes),
-              let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(epochMs),
+              let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(fields.eventMs),
               let received = stringValue(after: fields.receivedAt, in: bytes).flatMap(epochMs) else { return nil }
         return SessionLog(kind: kind, sid: String(sid), delayMs: received - sent)
     }
@@ -238,7 +238,7 @@ struct FleetLogLine {
         guard let run = stringValue(after: fields.run, in: bytes),
               let device = intValue(after: fields.device, in: bytes),
               let ordinal = intValue(after: fields.ordinal, in: bytes),
-              let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(epochMs),
+              let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(fields.eventMs),
               let received = stringValue(after: fields.receivedAt, in: bytes).flatMap(epochMs) else { return nil }
         return FleetLogLine(run: run, device: device, ordinal: ordinal, delayMs: received - sent,
                             sid: stringValue(after: fields.session, in: bytes).map(String.init))
@@ -322,6 +322,13 @@ struct FleetLineFields: Sendable {
     var receivedAt: String
     var sessionStart: String
     var sessionEnd: String
+    /// The event time as nanoseconds since 1970 in a string (OTLP) rather than ISO 8601 text.
+    var timestampIsNanoseconds: Bool
+
+    /// The event time after `timestamp` in a line, in ms since 1970.
+    func eventMs(_ text: Substring) -> Int64? {
+        timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
+    }
 
     init(_ destination: Destination) {
         switch destination {
@@ -334,6 +341,17 @@ struct FleetLineFields: Sendable {
             timestamp = #""timestamp":""#
             sessionStart = #""type":"startSession""#
             sessionEnd = #""type":"endSession""#
+            timestampIsNanoseconds = false
+        case .otlp:
+            // The mock renders a record as OTLP/JSON: attributes as key and typed value, 64-bit numbers as strings.
+            run = #""key":"r","value":{"stringValue":""#
+            device = #""key":"d","value":{"intValue":""#
+            ordinal = #""key":"i","value":{"intValue":""#
+            session = #""key":"session.id","value":{"stringValue":""#
+            timestamp = #""timeUnixNano":""#
+            sessionStart = #""eventName":"session.start""#
+            sessionEnd = #""eventName":"session.end""#
+            timestampIsNanoseconds = true
         }
         receivedAt = #""received_at":""#
     }

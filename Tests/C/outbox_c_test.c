@@ -461,6 +461,12 @@ static void test_bad_input(void) {
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"headers\":{\"X-Tenant\":5}}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("X-Tenant"), "open: a header value that is not a string");
     CHECK(outbox_last_error_code() == OUTBOX_EINVAL, "open: a header value of the wrong type is OUTBOX_EINVAL");
+    /* A key of another destination is refused by name; an OTLP encoding other than protobuf or json too. */
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"otlpEncoding\":\"json\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("otlpEncoding") && error_names("otlp destination"),
+          "open: otlpEncoding with App Center refused by name");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"otlp\",\"otlpEncoding\":\"xml\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("protobuf or json"), "open: an unknown OTLP encoding");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":\"50\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("batchSize"), "open: wrong type named");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":0}", path);

@@ -42,7 +42,7 @@ struct CommandLineTests {
         (["--batch-size", "501"], "--batch-size"),
         (["--max-storage-bytes", "1000"], "--max-storage-bytes"),
         // SPEC D1: an unknown destination, a header without a colon or with a reserved name: refused by the flag.
-        (["--destination", "kafka"], "--destination: unknown destination 'kafka': the destinations are appcenter"),
+        (["--destination", "kafka"], "--destination: unknown destination 'kafka': the destinations are appcenter, otlp"),
         (["--header", "NoColonHere"], "--header: a header has no colon"),
         (["--header", "Content-Type: text/plain"], "--header: header Content-Type is set by the engine"),
         (["--header-file", "/nonexistent/headers"], "--header-file: cannot read /nonexistent/headers"),

@@ -231,3 +231,18 @@ extension FleetEndToEndTests {
         #expect(Date().timeIntervalSince(started) < 30, "not after the 60 s drain")
     }
 }
+
+extension FleetEndToEndTests {
+    // SPEC F2a: the fleet's accounting reads the destination's records: on OTLP every log, the session logs too, is
+    // found in /_mock/logs by its attributes, and nothing is lost.
+    @Test func aFleetOnOTLPAccountsForEveryLog() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runOutbox(["fleet", "--devices", "4", "--events", "25", "--destination", "otlp",
+                                    "--dir", dir.path + "/stores", "--timeout", "20"] + Self.fast, in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(summary["lost"] as? Int == 0)
+        #expect(summary["tracked"] as? Int == 4 * (25 + 2))
+        #expect(summary["delivered"] as? Int == summary["tracked"] as? Int)
+    }
+}

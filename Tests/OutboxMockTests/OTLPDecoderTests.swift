@@ -3,6 +3,7 @@ import OutboxTestSupport
 import SwiftProtobuf
 import Testing
 @testable import OutboxMock
+import OTLPProto
 
 /// One request of Fixtures/vendors/otlp: NAME.request.json (method, path, headers as sent) and NAME.body.
 private struct OTLPFixture {

@@ -3,6 +3,7 @@ import NIOHTTP1
 import SwiftProtobuf
 import Testing
 @testable import OutboxMock
+import OTLPProto
 
 /// A request of Fixtures/vendors/otlp (NAME.request.json and NAME.body), sent over real HTTP.
 private struct OTLPRequestFixture {

@@ -146,6 +146,7 @@ struct DeliveryMachineTests {
         case .refuse: kind = "refuse"
         case .stop: kind = "stop"
         case .cancelled: kind = "cancelled"
+        case .partiallyRejected: kind = "partial"
         }
         #expect(kind == expected)
     }

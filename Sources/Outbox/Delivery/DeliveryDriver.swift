@@ -222,6 +222,8 @@ final class DeliveryDriver {
                 for id in ids { idleWaiters.removeValue(forKey: id)?() }
             case .disabledChanged(let reason):
                 try queue.setDisabledReason(reason)
+            case .serverRejected(let count):
+                try queue.addServerRejected(count)
             case .log(let line):
                 log(line)
             }

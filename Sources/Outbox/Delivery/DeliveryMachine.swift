@@ -103,6 +103,9 @@ struct DeliveryMachine: Sendable {
         case stop(status: Int, reason: String)
         /// The engine cancelled the transfer (shutdown, opt-out): the attempt does not count (SPEC C8).
         case cancelled
+        /// SPEC D5: the server took the request but refused `count` of its logs without naming them: the batch is
+        /// settled (never sent again); they are counted as `server_rejected`.
+        case partiallyRejected(count: Int, message: String)
     }
 
     enum Event: Sendable {
@@ -155,6 +158,8 @@ struct DeliveryMachine: Sendable {
         case notifyIdle([WaiterID])
         /// The disabled cause changed (persisted for `outbox status`).
         case disabledChanged(String?)
+        /// SPEC D5: adds to the store's `server_rejected` total.
+        case serverRejected(Int)
         case log(LogLine)
     }
 
@@ -360,10 +365,18 @@ struct DeliveryMachine: Sendable {
             flights[key] = nil
             actions.append(.release(batchID: flight.batchID, seqs: seqs))
             settle(key, failed: true, into: &actions)
-        case .delivered:
+        case .delivered, .partiallyRejected:
             flights[key] = nil
             if case .retriesExhausted = stop { setStop(nil, into: &actions) }  // the probe got through (R5)
-            counters.delivered += seqs.count
+            var rejected = 0
+            if case .partiallyRejected(let count, let message) = outcome {
+                rejected = min(max(0, count), seqs.count)
+                counters.serverRejected += rejected
+                actions.append(.serverRejected(rejected))
+                actions.append(.log(LogLine(level: .warning, message: "the server refused logs inside an accepted request; they are not sent again",
+                                            metadata: ["outbox.rejected": "\(rejected)", "outbox.reason": String(message.prefix(200))])))
+            }
+            counters.delivered += seqs.count - rejected
             if let batchID = flight.batchID {
                 // The next claim deletes it in its own transaction; `decide` deletes it alone if none comes.
                 if let earlier = deliveredBatch { actions.append(.complete(batchID: earlier, seqs: [])) }
@@ -670,4 +683,6 @@ public struct DeliveryCounters: Sendable, Equatable {
     public var requests = 0
     public var delivered = 0
     public var deadLettered = 0
+    /// SPEC D5: logs a server refused inside a request it accepted.
+    public var serverRejected = 0
 }

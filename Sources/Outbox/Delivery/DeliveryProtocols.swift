@@ -26,10 +26,13 @@ protocol BatchQueue: AnyObject {
     func setDisabledReason(_ reason: String?) throws(OutboxError)
     /// Persists the destination a request went to, for `outbox status` (SPEC D1).
     func recordDestination(_ name: String) throws(OutboxError)
+    /// Adds to the total of logs refused inside accepted requests, kept in the store (SPEC D5).
+    func addServerRejected(_ count: Int) throws(OutboxError)
 }
 
 extension BatchQueue {
     func recordDestination(_ name: String) throws(OutboxError) {}
+    func addServerRejected(_ count: Int) throws(OutboxError) {}
 }
 
 /// Sends one request and reports how it ended: the curl transport implements it, and so does the tests' fake.

@@ -49,11 +49,12 @@ extension DeliveryWire {
     }
 }
 
-extension Destination {
-    /// The wire that speaks this destination.
-    var wire: any DeliveryWire {
-        switch self {
+extension Configuration {
+    /// The wire that speaks this configuration's destination.
+    func wire(installID: UUID) -> any DeliveryWire {
+        switch destination {
         case .appCenter: AppCenterWire()
+        case .otlp: OTLPWire(encoding: otlpEncoding, installID: installID)
         }
     }
 }

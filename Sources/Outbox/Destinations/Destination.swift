@@ -7,14 +7,18 @@
 public enum Destination: Sendable, Equatable, CustomStringConvertible {
     /// Microsoft App Center's ingestion wire (SPEC W): `POST {endpoint}/logs?api-version=1.0.0` with `App-Secret`.
     case appCenter
+    /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`, protobuf or OTLP/JSON (`otlpEncoding`); credentials,
+    /// if the collector wants any, go in `headers`.
+    case otlp
 
     /// Every destination, by its command-line and C name.
-    public static let all: [Destination] = [.appCenter]
+    public static let all: [Destination] = [.appCenter, .otlp]
 
     /// The name the command line (`--destination`) and the C configuration (`"destination"`) use.
     public var name: String {
         switch self {
         case .appCenter: "appcenter"
+        case .otlp: "otlp"
         }
     }
 

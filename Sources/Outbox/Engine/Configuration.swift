@@ -59,6 +59,8 @@ public struct Configuration: Sendable {
     public var appSecret: String = ""
     /// SPEC D1: the wire the batches speak; App Center's by default. Changeable by `update` (R8).
     public var destination: Destination = .appCenter
+    /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
+    public var otlpEncoding: OTLPEncoding = .protobuf
     /// Headers added to every request, on every destination (a proxy's token, a tenant; never logged). Names the
     /// engine sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`, `App-Secret`, …) are refused.
     public var headers: [HeaderField] = []

@@ -61,11 +61,11 @@ final class EngineCore {
             let transport = try makeSender(configuration)
             let delivery = DeliveryDriver(
                 queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
-                request: configuration.destination.wire.request(endpoint: configuration.endpoint ?? "",
-                                                                credentials: configuration.credentials(installID: installID)),
+                request: configuration.wire(installID: installID).request(
+                    endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
                 clock: configuration.clock, logger: logger, device: device,
                 clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
-                bodyCompression: configuration.bodyCompression, boot: boot, wire: configuration.destination.wire,
+                bodyCompression: configuration.bodyCompression, boot: boot, wire: configuration.wire(installID: installID),
                 assertOwner: { loop.assertOnLoopThread() })
             self.delivery = delivery
             // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
@@ -288,9 +288,10 @@ final class EngineCore {
                              metadata: ["outbox.error": "\(error)"])
             }
         }
-        let wire = updated.destination.wire
+        let wire = updated.wire(installID: installID)
+        let wireChanged = updated.destination != previous.destination || updated.otlpEncoding != previous.otlpEncoding
         delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
-                             sender: sender, wire: updated.destination != previous.destination ? wire : nil)
+                             sender: sender, wire: wireChanged ? wire : nil)
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
                                                         "outbox.destination": "\(updated.destination)"])
     }

@@ -29,4 +29,10 @@ extension LogStore: BatchQueue {
     func recordDestination(_ name: String) throws(OutboxError) {
         try setMeta(MetaKey.destination, name)
     }
+
+    func addServerRejected(_ count: Int) throws(OutboxError) {
+        guard count > 0 else { return }
+        let total = Int(try meta(MetaKey.serverRejected) ?? "") ?? 0
+        try setMeta(MetaKey.serverRejected, String(total + count))
+    }
 }

@@ -38,6 +38,7 @@
 //   request was, as OTLP/HTTP specifies for every 4xx and 5xx.
 import Foundation
 import SwiftProtobuf
+import OTLPProto
 import Synchronization
 
 /// The OTLP signal a request carries, from its path.

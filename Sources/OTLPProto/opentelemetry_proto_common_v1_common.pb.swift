@@ -42,16 +42,16 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 /// Represents any type of attribute value. AnyValue may contain a
 /// primitive value such as a string or integer or it may contain an arbitrary nested
 /// object containing arrays, key-value lists and primitives.
-nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
+public nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The value is one of the listed fields. It is valid for all values to be unspecified
   /// in which case this AnyValue is considered to be "empty".
-  var value: Opentelemetry_Proto_Common_V1_AnyValue.OneOf_Value? = nil
+  public var value: Opentelemetry_Proto_Common_V1_AnyValue.OneOf_Value? = nil
 
-  var stringValue: String {
+  public var stringValue: String {
     get {
       if case .stringValue(let v)? = value {return v}
       return String()
@@ -59,7 +59,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .stringValue(newValue)}
   }
 
-  var boolValue: Bool {
+  public var boolValue: Bool {
     get {
       if case .boolValue(let v)? = value {return v}
       return false
@@ -67,7 +67,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .boolValue(newValue)}
   }
 
-  var intValue: Int64 {
+  public var intValue: Int64 {
     get {
       if case .intValue(let v)? = value {return v}
       return 0
@@ -75,7 +75,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .intValue(newValue)}
   }
 
-  var doubleValue: Double {
+  public var doubleValue: Double {
     get {
       if case .doubleValue(let v)? = value {return v}
       return 0
@@ -83,7 +83,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .doubleValue(newValue)}
   }
 
-  var arrayValue: Opentelemetry_Proto_Common_V1_ArrayValue {
+  public var arrayValue: Opentelemetry_Proto_Common_V1_ArrayValue {
     get {
       if case .arrayValue(let v)? = value {return v}
       return Opentelemetry_Proto_Common_V1_ArrayValue()
@@ -91,7 +91,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .arrayValue(newValue)}
   }
 
-  var kvlistValue: Opentelemetry_Proto_Common_V1_KeyValueList {
+  public var kvlistValue: Opentelemetry_Proto_Common_V1_KeyValueList {
     get {
       if case .kvlistValue(let v)? = value {return v}
       return Opentelemetry_Proto_Common_V1_KeyValueList()
@@ -99,7 +99,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .kvlistValue(newValue)}
   }
 
-  var bytesValue: Data {
+  public var bytesValue: Data {
     get {
       if case .bytesValue(let v)? = value {return v}
       return Data()
@@ -117,7 +117,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
   /// empty, ignoring its semantic content for the non-Profiling signal.
   ///
   /// Status: [Alpha]
-  var stringValueStrindex: Int32 {
+  public var stringValueStrindex: Int32 {
     get {
       if case .stringValueStrindex(let v)? = value {return v}
       return 0
@@ -125,11 +125,11 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
     set {value = .stringValueStrindex(newValue)}
   }
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   /// The value is one of the listed fields. It is valid for all values to be unspecified
   /// in which case this AnyValue is considered to be "empty".
-  nonisolated enum OneOf_Value: Equatable, Sendable {
+  public nonisolated enum OneOf_Value: Equatable, Sendable {
     case stringValue(String)
     case boolValue(Bool)
     case intValue(Int64)
@@ -151,22 +151,22 @@ nonisolated struct Opentelemetry_Proto_Common_V1_AnyValue: Sendable {
 
   }
 
-  init() {}
+  public init() {}
 }
 
 /// ArrayValue is a list of AnyValue messages. We need ArrayValue as a message
 /// since oneof in AnyValue does not allow repeated fields.
-nonisolated struct Opentelemetry_Proto_Common_V1_ArrayValue: Sendable {
+public nonisolated struct Opentelemetry_Proto_Common_V1_ArrayValue: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Array of values. The array may be empty (contain 0 elements).
-  var values: [Opentelemetry_Proto_Common_V1_AnyValue] = []
+  public var values: [Opentelemetry_Proto_Common_V1_AnyValue] = []
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 /// KeyValueList is a list of KeyValue messages. We need KeyValueList as a message
@@ -174,7 +174,7 @@ nonisolated struct Opentelemetry_Proto_Common_V1_ArrayValue: Sendable {
 /// a list of KeyValue messages (e.g. in Span) we use `repeated KeyValue` directly to
 /// avoid unnecessary extra wrapping (which slows down the protocol). The 2 approaches
 /// are semantically equivalent.
-nonisolated struct Opentelemetry_Proto_Common_V1_KeyValueList: Sendable {
+public nonisolated struct Opentelemetry_Proto_Common_V1_KeyValueList: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -185,33 +185,33 @@ nonisolated struct Opentelemetry_Proto_Common_V1_KeyValueList: Sendable {
   /// The keys MUST be unique (it is not allowed to have more than one
   /// value with the same key).
   /// The behavior of software that receives duplicated keys can be unpredictable.
-  var values: [Opentelemetry_Proto_Common_V1_KeyValue] = []
+  public var values: [Opentelemetry_Proto_Common_V1_KeyValue] = []
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 /// Represents a key-value pair that is used to store Span attributes, Link
 /// attributes, etc.
-nonisolated struct Opentelemetry_Proto_Common_V1_KeyValue: Sendable {
+public nonisolated struct Opentelemetry_Proto_Common_V1_KeyValue: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The key name of the pair.
   /// key_strindex MUST NOT be set if key is used.
-  var key: String = String()
+  public var key: String = String()
 
   /// The value of the pair.
-  var value: Opentelemetry_Proto_Common_V1_AnyValue {
+  public var value: Opentelemetry_Proto_Common_V1_AnyValue {
     get {_value ?? Opentelemetry_Proto_Common_V1_AnyValue()}
     set {_value = newValue}
   }
   /// Returns true if `value` has been explicitly set.
-  var hasValue: Bool {self._value != nil}
+  public var hasValue: Bool {self._value != nil}
   /// Clears the value of `value`. Subsequent reads from it will return its default value.
-  mutating func clearValue() {self._value = nil}
+  public mutating func clearValue() {self._value = nil}
 
   /// Reference to the string key in ProfilesDictionary.string_table.
   /// key MUST NOT be set if key_strindex is used.
@@ -224,51 +224,51 @@ nonisolated struct Opentelemetry_Proto_Common_V1_KeyValue: Sendable {
   /// empty, ignoring its semantic content for the non-Profiling signal.
   ///
   /// Status: [Alpha]
-  var keyStrindex: Int32 = 0
+  public var keyStrindex: Int32 = 0
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 
   fileprivate var _value: Opentelemetry_Proto_Common_V1_AnyValue? = nil
 }
 
 /// InstrumentationScope is a message representing the instrumentation scope information
 /// such as the fully qualified name and version. 
-nonisolated struct Opentelemetry_Proto_Common_V1_InstrumentationScope: Sendable {
+public nonisolated struct Opentelemetry_Proto_Common_V1_InstrumentationScope: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// A name denoting the Instrumentation scope.
   /// An empty instrumentation scope name means the name is unknown.
-  var name: String = String()
+  public var name: String = String()
 
   /// Defines the version of the instrumentation scope.
   /// An empty instrumentation scope version means the version is unknown.
-  var version: String = String()
+  public var version: String = String()
 
   /// Additional attributes that describe the scope. [Optional].
   /// Attribute keys MUST be unique (it is not allowed to have more than one
   /// attribute with the same key).
   /// The behavior of software that receives duplicated keys can be unpredictable.
-  var attributes: [Opentelemetry_Proto_Common_V1_KeyValue] = []
+  public var attributes: [Opentelemetry_Proto_Common_V1_KeyValue] = []
 
   /// The number of attributes that were discarded. Attributes
   /// can be discarded because their keys are too long or because there are too many
   /// attributes. If this value is 0, then no attributes were dropped.
-  var droppedAttributesCount: UInt32 = 0
+  public var droppedAttributesCount: UInt32 = 0
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 /// A reference to an Entity.
 /// Entity represents an object of interest associated with produced telemetry: e.g spans, metrics, profiles, or logs.
 ///
 /// Status: [Development]
-nonisolated struct Opentelemetry_Proto_Common_V1_EntityRef: Sendable {
+public nonisolated struct Opentelemetry_Proto_Common_V1_EntityRef: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -283,27 +283,27 @@ nonisolated struct Opentelemetry_Proto_Common_V1_EntityRef: Sendable {
   /// the schema_url applies to.
   ///
   /// This field obsoletes the schema_url field in ResourceMetrics/ResourceSpans/ResourceLogs.
-  var schemaURL: String = String()
+  public var schemaURL: String = String()
 
   /// Defines the type of the entity. MUST not change during the lifetime of the entity.
   /// For example: "service" or "host". This field is required and MUST not be empty
   /// for valid entities.
-  var type: String = String()
+  public var type: String = String()
 
   /// Attribute Keys that identify the entity.
   /// MUST not change during the lifetime of the entity. The Id must contain at least one attribute.
   /// These keys MUST exist in the containing {message}.attributes.
-  var idKeys: [String] = []
+  public var idKeys: [String] = []
 
   /// Descriptive (non-identifying) attribute keys of the entity.
   /// MAY change over the lifetime of the entity. MAY be empty.
   /// These attribute keys are not part of entity's identity.
   /// These keys MUST exist in the containing {message}.attributes.
-  var descriptionKeys: [String] = []
+  public var descriptionKeys: [String] = []
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -311,10 +311,10 @@ nonisolated struct Opentelemetry_Proto_Common_V1_EntityRef: Sendable {
 fileprivate nonisolated let _protobuf_package = "opentelemetry.proto.common.v1"
 
 nonisolated extension Opentelemetry_Proto_Common_V1_AnyValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".AnyValue"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}bool_value\0\u{3}int_value\0\u{3}double_value\0\u{3}array_value\0\u{3}kvlist_value\0\u{3}bytes_value\0\u{3}string_value_strindex\0")
+  public static let protoMessageName: String = _protobuf_package + ".AnyValue"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}bool_value\0\u{3}int_value\0\u{3}double_value\0\u{3}array_value\0\u{3}kvlist_value\0\u{3}bytes_value\0\u{3}string_value_strindex\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -399,7 +399,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_AnyValue: SwiftProtobuf.Mess
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -442,7 +442,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_AnyValue: SwiftProtobuf.Mess
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Common_V1_AnyValue, rhs: Opentelemetry_Proto_Common_V1_AnyValue) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Common_V1_AnyValue, rhs: Opentelemetry_Proto_Common_V1_AnyValue) -> Bool {
     if lhs.value != rhs.value {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -450,10 +450,10 @@ nonisolated extension Opentelemetry_Proto_Common_V1_AnyValue: SwiftProtobuf.Mess
 }
 
 nonisolated extension Opentelemetry_Proto_Common_V1_ArrayValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ArrayValue"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}values\0")
+  public static let protoMessageName: String = _protobuf_package + ".ArrayValue"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}values\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -465,14 +465,14 @@ nonisolated extension Opentelemetry_Proto_Common_V1_ArrayValue: SwiftProtobuf.Me
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.values.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.values, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Common_V1_ArrayValue, rhs: Opentelemetry_Proto_Common_V1_ArrayValue) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Common_V1_ArrayValue, rhs: Opentelemetry_Proto_Common_V1_ArrayValue) -> Bool {
     if lhs.values != rhs.values {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -480,10 +480,10 @@ nonisolated extension Opentelemetry_Proto_Common_V1_ArrayValue: SwiftProtobuf.Me
 }
 
 nonisolated extension Opentelemetry_Proto_Common_V1_KeyValueList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".KeyValueList"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}values\0")
+  public static let protoMessageName: String = _protobuf_package + ".KeyValueList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}values\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -495,14 +495,14 @@ nonisolated extension Opentelemetry_Proto_Common_V1_KeyValueList: SwiftProtobuf.
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.values.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.values, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Common_V1_KeyValueList, rhs: Opentelemetry_Proto_Common_V1_KeyValueList) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Common_V1_KeyValueList, rhs: Opentelemetry_Proto_Common_V1_KeyValueList) -> Bool {
     if lhs.values != rhs.values {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -510,10 +510,10 @@ nonisolated extension Opentelemetry_Proto_Common_V1_KeyValueList: SwiftProtobuf.
 }
 
 nonisolated extension Opentelemetry_Proto_Common_V1_KeyValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".KeyValue"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}value\0\u{3}key_strindex\0")
+  public static let protoMessageName: String = _protobuf_package + ".KeyValue"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}value\0\u{3}key_strindex\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -527,7 +527,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_KeyValue: SwiftProtobuf.Mess
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -544,7 +544,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_KeyValue: SwiftProtobuf.Mess
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Common_V1_KeyValue, rhs: Opentelemetry_Proto_Common_V1_KeyValue) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Common_V1_KeyValue, rhs: Opentelemetry_Proto_Common_V1_KeyValue) -> Bool {
     if lhs.key != rhs.key {return false}
     if lhs._value != rhs._value {return false}
     if lhs.keyStrindex != rhs.keyStrindex {return false}
@@ -554,10 +554,10 @@ nonisolated extension Opentelemetry_Proto_Common_V1_KeyValue: SwiftProtobuf.Mess
 }
 
 nonisolated extension Opentelemetry_Proto_Common_V1_InstrumentationScope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".InstrumentationScope"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}version\0\u{1}attributes\0\u{3}dropped_attributes_count\0")
+  public static let protoMessageName: String = _protobuf_package + ".InstrumentationScope"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}version\0\u{1}attributes\0\u{3}dropped_attributes_count\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -572,7 +572,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_InstrumentationScope: SwiftP
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.name.isEmpty {
       try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
     }
@@ -588,7 +588,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_InstrumentationScope: SwiftP
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Common_V1_InstrumentationScope, rhs: Opentelemetry_Proto_Common_V1_InstrumentationScope) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Common_V1_InstrumentationScope, rhs: Opentelemetry_Proto_Common_V1_InstrumentationScope) -> Bool {
     if lhs.name != rhs.name {return false}
     if lhs.version != rhs.version {return false}
     if lhs.attributes != rhs.attributes {return false}
@@ -599,10 +599,10 @@ nonisolated extension Opentelemetry_Proto_Common_V1_InstrumentationScope: SwiftP
 }
 
 nonisolated extension Opentelemetry_Proto_Common_V1_EntityRef: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".EntityRef"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}schema_url\0\u{1}type\0\u{3}id_keys\0\u{3}description_keys\0")
+  public static let protoMessageName: String = _protobuf_package + ".EntityRef"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}schema_url\0\u{1}type\0\u{3}id_keys\0\u{3}description_keys\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -617,7 +617,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_EntityRef: SwiftProtobuf.Mes
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.schemaURL.isEmpty {
       try visitor.visitSingularStringField(value: self.schemaURL, fieldNumber: 1)
     }
@@ -633,7 +633,7 @@ nonisolated extension Opentelemetry_Proto_Common_V1_EntityRef: SwiftProtobuf.Mes
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Common_V1_EntityRef, rhs: Opentelemetry_Proto_Common_V1_EntityRef) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Common_V1_EntityRef, rhs: Opentelemetry_Proto_Common_V1_EntityRef) -> Bool {
     if lhs.schemaURL != rhs.schemaURL {return false}
     if lhs.type != rhs.type {return false}
     if lhs.idKeys != rhs.idKeys {return false}

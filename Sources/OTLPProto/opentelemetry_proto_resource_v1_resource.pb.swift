@@ -35,7 +35,7 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 }
 
 /// Resource information.
-nonisolated struct Opentelemetry_Proto_Resource_V1_Resource: Sendable {
+public nonisolated struct Opentelemetry_Proto_Resource_V1_Resource: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -44,22 +44,22 @@ nonisolated struct Opentelemetry_Proto_Resource_V1_Resource: Sendable {
   /// Attribute keys MUST be unique (it is not allowed to have more than one
   /// attribute with the same key).
   /// The behavior of software that receives duplicated keys can be unpredictable.
-  var attributes: [Opentelemetry_Proto_Common_V1_KeyValue] = []
+  public var attributes: [Opentelemetry_Proto_Common_V1_KeyValue] = []
 
   /// The number of dropped attributes. If the value is 0, then
   /// no attributes were dropped.
-  var droppedAttributesCount: UInt32 = 0
+  public var droppedAttributesCount: UInt32 = 0
 
   /// Set of entities that participate in this Resource.
   ///
   /// Note: keys in the references MUST exist in attributes of this message.
   ///
   /// Status: [Development]
-  var entityRefs: [Opentelemetry_Proto_Common_V1_EntityRef] = []
+  public var entityRefs: [Opentelemetry_Proto_Common_V1_EntityRef] = []
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -67,10 +67,10 @@ nonisolated struct Opentelemetry_Proto_Resource_V1_Resource: Sendable {
 fileprivate nonisolated let _protobuf_package = "opentelemetry.proto.resource.v1"
 
 nonisolated extension Opentelemetry_Proto_Resource_V1_Resource: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".Resource"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}attributes\0\u{3}dropped_attributes_count\0\u{3}entity_refs\0")
+  public static let protoMessageName: String = _protobuf_package + ".Resource"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}attributes\0\u{3}dropped_attributes_count\0\u{3}entity_refs\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -84,7 +84,7 @@ nonisolated extension Opentelemetry_Proto_Resource_V1_Resource: SwiftProtobuf.Me
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.attributes.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.attributes, fieldNumber: 1)
     }
@@ -97,7 +97,7 @@ nonisolated extension Opentelemetry_Proto_Resource_V1_Resource: SwiftProtobuf.Me
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Resource_V1_Resource, rhs: Opentelemetry_Proto_Resource_V1_Resource) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Resource_V1_Resource, rhs: Opentelemetry_Proto_Resource_V1_Resource) -> Bool {
     if lhs.attributes != rhs.attributes {return false}
     if lhs.droppedAttributesCount != rhs.droppedAttributesCount {return false}
     if lhs.entityRefs != rhs.entityRefs {return false}

@@ -40,8 +40,8 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
 }
 
 /// Possible values for LogRecord.SeverityNumber.
-nonisolated enum Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf.Enum, Swift.CaseIterable {
-  typealias RawValue = Int
+public nonisolated enum Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
   case unspecified // = 0
   case trace // = 1
   case trace2 // = 2
@@ -69,11 +69,11 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf.Enum,
   case fatal4 // = 24
   case UNRECOGNIZED(Int)
 
-  init() {
+  public init() {
     self = .unspecified
   }
 
-  init?(rawValue: Int) {
+  public init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .unspecified
     case 1: self = .trace
@@ -104,7 +104,7 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf.Enum,
     }
   }
 
-  var rawValue: Int {
+  public var rawValue: Int {
     switch self {
     case .unspecified: return 0
     case .trace: return 1
@@ -136,7 +136,7 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf.Enum,
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  static let allCases: [Opentelemetry_Proto_Logs_V1_SeverityNumber] = [
+  public static let allCases: [Opentelemetry_Proto_Logs_V1_SeverityNumber] = [
     .unspecified,
     .trace,
     .trace2,
@@ -173,8 +173,8 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf.Enum,
 /// expression like:
 ///
 ///   (logRecord.flags & LOG_RECORD_FLAGS_TRACE_FLAGS_MASK)
-nonisolated enum Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf.Enum, Swift.CaseIterable {
-  typealias RawValue = Int
+public nonisolated enum Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
 
   /// The zero value for the enum. Should not be used for comparisons.
   /// Instead use bitwise "and" with the appropriate mask as shown above.
@@ -184,11 +184,11 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf.Enum,
   case traceFlagsMask // = 255
   case UNRECOGNIZED(Int)
 
-  init() {
+  public init() {
     self = .doNotUse
   }
 
-  init?(rawValue: Int) {
+  public init?(rawValue: Int) {
     switch rawValue {
     case 0: self = .doNotUse
     case 255: self = .traceFlagsMask
@@ -196,7 +196,7 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf.Enum,
     }
   }
 
-  var rawValue: Int {
+  public var rawValue: Int {
     switch self {
     case .doNotUse: return 0
     case .traceFlagsMask: return 255
@@ -205,7 +205,7 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf.Enum,
   }
 
   // The compiler won't synthesize support with the UNRECOGNIZED case.
-  static let allCases: [Opentelemetry_Proto_Logs_V1_LogRecordFlags] = [
+  public static let allCases: [Opentelemetry_Proto_Logs_V1_LogRecordFlags] = [
     .doNotUse,
     .traceFlagsMask,
   ]
@@ -222,7 +222,7 @@ nonisolated enum Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf.Enum,
 ///
 /// When new fields are added into this message, the OTLP request MUST be updated
 /// as well.
-nonisolated struct Opentelemetry_Proto_Logs_V1_LogsData: Sendable {
+public nonisolated struct Opentelemetry_Proto_Logs_V1_LogsData: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -232,32 +232,32 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogsData: Sendable {
   /// one element. Intermediary nodes that receive data from multiple origins
   /// typically batch the data before forwarding further and in that case this
   /// array will contain multiple elements.
-  var resourceLogs: [Opentelemetry_Proto_Logs_V1_ResourceLogs] = []
+  public var resourceLogs: [Opentelemetry_Proto_Logs_V1_ResourceLogs] = []
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 /// A collection of ScopeLogs from a Resource.
-nonisolated struct Opentelemetry_Proto_Logs_V1_ResourceLogs: Sendable {
+public nonisolated struct Opentelemetry_Proto_Logs_V1_ResourceLogs: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// The resource for the logs in this message.
   /// If this field is not set then resource info is unknown.
-  var resource: Opentelemetry_Proto_Resource_V1_Resource {
+  public var resource: Opentelemetry_Proto_Resource_V1_Resource {
     get {_resource ?? Opentelemetry_Proto_Resource_V1_Resource()}
     set {_resource = newValue}
   }
   /// Returns true if `resource` has been explicitly set.
-  var hasResource: Bool {self._resource != nil}
+  public var hasResource: Bool {self._resource != nil}
   /// Clears the value of `resource`. Subsequent reads from it will return its default value.
-  mutating func clearResource() {self._resource = nil}
+  public mutating func clearResource() {self._resource = nil}
 
   /// A list of ScopeLogs that originate from a resource.
-  var scopeLogs: [Opentelemetry_Proto_Logs_V1_ScopeLogs] = []
+  public var scopeLogs: [Opentelemetry_Proto_Logs_V1_ScopeLogs] = []
 
   /// The Schema URL, if known. This is the identifier of the Schema that the resource data
   /// is recorded in. Notably, the last part of the URL path is the version number of the
@@ -265,17 +265,17 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_ResourceLogs: Sendable {
   /// https://opentelemetry.io/docs/specs/otel/schemas/#schema-url
   /// This schema_url applies to the data in the "resource" field. It does not apply
   /// to the data in the "scope_logs" field which have their own schema_url field.
-  var schemaURL: String = String()
+  public var schemaURL: String = String()
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 
   fileprivate var _resource: Opentelemetry_Proto_Resource_V1_Resource? = nil
 }
 
 /// A collection of Logs produced by a Scope.
-nonisolated struct Opentelemetry_Proto_Logs_V1_ScopeLogs: Sendable {
+public nonisolated struct Opentelemetry_Proto_Logs_V1_ScopeLogs: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -283,17 +283,17 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_ScopeLogs: Sendable {
   /// The instrumentation scope information for the logs in this message.
   /// Semantically when InstrumentationScope isn't set, it is equivalent with
   /// an empty instrumentation scope name (unknown).
-  var scope: Opentelemetry_Proto_Common_V1_InstrumentationScope {
+  public var scope: Opentelemetry_Proto_Common_V1_InstrumentationScope {
     get {_scope ?? Opentelemetry_Proto_Common_V1_InstrumentationScope()}
     set {_scope = newValue}
   }
   /// Returns true if `scope` has been explicitly set.
-  var hasScope: Bool {self._scope != nil}
+  public var hasScope: Bool {self._scope != nil}
   /// Clears the value of `scope`. Subsequent reads from it will return its default value.
-  mutating func clearScope() {self._scope = nil}
+  public mutating func clearScope() {self._scope = nil}
 
   /// A list of log records.
-  var logRecords: [Opentelemetry_Proto_Logs_V1_LogRecord] = []
+  public var logRecords: [Opentelemetry_Proto_Logs_V1_LogRecord] = []
 
   /// The Schema URL, if known. This is the identifier of the Schema that the log data
   /// is recorded in. Notably, the last part of the URL path is the version number of the
@@ -301,18 +301,18 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_ScopeLogs: Sendable {
   /// https://opentelemetry.io/docs/specs/otel/schemas/#schema-url
   /// This schema_url applies to the data in the "scope" field and all logs in the
   /// "log_records" field.
-  var schemaURL: String = String()
+  public var schemaURL: String = String()
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 
   fileprivate var _scope: Opentelemetry_Proto_Common_V1_InstrumentationScope? = nil
 }
 
 /// A log record according to OpenTelemetry Log Data Model:
 /// https://github.com/open-telemetry/oteps/blob/main/text/logs/0097-log-data-model.md
-nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
+public nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -320,7 +320,7 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
   /// time_unix_nano is the time when the event occurred.
   /// Value is UNIX Epoch time in nanoseconds since 00:00:00 UTC on 1 January 1970.
   /// Value of 0 indicates unknown or missing timestamp.
-  var timeUnixNano: UInt64 = 0
+  public var timeUnixNano: UInt64 = 0
 
   /// Time when the event was observed by the collection system.
   /// For events that originate in OpenTelemetry (e.g. using OpenTelemetry Logging SDK)
@@ -337,42 +337,42 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
   ///
   /// Value is UNIX Epoch time in nanoseconds since 00:00:00 UTC on 1 January 1970.
   /// Value of 0 indicates unknown or missing timestamp.
-  var observedTimeUnixNano: UInt64 = 0
+  public var observedTimeUnixNano: UInt64 = 0
 
   /// Numerical value of the severity, normalized to values described in Log Data Model.
   /// [Optional].
-  var severityNumber: Opentelemetry_Proto_Logs_V1_SeverityNumber = .unspecified
+  public var severityNumber: Opentelemetry_Proto_Logs_V1_SeverityNumber = .unspecified
 
   /// The severity text (also known as log level). The original string representation as
   /// it is known at the source. [Optional].
-  var severityText: String = String()
+  public var severityText: String = String()
 
   /// A value containing the body of the log record. Can be for example a human-readable
   /// string message (including multi-line) describing the event in a free form or it can
   /// be a structured data composed of arrays and maps of other values. [Optional].
-  var body: Opentelemetry_Proto_Common_V1_AnyValue {
+  public var body: Opentelemetry_Proto_Common_V1_AnyValue {
     get {_body ?? Opentelemetry_Proto_Common_V1_AnyValue()}
     set {_body = newValue}
   }
   /// Returns true if `body` has been explicitly set.
-  var hasBody: Bool {self._body != nil}
+  public var hasBody: Bool {self._body != nil}
   /// Clears the value of `body`. Subsequent reads from it will return its default value.
-  mutating func clearBody() {self._body = nil}
+  public mutating func clearBody() {self._body = nil}
 
   /// Additional attributes that describe the specific event occurrence. [Optional].
   /// Attribute keys MUST be unique (it is not allowed to have more than one
   /// attribute with the same key).
   /// The behavior of software that receives duplicated keys can be unpredictable.
-  var attributes: [Opentelemetry_Proto_Common_V1_KeyValue] = []
+  public var attributes: [Opentelemetry_Proto_Common_V1_KeyValue] = []
 
-  var droppedAttributesCount: UInt32 = 0
+  public var droppedAttributesCount: UInt32 = 0
 
   /// Flags, a bit field. 8 least significant bits are the trace flags as
   /// defined in W3C Trace Context specification. 24 most significant bits are reserved
   /// and must be set to 0. Readers must not assume that 24 most significant bits
   /// will be zero and must correctly mask the bits when reading 8-bit trace flag (use
   /// flags & LOG_RECORD_FLAGS_TRACE_FLAGS_MASK). [Optional].
-  var flags: UInt32 = 0
+  public var flags: UInt32 = 0
 
   /// A unique identifier for a trace. All logs from the same trace share
   /// the same `trace_id`. The ID is a 16-byte array. An ID with all zeroes OR
@@ -385,7 +385,7 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
   /// trace if any of the following is true:
   ///   - the field is not present,
   ///   - the field contains an invalid value.
-  var traceID: Data = Data()
+  public var traceID: Data = Data()
 
   /// A unique identifier for a span within a trace, assigned when the span
   /// is created. The ID is an 8-byte array. An ID with all zeroes OR of length
@@ -399,7 +399,7 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
   /// span if any of the following is true:
   ///   - the field is not present,
   ///   - the field contains an invalid value.
-  var spanID: Data = Data()
+  public var spanID: Data = Data()
 
   /// A unique identifier of event category/type.
   /// All events with the same event_name are expected to conform to the same
@@ -411,11 +411,11 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
   /// as an event.
   ///
   /// [Optional].
-  var eventName: String = String()
+  public var eventName: String = String()
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 
   fileprivate var _body: Opentelemetry_Proto_Common_V1_AnyValue? = nil
 }
@@ -425,18 +425,18 @@ nonisolated struct Opentelemetry_Proto_Logs_V1_LogRecord: Sendable {
 fileprivate nonisolated let _protobuf_package = "opentelemetry.proto.logs.v1"
 
 nonisolated extension Opentelemetry_Proto_Logs_V1_SeverityNumber: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SEVERITY_NUMBER_UNSPECIFIED\0\u{1}SEVERITY_NUMBER_TRACE\0\u{1}SEVERITY_NUMBER_TRACE2\0\u{1}SEVERITY_NUMBER_TRACE3\0\u{1}SEVERITY_NUMBER_TRACE4\0\u{1}SEVERITY_NUMBER_DEBUG\0\u{1}SEVERITY_NUMBER_DEBUG2\0\u{1}SEVERITY_NUMBER_DEBUG3\0\u{1}SEVERITY_NUMBER_DEBUG4\0\u{1}SEVERITY_NUMBER_INFO\0\u{1}SEVERITY_NUMBER_INFO2\0\u{1}SEVERITY_NUMBER_INFO3\0\u{1}SEVERITY_NUMBER_INFO4\0\u{1}SEVERITY_NUMBER_WARN\0\u{1}SEVERITY_NUMBER_WARN2\0\u{1}SEVERITY_NUMBER_WARN3\0\u{1}SEVERITY_NUMBER_WARN4\0\u{1}SEVERITY_NUMBER_ERROR\0\u{1}SEVERITY_NUMBER_ERROR2\0\u{1}SEVERITY_NUMBER_ERROR3\0\u{1}SEVERITY_NUMBER_ERROR4\0\u{1}SEVERITY_NUMBER_FATAL\0\u{1}SEVERITY_NUMBER_FATAL2\0\u{1}SEVERITY_NUMBER_FATAL3\0\u{1}SEVERITY_NUMBER_FATAL4\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SEVERITY_NUMBER_UNSPECIFIED\0\u{1}SEVERITY_NUMBER_TRACE\0\u{1}SEVERITY_NUMBER_TRACE2\0\u{1}SEVERITY_NUMBER_TRACE3\0\u{1}SEVERITY_NUMBER_TRACE4\0\u{1}SEVERITY_NUMBER_DEBUG\0\u{1}SEVERITY_NUMBER_DEBUG2\0\u{1}SEVERITY_NUMBER_DEBUG3\0\u{1}SEVERITY_NUMBER_DEBUG4\0\u{1}SEVERITY_NUMBER_INFO\0\u{1}SEVERITY_NUMBER_INFO2\0\u{1}SEVERITY_NUMBER_INFO3\0\u{1}SEVERITY_NUMBER_INFO4\0\u{1}SEVERITY_NUMBER_WARN\0\u{1}SEVERITY_NUMBER_WARN2\0\u{1}SEVERITY_NUMBER_WARN3\0\u{1}SEVERITY_NUMBER_WARN4\0\u{1}SEVERITY_NUMBER_ERROR\0\u{1}SEVERITY_NUMBER_ERROR2\0\u{1}SEVERITY_NUMBER_ERROR3\0\u{1}SEVERITY_NUMBER_ERROR4\0\u{1}SEVERITY_NUMBER_FATAL\0\u{1}SEVERITY_NUMBER_FATAL2\0\u{1}SEVERITY_NUMBER_FATAL3\0\u{1}SEVERITY_NUMBER_FATAL4\0")
 }
 
 nonisolated extension Opentelemetry_Proto_Logs_V1_LogRecordFlags: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LOG_RECORD_FLAGS_DO_NOT_USE\0\u{2}\u{7f}\u{3}LOG_RECORD_FLAGS_TRACE_FLAGS_MASK\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0LOG_RECORD_FLAGS_DO_NOT_USE\0\u{2}\u{7f}\u{3}LOG_RECORD_FLAGS_TRACE_FLAGS_MASK\0")
 }
 
 nonisolated extension Opentelemetry_Proto_Logs_V1_LogsData: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".LogsData"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}resource_logs\0")
+  public static let protoMessageName: String = _protobuf_package + ".LogsData"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}resource_logs\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -448,14 +448,14 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_LogsData: SwiftProtobuf.Messag
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.resourceLogs.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.resourceLogs, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Logs_V1_LogsData, rhs: Opentelemetry_Proto_Logs_V1_LogsData) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Logs_V1_LogsData, rhs: Opentelemetry_Proto_Logs_V1_LogsData) -> Bool {
     if lhs.resourceLogs != rhs.resourceLogs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -463,10 +463,10 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_LogsData: SwiftProtobuf.Messag
 }
 
 nonisolated extension Opentelemetry_Proto_Logs_V1_ResourceLogs: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ResourceLogs"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}resource\0\u{3}scope_logs\0\u{3}schema_url\0\u{c}h\u{f}\u{1}")
+  public static let protoMessageName: String = _protobuf_package + ".ResourceLogs"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}resource\0\u{3}scope_logs\0\u{3}schema_url\0\u{c}h\u{f}\u{1}")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -480,7 +480,7 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_ResourceLogs: SwiftProtobuf.Me
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -497,7 +497,7 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_ResourceLogs: SwiftProtobuf.Me
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Logs_V1_ResourceLogs, rhs: Opentelemetry_Proto_Logs_V1_ResourceLogs) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Logs_V1_ResourceLogs, rhs: Opentelemetry_Proto_Logs_V1_ResourceLogs) -> Bool {
     if lhs._resource != rhs._resource {return false}
     if lhs.scopeLogs != rhs.scopeLogs {return false}
     if lhs.schemaURL != rhs.schemaURL {return false}
@@ -507,10 +507,10 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_ResourceLogs: SwiftProtobuf.Me
 }
 
 nonisolated extension Opentelemetry_Proto_Logs_V1_ScopeLogs: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ScopeLogs"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}scope\0\u{3}log_records\0\u{3}schema_url\0")
+  public static let protoMessageName: String = _protobuf_package + ".ScopeLogs"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}scope\0\u{3}log_records\0\u{3}schema_url\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -524,7 +524,7 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_ScopeLogs: SwiftProtobuf.Messa
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -541,7 +541,7 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_ScopeLogs: SwiftProtobuf.Messa
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Logs_V1_ScopeLogs, rhs: Opentelemetry_Proto_Logs_V1_ScopeLogs) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Logs_V1_ScopeLogs, rhs: Opentelemetry_Proto_Logs_V1_ScopeLogs) -> Bool {
     if lhs._scope != rhs._scope {return false}
     if lhs.logRecords != rhs.logRecords {return false}
     if lhs.schemaURL != rhs.schemaURL {return false}
@@ -551,10 +551,10 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_ScopeLogs: SwiftProtobuf.Messa
 }
 
 nonisolated extension Opentelemetry_Proto_Logs_V1_LogRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".LogRecord"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}time_unix_nano\0\u{3}severity_number\0\u{3}severity_text\0\u{2}\u{2}body\0\u{1}attributes\0\u{3}dropped_attributes_count\0\u{1}flags\0\u{3}trace_id\0\u{3}span_id\0\u{3}observed_time_unix_nano\0\u{3}event_name\0\u{c}\u{4}\u{1}")
+  public static let protoMessageName: String = _protobuf_package + ".LogRecord"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}time_unix_nano\0\u{3}severity_number\0\u{3}severity_text\0\u{2}\u{2}body\0\u{1}attributes\0\u{3}dropped_attributes_count\0\u{1}flags\0\u{3}trace_id\0\u{3}span_id\0\u{3}observed_time_unix_nano\0\u{3}event_name\0\u{c}\u{4}\u{1}")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -576,7 +576,7 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_LogRecord: SwiftProtobuf.Messa
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -617,7 +617,7 @@ nonisolated extension Opentelemetry_Proto_Logs_V1_LogRecord: SwiftProtobuf.Messa
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Logs_V1_LogRecord, rhs: Opentelemetry_Proto_Logs_V1_LogRecord) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Logs_V1_LogRecord, rhs: Opentelemetry_Proto_Logs_V1_LogRecord) -> Bool {
     if lhs.timeUnixNano != rhs.timeUnixNano {return false}
     if lhs.observedTimeUnixNano != rhs.observedTimeUnixNano {return false}
     if lhs.severityNumber != rhs.severityNumber {return false}

@@ -34,7 +34,7 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest: Sendable {
+public nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -44,14 +44,14 @@ nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceReques
   /// element. Intermediary nodes (such as OpenTelemetry Collector) that receive
   /// data from multiple origins typically batch the data before forwarding further and
   /// in that case this array will contain multiple elements.
-  var resourceLogs: [Opentelemetry_Proto_Logs_V1_ResourceLogs] = []
+  public var resourceLogs: [Opentelemetry_Proto_Logs_V1_ResourceLogs] = []
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
-nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse: Sendable {
+public nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -71,23 +71,23 @@ nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRespon
   /// A `partial_success` message with an empty value (rejected_<signal> = 0 and
   /// `error_message` = "") is equivalent to it not being set/present. Senders
   /// SHOULD interpret it the same way as in the full success case.
-  var partialSuccess: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess {
+  public var partialSuccess: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess {
     get {_partialSuccess ?? Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess()}
     set {_partialSuccess = newValue}
   }
   /// Returns true if `partialSuccess` has been explicitly set.
-  var hasPartialSuccess: Bool {self._partialSuccess != nil}
+  public var hasPartialSuccess: Bool {self._partialSuccess != nil}
   /// Clears the value of `partialSuccess`. Subsequent reads from it will return its default value.
-  mutating func clearPartialSuccess() {self._partialSuccess = nil}
+  public mutating func clearPartialSuccess() {self._partialSuccess = nil}
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 
   fileprivate var _partialSuccess: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess? = nil
 }
 
-nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess: Sendable {
+public nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
@@ -96,7 +96,7 @@ nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSucces
   ///
   /// A `rejected_<signal>` field holding a `0` value indicates that the
   /// request was fully accepted.
-  var rejectedLogRecords: Int64 = 0
+  public var rejectedLogRecords: Int64 = 0
 
   /// A developer-facing human-readable message in English. It should be used
   /// either to explain why the server rejected parts of the data during a partial
@@ -105,11 +105,11 @@ nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSucces
   ///
   /// error_message is an optional field. An error_message with an empty value
   /// is equivalent to it not being set.
-  var errorMessage: String = String()
+  public var errorMessage: String = String()
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -117,10 +117,10 @@ nonisolated struct Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSucces
 fileprivate nonisolated let _protobuf_package = "opentelemetry.proto.collector.logs.v1"
 
 nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ExportLogsServiceRequest"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}resource_logs\0")
+  public static let protoMessageName: String = _protobuf_package + ".ExportLogsServiceRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}resource_logs\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -132,14 +132,14 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceReq
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.resourceLogs.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.resourceLogs, fieldNumber: 1)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest, rhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest, rhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest) -> Bool {
     if lhs.resourceLogs != rhs.resourceLogs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -147,10 +147,10 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceReq
 }
 
 nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ExportLogsServiceResponse"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}partial_success\0")
+  public static let protoMessageName: String = _protobuf_package + ".ExportLogsServiceResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}partial_success\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -162,7 +162,7 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRes
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     // The use of inline closures is to circumvent an issue where the compiler
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
@@ -173,7 +173,7 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRes
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse, rhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse, rhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceResponse) -> Bool {
     if lhs._partialSuccess != rhs._partialSuccess {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
@@ -181,10 +181,10 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRes
 }
 
 nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ExportLogsPartialSuccess"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}rejected_log_records\0\u{3}error_message\0")
+  public static let protoMessageName: String = _protobuf_package + ".ExportLogsPartialSuccess"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}rejected_log_records\0\u{3}error_message\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -197,7 +197,7 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuc
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if self.rejectedLogRecords != 0 {
       try visitor.visitSingularInt64Field(value: self.rejectedLogRecords, fieldNumber: 1)
     }
@@ -207,7 +207,7 @@ nonisolated extension Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuc
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess, rhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess) -> Bool {
+  public static func ==(lhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess, rhs: Opentelemetry_Proto_Collector_Logs_V1_ExportLogsPartialSuccess) -> Bool {
     if lhs.rejectedLogRecords != rhs.rejectedLogRecords {return false}
     if lhs.errorMessage != rhs.errorMessage {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}

@@ -1,13 +1,17 @@
 import Glibc
-@_spi(CInterface) import Outbox
 
 /// Why a JSON text was refused: the message names the byte offset, and the key when one is known.
-struct JSONError: Error {
-    var message: String
+package struct JSONError: Error {
+    package var message: String
+
+    package init(message: String) {
+        self.message = message
+    }
 }
 
-/// A JSON value of the configuration: small documents, read once per `outbox_open` or `outbox_update`.
-enum JSONValue {
+/// A JSON value: the C configuration (small documents, read once per `outbox_open` or `outbox_update`) and a stored
+/// log's payload when a destination other than App Center's re-encodes it.
+package enum JSONValue {
     case string(String)
     case integer(Int64)
     case double(Double)
@@ -16,7 +20,7 @@ enum JSONValue {
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
 
-    var typeName: String {
+    package var typeName: String {
         switch self {
         case .string: "a string"
         case .integer: "an integer"
@@ -36,14 +40,14 @@ enum JSONValue {
 /// `ScannedPropertyValue`s, leaving unescaped strings in the caller's text; `value()` builds a tree for the
 /// configuration. Invalid UTF-8, lone surrogates, control characters in strings, leading zeros, trailing garbage
 /// and nesting deeper than 64 are all refused.
-struct JSONScanner {
+package struct JSONScanner {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     /// Decoded strings with escapes are assembled here; reused across the strings of one document.
     private var scratch: [UInt8] = []
     private static let maxDepth = 64
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
@@ -52,7 +56,7 @@ struct JSONScanner {
     /// A flat object of strings, numbers and booleans (`outbox_track`'s properties): `each` receives every member
     /// in the text's order (the caller sorts them and refuses a key given twice).
     @inline(__always)
-    mutating func properties(_ each: (String, ScannedPropertyValue) throws(JSONError) -> Void) throws(JSONError) {
+    package mutating func properties(_ each: (String, ScannedPropertyValue) throws(JSONError) -> Void) throws(JSONError) {
         skipSpace()
         try expect(UInt8(ascii: "{"))
         skipSpace()
@@ -103,7 +107,7 @@ struct JSONScanner {
     }
 
     /// Any JSON document, as a tree (the configuration).
-    mutating func document() throws(JSONError) -> JSONValue {
+    package mutating func document() throws(JSONError) -> JSONValue {
         let value = try value(depth: 0)
         try end()
         return value
@@ -215,7 +219,7 @@ struct JSONScanner {
     /// Ours rather than `String(validating:as:)`, which is generic over the encoding and, unspecialized across the
     /// module boundary, looks up type metadata at run time on every call of `outbox_track`.
     /// Validated, `String(decoding:as:)` then copies the bytes without repairing anything.
-    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var i = 0
         let n = bytes.count
         while i < n {
