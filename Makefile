@@ -13,7 +13,7 @@ C_PREFIX ?= $(CURDIR)/.build/c-prefix
 NODE ?= node
 export NODE
 
-.PHONY: deps build test doc-check vendor-venv compare unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
+.PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -44,7 +44,7 @@ build: deps
 # Checks the documents first (`make doc-check`, a second), then builds everything (tests, the CLI, the mock server and
 # the crash child), runs every test, then builds the release CLI as shipped and checks it end to end over HTTP and
 # HTTPS (`make cli-check`).
-test: deps vendor-venv
+test: deps vendor-venv rotel
 	$(MAKE) doc-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
@@ -59,6 +59,11 @@ doc-check:
 	$(call install-missing,python3,doc-check)
 	python3 scripts/doc-check.py --self-test
 	python3 scripts/doc-check.py
+
+# SPEC D8: rotel, a real OpenTelemetry collector (its PyPI wheel's binary, unpacked under .build/rotel), for
+# OTLPCollectorTests; without PyPI the tests skip and say so.
+rotel:
+	@scripts/rotel.sh .build/rotel || echo "make test: rotel is not available; OTLPCollectorTests will be skipped"
 
 # The official Python clients (SPEC V6) for VendorClientsEndToEndTests: installed when missing, once; without
 # python3 or PyPI the tests skip and say so, and `make test` goes on.

@@ -293,7 +293,7 @@ public final class NginxServer: @unchecked Sendable {
     }
 
     /// `count` distinct ports that were free a moment ago.
-    private static func freePorts(count: Int) throws -> [UInt16] {
+    public static func freePorts(count: Int) throws -> [UInt16] {
         var sockets: [Int32] = []
         defer { for fd in sockets { close(fd) } }
         var ports: [UInt16] = []
@@ -316,7 +316,7 @@ public final class NginxServer: @unchecked Sendable {
     }
 
     /// Whether a TCP connection to 127.0.0.1:`port` is accepted.
-    private static func accepts(port: UInt16) -> Bool {
+    public static func accepts(port: UInt16) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
