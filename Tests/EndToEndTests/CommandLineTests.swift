@@ -172,3 +172,19 @@ extension CommandLineTests {
         #expect(object["dead_lettered"] as? Int == 5)
     }
 }
+
+extension CommandLineTests {
+    // SPEC S7 from the command line, as a new user met it: a mistyped --store naming a text file is refused with the
+    // path named, the file left byte for byte, nothing created beside it, and the exit is not 0.
+    @Test func emitRefusesATextFileAsTheStoreAndLeavesItUntouched() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let notes = dir.file("notes.txt")
+        let text = Data("remember the milk\n".utf8)
+        try text.write(to: URL(fileURLWithPath: notes))
+        let result = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", notes, "--count", "1"])
+        #expect(result.status != 0)
+        #expect(result.errors.contains("\(notes) is not an Outbox store"), "\(result.errors)")
+        #expect(FileManager.default.contents(atPath: notes) == text)
+        #expect(dir.contents() == ["notes.txt"])
+    }
+}
