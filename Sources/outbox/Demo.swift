@@ -30,9 +30,12 @@ struct Demo: ParsableCommand {
         try runBlocking { try await self.runAsync() }
     }
 
-    /// What the mock holds once each, for the destination the demo delivers to (App Center's logs, or a vendor's events).
-    static func unique(_ stats: MockStats, destination: Destination) -> Int {
-        destination == .appCenter ? stats.logsUnique : stats.vendors[destination.name]?.eventsUnique ?? 0
+    /// What the mock holds once each, and the duplicates it absorbed, for the destination the demo delivers to
+    /// (App Center's logs, or a vendor's events).
+    static func counts(_ stats: MockStats, destination: Destination) -> (unique: Int, duplicates: Int) {
+        if destination == .appCenter { return (stats.logsUnique, stats.logsDuplicate) }
+        let vendor = stats.vendors[destination.name]
+        return (vendor?.eventsUnique ?? 0, vendor?.eventsDuplicate ?? 0)
     }
 
     func runAsync() async throws {
@@ -81,7 +84,7 @@ struct Demo: ParsableCommand {
             let state = status.disabledReason.map { "disabled: \($0)" } ?? (outage ? "server down" : "sending")
             let line = cFormat("\r%5.1fs  tracked %6d  stored %6d  in flight %4d  delivered %6d  retries %4d  ",
                                elapsed, app.tracked, status.pendingNormal + status.pendingCritical, status.inFlight,
-                               Self.unique(stats, destination: configuration.destination), status.retries) + state + "     "
+                               Self.counts(stats, destination: configuration.destination).unique, status.retries) + state + "     "
             print(line, terminator: "")
             fflush(nil)
             drained = app.done && status.pendingNormal + status.pendingCritical + status.inFlight == 0
@@ -90,9 +93,7 @@ struct Demo: ParsableCommand {
         let status = try await engine.status()
         await engine.shutdown(drainFor: .seconds(5))
         let stats = server.stats()
-        let unique = Self.unique(stats, destination: configuration.destination)
-        let duplicates = configuration.destination == .appCenter ? stats.logsDuplicate
-            : stats.vendors[configuration.destination.name]?.eventsDuplicate ?? 0
+        let (unique, duplicates) = Self.counts(stats, destination: configuration.destination)
         let lost = app.tracked - unique - status.deadLettered - status.serverRejected
         print("\n\ndelivery report")
         print("  tracked              \(app.tracked) (\(app.critical) critical, \(app.rejected) rejected by validation)")

@@ -12,7 +12,8 @@ struct Emit: ParsableCommand {
 
     @Option(help: "The SQLite store file.") var store: String
     @Option(help: "How many events to track.") var count: Int
-    @Option(help: "Ingestion server base URL; logs go to {endpoint}/logs?api-version=1.0.0.") var endpoint: String?
+    @Option(help: "Ingestion server base URL; the destination appends its path (appcenter: /logs?api-version=1.0.0, otlp: /v1/logs).")
+    var endpoint: String?
     @Option(help: "App secret sent with --endpoint (also OUTBOX_APP_SECRET).") var appSecret: String?
     @Option(help: ArgumentHelp("A file holding the app secret (one final newline ignored), kept out of argv.", valueName: "path"))
     var appSecretFile: String?
@@ -54,9 +55,7 @@ struct Emit: ParsableCommand {
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
-        if let endpoint = resolvedEndpoint, let problem = Configuration.endpointProblem(endpoint) {
-            throw ValidationError("--endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
-        }
+        try DestinationOptions.checkEndpoint(resolvedEndpoint)
         if let interval { _ = try BoundedFlag.interval.value(interval, testing: testing) }
         if let batchSize { _ = try BoundedFlag.batchSize.value(Double(batchSize), testing: testing) }
         if let maxStorageBytes { _ = try BoundedFlag.maxStorageBytes.value(Double(maxStorageBytes), testing: testing) }

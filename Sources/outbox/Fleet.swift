@@ -73,9 +73,7 @@ struct Fleet: ParsableCommand {
         if endpoint != nil && scenario != nil {
             throw ValidationError("--scenario configures the in-process mock; give an external mock its scenario with PUT /_mock/scenario")
         }
-        if let endpoint, let problem = Configuration.endpointProblem(endpoint) {
-            throw ValidationError("--endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
-        }
+        try DestinationOptions.checkEndpoint(endpoint)
         _ = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
         if let metricsPort, !(0...65535).contains(metricsPort) {
             throw ValidationError("--metrics-port takes a TCP port from 0 to 65535, got \(metricsPort)")

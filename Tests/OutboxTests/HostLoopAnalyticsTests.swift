@@ -58,7 +58,7 @@ struct HostLoopDispatchTests {
         let thread = Thread {
             nonisolated(unsafe) var loop: UnsafeMutableRawPointer?
             _ = runHostProgram(path: dir.file(), configure: { configuration in
-                loop = configuration.runMode.hostLoop
+                loop = configuration.runMode.loopPointer
                 configuration.endpoint = server.baseURL
                 configuration.appSecret = "secret"
                 configuration.dispatchInterval = .zero  // manual: only dispatch sends

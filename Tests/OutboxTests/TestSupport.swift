@@ -83,11 +83,3 @@ final class LoopHold: @unchecked Sendable {  // used on the loop thread only
         }
     }
 }
-
-extension RunMode {
-    /// The host's loop of `.hostLoop`, else nil.
-    var hostLoop: UnsafeMutableRawPointer? {
-        if case .hostLoop(let loop) = self { return loop }
-        return nil
-    }
-}

@@ -113,8 +113,7 @@ struct DeliveryMachine: Sendable {
         case stored
         /// The result of a `.claim` action (nil: nothing was claimable).
         case claimed(ClaimedBatch?)
-        case transferFinished(BatchKey, TransferResult)
-        /// A finished transfer as its destination's wire read it (SPEC D5).
+        /// A finished transfer as its destination's wire read it (SPEC R1, D5).
         case transferOutcome(BatchKey, Outcome)
         case timerFired
         /// SPEC R7, N2: reachability as the watcher or the host sees it; online after offline is a change (R6).
@@ -229,8 +228,6 @@ struct DeliveryMachine: Sendable {
             if case .timerFired = event { armedAtMs = nil }
         case .claimed(let batch):
             claimed(batch, waiting: waiting, nowMs: now.monoMs, into: &actions)
-        case .transferFinished(let key, let result):
-            finished(key, Self.classify(result, nowWallMs: now.wallMs), now: now, into: &actions)
         case .transferOutcome(let key, let outcome):
             finished(key, outcome, now: now, into: &actions)
         case .reachability(let online):

@@ -43,7 +43,8 @@ public struct HeaderField: Sendable, Equatable, CustomStringConvertible {
         self.value = value
     }
 
-    /// `Name: value`, as `--header` and a header file write it; a line without a colon or without a name is refused.
+    /// `Name: value`, as `--header` and a header file write it; a line without a colon, or a header that
+    /// `Configuration.validate()` would refuse, is refused here already.
     public init(line: String) throws(OutboxError) {
         guard let colon = line.firstIndex(of: ":") else {
             throw .invalidConfiguration("a header has no colon: write it as 'Name: value' (the text is not shown: it may be a secret)")
@@ -52,6 +53,7 @@ public struct HeaderField: Sendable, Equatable, CustomStringConvertible {
         let value = String(line[line.index(after: colon)...]).trimmingSpaceAndTab
         guard !name.isEmpty else { throw .invalidConfiguration("a header has no name before its colon: write it as 'Name: value'") }
         self.init(name, value)
+        if let problem { throw .invalidConfiguration(problem) }
     }
 
     /// The name only: a header's value may be a secret, and descriptions reach logs.

@@ -141,7 +141,8 @@ extension Configuration {
 }
 
 extension RunMode {
-    fileprivate var loopPointer: UnsafeMutableRawPointer? {
+    /// The host's loop of `.hostLoop`, else nil.
+    var loopPointer: UnsafeMutableRawPointer? {
         if case .hostLoop(let loop) = self { return loop }
         return nil
     }

@@ -59,13 +59,13 @@ final class EngineCore {
                                        appNamespace: configuration.appNamespace)
         if configuration.endpoint != nil {
             let transport = try makeSender(configuration)
+            let wire = configuration.wire(installID: installID)
             let delivery = DeliveryDriver(
                 queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
-                request: configuration.wire(installID: installID).request(
-                    endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
+                request: wire.request(endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
                 clock: configuration.clock, logger: logger, device: device,
                 clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
-                bodyCompression: configuration.bodyCompression, boot: boot, wire: configuration.wire(installID: installID),
+                bodyCompression: configuration.bodyCompression, boot: boot, wire: wire,
                 assertOwner: { loop.assertOnLoopThread() })
             self.delivery = delivery
             // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
@@ -288,10 +288,10 @@ final class EngineCore {
                              metadata: ["outbox.error": "\(error)"])
             }
         }
+        // The wire is a value built from the configuration: the updated one replaces it whatever changed.
         let wire = updated.wire(installID: installID)
-        let wireChanged = updated.destination != previous.destination || updated.otlpEncoding != previous.otlpEncoding
         delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
-                             sender: sender, wire: wireChanged ? wire : nil)
+                             sender: sender, wire: wire)
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
                                                         "outbox.destination": "\(updated.destination)"])
     }
