@@ -180,6 +180,16 @@ case "idle":
     try benchIdle(seconds: argumentsList.count > 1 ? Int(argumentsList[1]) ?? 60 : 60)
 case "memory":
     try benchMemory()
+case "encode":
+    // The encoder's share of D10: thread CPU per log to encode batches of 50, each wire alternately.
+    for round in 0..<5 {
+        var line: [String] = []
+        for wire in ["appcenter", "otlp", "otlp-json"] {
+            let ns = try WireEncodeBench.nsPerLog(wire: wire, batchSize: 50, rounds: 4000, properties: { properties($0) })
+            line.append(#""\#(wire)_ns_per_log":\#(Int(ns))"#)
+        }
+        print(#"{"bench":"encode","round":\#(round),"batch_size":50,\#(line.joined(separator: ","))}"#)
+    }
 case "all":
     try benchCaller(threads: 1)
     try benchCaller(threads: 2)
@@ -191,7 +201,7 @@ case "all":
     try benchMemory()
     try benchIdle(seconds: 60)
 default:
-    print("usage: outbox-bench [all|caller|committed|delivery|compression|idle|memory] [COUNT|SECONDS]")
+    print("usage: outbox-bench [all|caller|committed|delivery|compression|encode|idle|memory] [COUNT|SECONDS]")
     exit(2)
 }
 try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "outbox-bench-\(getpid())")

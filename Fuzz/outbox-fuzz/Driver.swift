@@ -19,6 +19,8 @@ struct FuzzTarget: Sendable {
 let allTargets: [FuzzTarget] = mockBodyTargets() + [
     scenarioTarget,
     engineResponseTarget,
+    otlpResponseTarget,
+    otlpPayloadTarget,
     gzipTarget,
     storeTarget,
     cliTarget,

@@ -168,3 +168,76 @@ func makeStoreSeed(path: String) throws {
     _ = try store.append(logs, newEventNames: ["seed"])
     store.close()
 }
+
+/// SPEC D5, K5 — an OTLP server's answer as the engine reads it: the first byte picks the `Content-Type`, the second
+/// the status, the rest is the body (`partial_success`, protobuf or JSON, or anything). A 2xx is delivered or
+/// partially rejected with a positive count and a bounded message; 415 stops; nothing traps.
+let otlpResponseTarget = FuzzTarget(name: "otlp-response",
+                                    summary: "an OTLP answer's partial_success (protobuf or JSON, by Content-Type) through OTLPWire.outcome") { input in
+    guard input.count >= 2 else { return }
+    let types = ["application/json", "application/x-protobuf", "application/protobuf", "application/json; charset=utf-8", "text/plain"]
+    let statuses = [200, 202, 206, 400, 415, 429, 500, 503]
+    let type = types[Int(input[0]) % types.count]
+    let status = statuses[Int(input[1]) % statuses.count]
+    let response = HTTPResponse(status: status, headers: ["Content-Type": type], body: Array(input[2...]),
+                                bodyBytesReceived: input.count - 2,
+                                timing: TransferTiming(queued: .zero, connect: .zero, firstByte: .zero, total: .zero),
+                                reusedConnection: false)
+    let outcome = OTLPWire(encoding: .protobuf, installID: UUID()).outcome(of: .response(response), nowWallMs: nowWallMs)
+    switch outcome {
+    case .partiallyRejected(let count, let message):
+        invariant((200..<300).contains(status), "a partial rejection from a \(status)")
+        invariant(count > 0 && message.count <= 1000, "a partial rejection of \(count) with \(message.count) characters")
+    case .delivered:
+        invariant((200..<300).contains(status), "a \(status) delivered")
+    default:
+        invariant(!(200..<300).contains(status), "a \(status) not delivered: \(outcome)")
+        if status == 415, case .stop = outcome {} else if status == 415 { invariant(false, "415 did not stop: \(outcome)") }
+    }
+}
+
+/// SPEC D2, D4, K5 — any bytes as a stored payload (a store written by another version, a disk gone bad), beside a
+/// good log, through both OTLP encoders: the protobuf body's lengths nest to its end, the JSON body parses, and the
+/// good log is in both.
+let otlpPayloadTarget = FuzzTarget(name: "otlp-payload",
+                                   summary: "any bytes as a stored payload, encoded by OTLPWire as protobuf and OTLP/JSON") { input in
+    let good = StoredLog(seq: 1, id: UUIDBytes(high: 0x0193_0000_0000_7000, low: 0x8000_0000_0000_0001), priority: .normal,
+                         wallMs: nowWallMs, monoNs: 0, boot: 0, context: 1,
+                         payload: Array(#"{"type":"event","id":"x","sid":null,"name":"good"}"#.utf8))
+    var odd = good
+    odd.seq = 2
+    odd.id.low += 1
+    odd.payload = Array(input)
+    let times = WireTimes(sentAtMs: nowWallMs, timestamp: { $0.wallMs })
+    let contexts: [Int64: [UInt8]] = [1: Array(#"{"osName":"Linux"}"#.utf8)]
+    let proto = OTLPWire(encoding: .protobuf, installID: UUID()).encode([good, odd], contexts: contexts, times: times)
+    invariant(protoNests(proto[...], depth: 0), "the protobuf body's lengths do not nest")
+    invariant(proto.contains(subsequence: Array("good".utf8)), "the good log is not in the protobuf body")
+    let json = OTLPWire(encoding: .json, installID: UUID()).encode([good, odd], contexts: contexts, times: times)
+    let parsed: JSONValue? = json.withUnsafeBufferPointer { buffer in
+        var scanner = JSONScanner(buffer)
+        return try? scanner.document()
+    }
+    invariant(parsed != nil, "the OTLP/JSON body does not parse: \(String(decoding: json.prefix(300), as: UTF8.self))")
+}
+
+/// Whether every length-delimited field's bytes, read as a message, read to their end (strings that happen not
+/// to parse as messages are accepted: the walk only checks that no length runs past its parent).
+private func protoNests(_ bytes: ArraySlice<UInt8>, depth: Int) -> Bool {
+    var reader = ProtoReader(bytes)
+    while let field = reader.next() {
+        if case .bytes(_, let inner) = field, depth < 6 {
+            var probe = ProtoReader(inner)
+            while probe.next() != nil {}
+            if !probe.failed, !protoNests(inner, depth: depth + 1) { return false }
+        }
+    }
+    return !reader.failed
+}
+
+private extension Array where Element == UInt8 {
+    func contains(subsequence: [UInt8]) -> Bool {
+        guard subsequence.count <= count else { return false }
+        return (0...(count - subsequence.count)).contains { self[$0..<($0 + subsequence.count)].elementsEqual(subsequence) }
+    }
+}

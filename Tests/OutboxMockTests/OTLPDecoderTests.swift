@@ -241,6 +241,30 @@ struct OTLPDecoderTests {
         #expect(try key(logsBody([withSpan])) != base)
     }
 
+    // SPEC D3: a record carrying `log.record.uid` is keyed by it alone: a resend with another time (A9 corrected
+    // anew) is the same record; two uids are two records; an empty uid falls back to the hash.
+    @Test func logRecordUIDIsTheKeyWhenPresent() throws {
+        func record(_ uid: String, time: UInt64) -> LogRecord {
+            var record = logRecord("Signed Up", time: time)
+            var kv = Opentelemetry_Proto_Common_V1_KeyValue()
+            kv.key = "log.record.uid"
+            kv.value.stringValue = uid
+            record.attributes = [kv]
+            return record
+        }
+        func keys(_ records: [LogRecord]) throws -> [String] {
+            try OTLPDecoder.decode(signal: .logs, encoding: .protobuf, body: logsBody(records)).records.map(\.dedupKey)
+        }
+        let uid = "0193a5b2-7c4d-7e8f-9a0b-1c2d3e4f5a6b"
+        let first = try keys([record(uid, time: 1_700_000_000_000_000_000)])
+        let resent = try keys([record(uid, time: 1_700_000_003_000_000_000)])
+        #expect(first == ["log.uid:" + uid])
+        #expect(resent == first)
+        #expect(try keys([record("0193a5b2-7c4d-7e8f-9a0b-000000000001", time: 1)]) != first)
+        let empty = try keys([record("", time: 1)])
+        #expect(empty.allSatisfy { $0.hasPrefix("log:") })
+    }
+
     // MARK: - Validation and partial_success (SPEC V3)
 
     // SPEC V3: spans whose ids break OTLP's rules are refused alone, in partial_success inside the 200.

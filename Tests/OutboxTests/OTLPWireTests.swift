@@ -19,7 +19,7 @@ struct OTLPWireTests {
         let device = try JSONSerialization.data(withJSONObject: try #require(log["device"]))
         log["timestamp"] = nil
         log["device"] = nil
-        let payload = try JSONSerialization.data(withJSONObject: log)
+        let payload = try JSONSerialization.data(withJSONObject: log, options: [.sortedKeys])
         let text = try #require(log["id"] as? String)
         let id = try #require(UUIDBytes(string: text))
         return (StoredLog(seq: 1, id: id, priority: .normal, wallMs: 1_795_000_000_000, monoNs: 0, boot: 7, context: 1,
@@ -28,6 +28,7 @@ struct OTLPWireTests {
 
     private static func encode(_ type: String, _ encoding: OTLPEncoding, installID: UUID) throws
         -> Opentelemetry_Proto_Collector_Logs_V1_ExportLogsServiceRequest {
+        // Keys sorted, so that both encodings see one payload (a record's attributes follow its payload's order).
         let (log, device) = try stored(type)
         let wire = OTLPWire(encoding: encoding, installID: installID)
         let body = wire.encode([log], contexts: [1: device], times: WireTimes(sentAtMs: 0) { _ in 1_795_000_000_123 })

@@ -27,19 +27,26 @@ struct OTLPWire: DeliveryWire {
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
-        // Resources in the order the batch first meets their context version, each with its records.
+        // Resources in the order the batch first meets their context version, each with its logs (D2).
         var order: [Int64] = []
-        var records: [Int64: [OTLPRecords.Record]] = [:]
-        for log in logs {
-            if records[log.context] == nil { order.append(log.context); records[log.context] = [] }
-            records[log.context]?.append(OTLPRecords.record(log, timeMs: times.timestamp(log)))
+        var groups: [Int64: [Int]] = [:]
+        for (index, log) in logs.enumerated() {
+            if groups[log.context] == nil { order.append(log.context); groups[log.context] = [] }
+            groups[log.context]?.append(index)
         }
         let resources = order.map { context in
-            (OTLPRecords.resource(device: contexts[context] ?? contexts[0] ?? [], installID: installID), records[context] ?? [])
+            (OTLPRecords.resource(device: contexts[context] ?? contexts[0] ?? [], installID: installID), groups[context] ?? [])
         }
+        let sizeHint = logs.reduce(512) { $0 + 2 * $1.payload.count + 160 }
         switch encoding {
-        case .protobuf: return OTLPRecords.protobuf(resources, schemaURL: Self.schemaURL)
-        case .json: return OTLPRecords.json(resources, schemaURL: Self.schemaURL)
+        case .protobuf:
+            var out = OTLPProtoRecords(capacity: sizeHint)
+            OTLPRecords.protobuf(resources, logs: logs, times: times, schemaURL: Self.schemaURL, into: &out)
+            return out.proto.bytes
+        case .json:
+            var out = OTLPJSONRecords(capacity: sizeHint)
+            OTLPRecords.json(resources, logs: logs, times: times, schemaURL: Self.schemaURL, into: &out)
+            return out.json.bytes
         }
     }
 
@@ -98,29 +105,36 @@ struct OTLPWire: DeliveryWire {
     }
 }
 
+/// What a record is written through: protobuf (`OTLPProtoRecords`) or OTLP/JSON (`OTLPJSONRecords`). A record is
+/// opened, given its attributes as the stored payload is read, and closed with its event name, known only then.
+protocol OTLPRecordWriter: ~Copyable {
+    mutating func beginRecord(timeNs: UInt64, observedNs: UInt64) -> ProtoWriter.Mark
+    /// One attribute, its key `key` followed by `suffix` when there is one.
+    mutating func attribute(_ key: JSONText, suffix: JSONText?, _ value: StoredPayload.Value)
+    /// An attribute whose value is an array of strings: opened, given each string, closed.
+    mutating func beginStrings(_ key: JSONText) -> ProtoWriter.Mark
+    mutating func string(_ text: JSONText)
+    mutating func endStrings(_ mark: ProtoWriter.Mark)
+    /// Closes the record: its body and `event_name` are `eventName`.
+    mutating func endRecord(_ mark: ProtoWriter.Mark, eventName: JSONText)
+}
+
+extension OTLPRecordWriter where Self: ~Copyable {
+    mutating func attribute(_ key: StaticString, _ value: StoredPayload.Value) { attribute(JSONText(key), suffix: nil, value) }
+}
+
 /// A stored log as an OTLP record, and records written as protobuf or OTLP/JSON (SPEC D4).
 enum OTLPRecords {
-    enum Value {
-        case string(String), int(Int64), double(Double), bool(Bool), strings([String])
-    }
-
-    struct Record {
-        var timeNs: UInt64
-        var observedNs: UInt64
-        var eventName: String
-        var attributes: [(String, Value)]
-    }
-
     struct Resource {
-        var attributes: [(String, Value)]
+        var attributes: [(StaticString, String)]
         var scopeVersion: String
     }
 
     static func resource(device json: [UInt8], installID: UUID) -> Resource {
         let device = object(json)
         func text(_ key: String) -> String? { if case .string(let value)? = device[key] { return value } else { return nil } }
-        var attributes: [(String, Value)] = []
-        func add(_ key: String, _ value: String?) { if let value { attributes.append((key, .string(value))) } }
+        var attributes: [(StaticString, String)] = []
+        func add(_ key: StaticString, _ value: String?) { if let value { attributes.append((key, value)) } }
         add("service.name", text("appNamespace") ?? "outbox")
         add("service.version", text("appVersion"))
         add("app.build_id", text("appBuild"))
@@ -136,87 +150,57 @@ enum OTLPRecords {
         return Resource(attributes: attributes, scopeVersion: text("sdkVersion") ?? OutboxVersion.string)
     }
 
-    /// One log as a record: its stored payload (App Center's shape, wire-neutral for us) read back and mapped.
-    static func record(_ log: StoredLog, timeMs: Int64) -> Record {
-        let payload = object(log.payload)
-        func text(_ key: String) -> String? { if case .string(let value)? = payload[key] { return value } else { return nil } }
-        var attributes: [(String, Value)] = [("log.record.uid", .string(log.id.string))]
-        if let sid = text("sid") { attributes.append(("session.id", .string(sid))) }
-        if let user = text("userId") { attributes.append(("user.id", .string(user))) }
-        let name: String
-        switch text("type") ?? "event" {
-        case "startSession":
-            name = "session.start"
-        case "endSession":
-            name = "session.end"
-            if let duration = number(payload["durationMs"]) { attributes.append(("outbox.session.duration_ms", .double(duration))) }
-        case "screen":
-            name = "outbox.screen_view"
-            if let screen = text("name") { attributes.append(("app.screen.name", .string(screen))) }
-            if let path = text("path") { attributes.append(("outbox.screen.path", .string(path))) }
-            if let duration = number(payload["durationMs"]) { attributes.append(("outbox.screen.duration_ms", .double(duration))) }
-            typed(payload["typedProperties"], prefix: "", into: &attributes)
-        case "userProperties":
-            name = "outbox.user_properties"
-            typed(payload["properties"], prefix: "outbox.user.", into: &attributes)
-        case "location":
-            name = "outbox.location"
-            if let latitude = number(payload["latitude"]) { attributes.append(("geo.location.lat", .double(latitude))) }
-            if let longitude = number(payload["longitude"]) { attributes.append(("geo.location.lon", .double(longitude))) }
-            if let accuracy = number(payload["accuracy"]) { attributes.append(("outbox.location.accuracy_m", .double(accuracy))) }
-        default:
-            name = text("name") ?? "event"
-            if case .array(let parts)? = payload["category"] {
-                let category = parts.compactMap { part -> String? in if case .string(let s) = part { return s } else { return nil } }
-                attributes.append(("outbox.category", .strings(category)))
-            }
-            typed(payload["typedProperties"], prefix: "", into: &attributes)
-        }
-        return Record(timeNs: UInt64(max(0, timeMs)) &* 1_000_000, observedNs: UInt64(max(0, log.wallMs)) &* 1_000_000,
-                      eventName: name, attributes: attributes)
-    }
-
-    /// App Center's typed properties (`[{"type","name","value"}]`) as attributes, their types kept (a date as its
-    /// ISO 8601 text).
-    private static func typed(_ value: JSONValue?, prefix: String, into attributes: inout [(String, Value)]) {
-        guard case .array(let entries)? = value else { return }
-        for entry in entries {
-            guard case .object(let members) = entry else { continue }
-            var type = "", name = "", raw: JSONValue = .null
-            for member in members {
-                switch member.key {
-                case "type": if case .string(let text) = member.value { type = text }
-                case "name": if case .string(let text) = member.value { name = text }
-                case "value": raw = member.value
-                default: break
+    /// One log as a record (D4), written into `out` as its stored payload is read.
+    static func record<W: OTLPRecordWriter & ~Copyable>(_ log: StoredLog, timeMs: Int64, into out: inout W) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: UUIDBytes.textLength) { uid in
+            guard let base = uid.baseAddress else { return }
+            log.id.write(to: base)
+            let mark = out.beginRecord(timeNs: UInt64(max(0, timeMs)) &* 1_000_000,
+                                       observedNs: UInt64(max(0, log.wallMs)) &* 1_000_000)
+            out.attribute("log.record.uid", .text(JSONText(raw: UnsafeBufferPointer(uid), escaped: false)))
+            var type = LogType.event, name: JSONText?, strings = ProtoWriter.Mark(at: 0, reserve: 0)
+            log.payload.withUnsafeBufferPointer { payload in
+                StoredPayload.scan(payload) { field in
+                    switch field {
+                    case .type(let value): type = value
+                    case .sid(let sid): out.attribute("session.id", .text(sid))
+                    case .userID(let user): out.attribute("user.id", .text(user))
+                    case .name(let text):
+                        name = text
+                        if type == .screen { out.attribute("app.screen.name", .text(text)) }
+                    case .path(let text):
+                        if type == .screen { out.attribute("outbox.screen.path", .text(text)) }
+                    case .durationMs(let ms):
+                        if type == .endSession { out.attribute("outbox.session.duration_ms", .double(ms)) }
+                        if type == .screen { out.attribute("outbox.screen.duration_ms", .double(ms)) }
+                    case .latitude(let degrees): out.attribute("geo.location.lat", .double(degrees))
+                    case .longitude(let degrees): out.attribute("geo.location.lon", .double(degrees))
+                    case .accuracy(let metres): out.attribute("outbox.location.accuracy_m", .double(metres))
+                    case .property(let key, let value):
+                        if type == .userProperties {
+                            out.attribute(JSONText("outbox.user."), suffix: key, value)
+                        } else {
+                            out.attribute(key, suffix: nil, value)
+                        }
+                    case .categoryStart: strings = out.beginStrings(JSONText("outbox.category"))
+                    case .categoryPart(let part): out.string(part)
+                    case .categoryEnd: out.endStrings(strings)
+                    }
                 }
+                let eventName: JSONText = switch type {
+                case .startSession: JSONText("session.start")
+                case .endSession: JSONText("session.end")
+                case .screen: JSONText("outbox.screen_view")
+                case .userProperties: JSONText("outbox.user_properties")
+                case .location: JSONText("outbox.location")
+                case .event: name ?? JSONText("event")
+                }
+                out.endRecord(mark, eventName: eventName)
             }
-            if let mapped = Self.value(type: type, raw), !name.isEmpty { attributes.append((prefix + name, mapped)) }
         }
     }
 
-    /// A typed property's value as its type says (`long`, `double`, `boolean`; `string` and `dateTime` as text).
-    private static func value(type: String, _ raw: JSONValue) -> Value? {
-        if type == "double" { return number(raw).map(Value.double) }
-        switch raw {
-        case .integer(let number): return type == "long" ? .int(number) : nil
-        case .bool(let flag): return type == "boolean" ? .bool(flag) : nil
-        case .string(let text): return .string(text)
-        default: return nil
-        }
-    }
-
-    private static func number(_ value: JSONValue?) -> Double? {
-        switch value {
-        case .integer(let number)?: return Double(number)
-        case .double(let number)?: return number
-        default: return nil
-        }
-    }
-
-    /// A stored JSON object's members (the engine wrote it: it parses; if it ever did not, the record keeps its id
-    /// and time and the server gets the name `event` rather than nothing). Looked up by a linear search: a log has a
-    /// handful of keys, fewer than hashing them would pay for.
+    /// A stored JSON object's members (a device context: once per resource of a batch).
     private static func object(_ bytes: [UInt8]) -> Members {
         let document: JSONValue? = bytes.withUnsafeBufferPointer { buffer in
             var scanner = JSONScanner(buffer)
@@ -233,109 +217,216 @@ enum OTLPRecords {
 
     // MARK: - protobuf (opentelemetry-proto's logs service)
 
-    static func protobuf(_ resources: [(Resource, [Record])], schemaURL: String) -> [UInt8] {
-        var out = ProtoWriter()
-        for (resource, records) in resources {
-            out.message(1) { resourceLogs in                          // ExportLogsServiceRequest.resource_logs
-                resourceLogs.message(1) { r in                       // ResourceLogs.resource
-                    for (key, value) in resource.attributes { r.message(1) { $0.keyValue(key, value) } }
-                }
-                resourceLogs.message(2) { scopeLogs in               // ResourceLogs.scope_logs
-                    scopeLogs.message(1) { scope in                  // ScopeLogs.scope
-                        scope.string(1, "outbox")
-                        scope.string(2, resource.scopeVersion)
-                    }
-                    for record in records {
-                        scopeLogs.message(2) { r in                  // ScopeLogs.log_records
-                            r.fixed64(1, record.timeNs)
-                            r.varint(2, 9)                           // SEVERITY_NUMBER_INFO
-                            r.string(3, "INFO")
-                            r.message(5) { $0.anyValue(.string(record.eventName)) }
-                            for (key, value) in record.attributes { r.message(6) { $0.keyValue(key, value) } }
-                            r.fixed64(11, record.observedNs)
-                            r.string(12, record.eventName)
-                        }
+    static func protobuf(_ resources: [(Resource, [Int])], logs: [StoredLog], times: WireTimes, schemaURL: String,
+                         into out: inout OTLPProtoRecords) {
+        for (resource, members) in resources {
+            let resourceLogs = out.proto.begin(1, reserve: 3)           // ExportLogsServiceRequest.resource_logs
+            out.proto.message(1, reserve: 2) { r in                    // ResourceLogs.resource
+                for (key, value) in resource.attributes {
+                    r.message(1) { keyValue in                          // Resource.attributes
+                        keyValue.string(1, JSONText(key))
+                        keyValue.message(2) { $0.string(1, value) }
                     }
                 }
-                resourceLogs.string(3, schemaURL)
             }
+            let scopeLogs = out.proto.begin(2, reserve: 3)              // ResourceLogs.scope_logs
+            out.proto.message(1) { scope in                            // ScopeLogs.scope
+                scope.string(1, "outbox")
+                scope.string(2, resource.scopeVersion)
+            }
+            for index in members {
+                record(logs[index], timeMs: times.timestamp(logs[index]), into: &out)
+            }
+            out.proto.end(scopeLogs)
+            out.proto.string(3, schemaURL)                              // ResourceLogs.schema_url
+            out.proto.end(resourceLogs)
         }
-        return out.bytes
     }
 
     // MARK: - OTLP/JSON (lowerCamelCase keys, 64-bit integers as strings, enums as numbers)
 
-    static func json(_ resources: [(Resource, [Record])], schemaURL: String) -> [UInt8] {
-        var w = JSONWriter(capacity: 1024)
-        w.raw(#"{"resourceLogs":["#)
-        for (index, (resource, records)) in resources.enumerated() {
-            if index > 0 { w.raw(",") }
-            w.raw(#"{"resource":{"attributes":"#)
-            attributes(resource.attributes, into: &w)
-            w.raw(#"},"scopeLogs":[{"scope":{"name":"outbox","version":"#)
-            w.string(resource.scopeVersion)
-            w.raw(#"},"logRecords":["#)
-            for (position, record) in records.enumerated() {
-                if position > 0 { w.raw(",") }
-                w.raw(#"{"timeUnixNano":""#); w.raw(Array(String(record.timeNs).utf8))
-                w.raw(#"","observedTimeUnixNano":""#); w.raw(Array(String(record.observedNs).utf8))
-                w.raw(#"","severityNumber":9,"severityText":"INFO","body":"#)
-                anyValue(.string(record.eventName), into: &w)
-                w.raw(#","attributes":"#)
-                attributes(record.attributes, into: &w)
-                w.raw(#","eventName":"#)
-                w.string(record.eventName)
-                w.raw("}")
+    static func json(_ resources: [(Resource, [Int])], logs: [StoredLog], times: WireTimes, schemaURL: String,
+                     into out: inout OTLPJSONRecords) {
+        out.json.raw(#"{"resourceLogs":["#)
+        for (index, (resource, members)) in resources.enumerated() {
+            if index > 0 { out.json.raw(",") }
+            out.json.raw(#"{"resource":{"attributes":["#)
+            for (position, (key, value)) in resource.attributes.enumerated() {
+                if position > 0 { out.json.raw(",") }
+                out.json.raw(#"{"key":""#)
+                out.json.raw(key)
+                out.json.raw(#"","value":{"stringValue":"#)
+                out.json.string(value)
+                out.json.raw("}}")
             }
-            w.raw(#"]}],"schemaUrl":"#)
-            w.string(schemaURL)
-            w.raw("}")
+            out.json.raw(#"]},"scopeLogs":[{"scope":{"name":"outbox","version":"#)
+            out.json.string(resource.scopeVersion)
+            out.json.raw(#"},"logRecords":["#)
+            for (position, index) in members.enumerated() {
+                if position > 0 { out.json.raw(",") }
+                record(logs[index], timeMs: times.timestamp(logs[index]), into: &out)
+            }
+            out.json.raw(#"]}],"schemaUrl":"#)
+            out.json.string(schemaURL)
+            out.json.raw("}")
         }
-        w.raw("]}")
-        return w.bytes
+        out.json.raw("]}")
+    }
+}
+
+/// OTLP/JSON records. A stored text is copied as it stands: it is already valid inside a JSON string.
+struct OTLPJSONRecords: ~Copyable, OTLPRecordWriter {
+    var json: JSONWriter
+    /// Whether the next attribute, or string of an array, is the first of its list.
+    private var first = true
+
+    init(capacity: Int) { json = JSONWriter(capacity: capacity) }
+
+    mutating func beginRecord(timeNs: UInt64, observedNs: UInt64) -> ProtoWriter.Mark {
+        json.raw(#"{"timeUnixNano":""#); json.int(Int64(bitPattern: timeNs))
+        json.raw(#"","observedTimeUnixNano":""#); json.int(Int64(bitPattern: observedNs))
+        json.raw(#"","severityNumber":9,"severityText":"INFO","attributes":["#)
+        first = true
+        return ProtoWriter.Mark(at: 0, reserve: 0)
     }
 
-    private static func attributes(_ list: [(String, Value)], into w: inout JSONWriter) {
-        w.raw("[")
-        for (index, (key, value)) in list.enumerated() {
-            if index > 0 { w.raw(",") }
-            w.raw(#"{"key":"#)
-            w.string(key)
-            w.raw(#","value":"#)
-            anyValue(value, into: &w)
-            w.raw("}")
-        }
-        w.raw("]")
-    }
-
-    private static func anyValue(_ value: Value, into w: inout JSONWriter) {
+    mutating func attribute(_ key: JSONText, suffix: JSONText?, _ value: StoredPayload.Value) {
+        open(key, suffix: suffix)
         switch value {
-        case .string(let text): w.raw(#"{"stringValue":"#); w.string(text); w.raw("}")
-        case .int(let number): w.raw(#"{"intValue":""#); w.int(number); w.raw(#""}"#)
-        case .double(let number): w.raw(#"{"doubleValue":"#); w.double(number); w.raw("}")
-        case .bool(let flag): w.raw(#"{"boolValue":"#); w.bool(flag); w.raw("}")
-        case .strings(let texts):
-            w.raw(#"{"arrayValue":{"values":["#)
-            for (index, text) in texts.enumerated() {
-                if index > 0 { w.raw(",") }
-                w.raw(#"{"stringValue":"#); w.string(text); w.raw("}")
-            }
-            w.raw("]}}")
+        case .text(let text): json.raw(#"{"stringValue":"#); quoted(text); json.raw("}")
+        case .int(let number): json.raw(#"{"intValue":""#); json.int(number); json.raw(#""}"#)
+        case .double(let number):
+            // JSON has no NaN or infinity (the engine refuses them on the way in; a stored one would be a fault).
+            json.raw(#"{"doubleValue":"#)
+            if number.isFinite { json.double(number) } else { json.raw("0") }
+            json.raw("}")
+        case .bool(let flag): json.raw(#"{"boolValue":"#); json.bool(flag); json.raw("}")
         }
+        json.raw("}")
+    }
+
+    mutating func beginStrings(_ key: JSONText) -> ProtoWriter.Mark {
+        open(key, suffix: nil)
+        json.raw(#"{"arrayValue":{"values":["#)
+        first = true
+        return ProtoWriter.Mark(at: 0, reserve: 0)
+    }
+
+    mutating func string(_ text: JSONText) {
+        if !first { json.raw(",") }
+        first = false
+        json.raw(#"{"stringValue":"#); quoted(text); json.raw("}")
+    }
+
+    mutating func endStrings(_ mark: ProtoWriter.Mark) {
+        json.raw("]}}}")
+        first = false
+    }
+
+    mutating func endRecord(_ mark: ProtoWriter.Mark, eventName: JSONText) {
+        json.raw(#"],"body":{"stringValue":"#)
+        quoted(eventName)
+        json.raw(#"},"eventName":"#)
+        quoted(eventName)
+        json.raw("}")
+    }
+
+    /// `{"key":"…","value":` after a comma when it is not the first.
+    private mutating func open(_ key: JSONText, suffix: JSONText?) {
+        if !first { json.raw(",") }
+        first = false
+        json.raw(#"{"key":""#)
+        json.raw(UnsafeRawBufferPointer(key.raw))
+        if let suffix { json.raw(UnsafeRawBufferPointer(suffix.raw)) }
+        json.raw(#"","value":"#)
+    }
+
+    private mutating func quoted(_ text: JSONText) {
+        json.raw(UInt8(ascii: "\""))
+        json.raw(UnsafeRawBufferPointer(text.raw))
+        json.raw(UInt8(ascii: "\""))
+    }
+}
+
+/// Protobuf records: `LogRecord` time 1, severity 2 and 3, body 5, attributes 6, observed time 11, event name 12;
+/// `KeyValue { key = 1; value = 2 }`; `AnyValue`'s one-of string 1, bool 2, int 3, double 4, array 5.
+struct OTLPProtoRecords: ~Copyable, OTLPRecordWriter {
+    var proto: ProtoWriter
+    /// The open `AnyValue` and `ArrayValue` of a strings attribute.
+    private var arrayMarks = (ProtoWriter.Mark(at: 0, reserve: 0), ProtoWriter.Mark(at: 0, reserve: 0))
+
+    init(capacity: Int) { proto = ProtoWriter(capacity: capacity) }
+
+    mutating func beginRecord(timeNs: UInt64, observedNs: UInt64) -> ProtoWriter.Mark {
+        let mark = proto.begin(2, reserve: 2)                          // ScopeLogs.log_records
+        proto.fixed64(1, timeNs)
+        proto.varint(2, 9)                                             // SEVERITY_NUMBER_INFO
+        proto.string(3, JSONText("INFO"))
+        proto.fixed64(11, observedNs)
+        return mark
+    }
+
+    mutating func attribute(_ key: JSONText, suffix: JSONText?, _ value: StoredPayload.Value) {
+        proto.message(6) { keyValue in
+            keyValue.string(1, key, suffix: suffix)
+            keyValue.message(2) { any in
+                switch value {
+                case .text(let text): any.string(1, text)
+                case .bool(let flag): any.varint(2, flag ? 1 : 0)
+                case .int(let number): any.varint(3, UInt64(bitPattern: number))
+                case .double(let number): any.fixed64(4, number.bitPattern)
+                }
+            }
+        }
+    }
+
+    mutating func beginStrings(_ key: JSONText) -> ProtoWriter.Mark {
+        let mark = proto.begin(6)
+        proto.string(1, key)
+        arrayMarks.0 = proto.begin(2)
+        arrayMarks.1 = proto.begin(5)
+        return mark
+    }
+
+    mutating func string(_ text: JSONText) {
+        proto.message(1) { $0.string(1, text) }
+    }
+
+    mutating func endStrings(_ mark: ProtoWriter.Mark) {
+        proto.end(arrayMarks.1)
+        proto.end(arrayMarks.0)
+        proto.end(mark)
+    }
+
+    mutating func endRecord(_ mark: ProtoWriter.Mark, eventName: JSONText) {
+        proto.message(5) { $0.string(1, eventName) }
+        proto.string(12, eventName)
+        proto.end(mark)
     }
 }
 
 /// Protocol Buffers' wire format, written: varints, fixed 64-bit and length-delimited fields, nested messages.
-struct ProtoWriter {
-    private(set) var bytes: [UInt8] = []
+struct ProtoWriter: ~Copyable {
+    /// The bytes (a growing buffer, without `Array`'s checks on every byte).
+    private var out: JSONWriter
+
+    init(capacity: Int = 256) { out = JSONWriter(capacity: capacity) }
+
+    var bytes: [UInt8] { out.bytes }
+
+    /// Where an open message's length goes, and how many bytes were kept for it.
+    struct Mark {
+        var at: Int
+        var reserve: Int
+    }
 
     mutating func varint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            out.raw(UInt8(truncatingIfNeeded: value) | 0x80)
             value >>= 7
         }
-        bytes.append(UInt8(value))
+        out.raw(UInt8(value))
     }
 
     mutating func tag(_ field: Int, _ wireType: UInt64) { varint(UInt64(field) << 3 | wireType) }
@@ -344,7 +435,7 @@ struct ProtoWriter {
 
     mutating func fixed64(_ field: Int, _ value: UInt64) {
         tag(field, 1)
-        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        withUnsafeBytes(of: value.littleEndian) { out.raw($0) }
     }
 
     mutating func string(_ field: Int, _ text: String) {
@@ -352,50 +443,53 @@ struct ProtoWriter {
         text.withUTF8 { utf8 in
             tag(field, 2)
             varint(UInt64(utf8.count))
-            bytes.append(contentsOf: utf8)
+            out.raw(UnsafeRawBufferPointer(utf8))
         }
     }
 
-    /// A nested message, written in place after its field's tag: one byte is kept for its length, and the body moves
-    /// up the rare time its length needs more (a message of 128 bytes or more), rather than a buffer per message.
-    mutating func message(_ field: Int, _ body: (inout ProtoWriter) -> Void) {
-        tag(field, 2)
-        let lengthAt = bytes.count
-        bytes.append(0)
-        body(&self)
-        let length = bytes.count - lengthAt - 1
-        if length < 0x80 {
-            bytes[lengthAt] = UInt8(length)
-            return
-        }
-        var prefix: [UInt8] = []
-        var value = UInt64(length)
-        while value >= 0x80 {
-            prefix.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        prefix.append(UInt8(value))
-        bytes.replaceSubrange(lengthAt..<(lengthAt + 1), with: prefix)
-    }
-
-    /// `KeyValue { key = 1; value = 2 }`.
-    mutating func keyValue(_ key: String, _ value: OTLPRecords.Value) {
-        string(1, key)
-        message(2) { $0.anyValue(value) }
-    }
-
-    /// `AnyValue`'s one-of: string 1, bool 2, int 3, double 4, array 5 (`ArrayValue { values = 1 }`).
-    mutating func anyValue(_ value: OTLPRecords.Value) {
-        switch value {
-        case .string(let text): string(1, text)
-        case .bool(let flag): varint(2, flag ? 1 : 0)
-        case .int(let number): varint(3, UInt64(bitPattern: number))
-        case .double(let number): fixed64(4, number.bitPattern)
-        case .strings(let texts):
-            message(5) { array in
-                for text in texts { array.message(1) { $0.string(1, text) } }
+    /// A stored text (its escapes decoded), followed by `suffix` when there is one.
+    mutating func string(_ field: Int, _ text: JSONText, suffix: JSONText? = nil) {
+        text.withUTF8 { head in
+            tag(field, 2)
+            guard let suffix else {
+                varint(UInt64(head.count))
+                out.raw(UnsafeRawBufferPointer(head))
+                return
+            }
+            suffix.withUTF8 { tail in
+                varint(UInt64(head.count + tail.count))
+                out.raw(UnsafeRawBufferPointer(head))
+                out.raw(UnsafeRawBufferPointer(tail))
             }
         }
+    }
+
+    /// Opens a nested message after its field's tag, keeping `reserve` bytes for its length: the message moves
+    /// only when its length needs another number of bytes (records 2, a batch's outer messages 3: about 16 KiB
+    /// and 2 MiB before they move).
+    mutating func begin(_ field: Int, reserve: Int = 1) -> Mark {
+        tag(field, 2)
+        let mark = Mark(at: out.count, reserve: reserve)
+        for _ in 0..<reserve { out.raw(0) }
+        return mark
+    }
+
+    mutating func end(_ mark: Mark) {
+        let length = out.count - mark.at - mark.reserve
+        var size = 1
+        while length >> (7 * size) > 0 { size += 1 }
+        if size != mark.reserve { out.move(from: mark.at + mark.reserve, by: size - mark.reserve) }
+        var value = length
+        for offset in 0..<size {
+            out.patch(UInt8(truncatingIfNeeded: value & 0x7F) | (offset < size - 1 ? 0x80 : 0), at: mark.at + offset)
+            value >>= 7
+        }
+    }
+
+    mutating func message(_ field: Int, reserve: Int = 1, _ body: (inout ProtoWriter) -> Void) {
+        let mark = begin(field, reserve: reserve)
+        body(&self)
+        end(mark)
     }
 }
 

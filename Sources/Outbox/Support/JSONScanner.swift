@@ -33,6 +33,54 @@ package enum JSONValue {
     }
 }
 
+/// A JSON string read in place: its bytes between the quotes as they stand in the text (valid for as long as the
+/// text is), escapes and all. Without escapes they are the string's UTF-8; with them, `decoded` gives it. Either way
+/// they are valid inside a JSON string, so a JSON writer copies them as they are.
+package struct JSONText {
+    package var raw: UnsafeBufferPointer<UInt8>
+    package var escaped: Bool
+
+    package init(raw: UnsafeBufferPointer<UInt8>, escaped: Bool) {
+        self.raw = raw
+        self.escaped = escaped
+    }
+
+    /// A literal's bytes, which live for the whole program.
+    package init(_ literal: StaticString) {
+        self.init(raw: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount), escaped: false)
+    }
+
+    /// The string's UTF-8 (escapes decoded; the rare string with one costs an allocation).
+    package func withUTF8<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        guard escaped else { return body(raw) }
+        return decoded.withUnsafeBufferPointer(body)
+    }
+
+    package var decoded: [UInt8] {
+        guard escaped else { return Array(raw) }
+        var quoted: [UInt8] = [UInt8(ascii: "\"")]
+        quoted.append(contentsOf: raw)
+        quoted.append(UInt8(ascii: "\""))
+        let value: JSONValue? = quoted.withUnsafeBufferPointer { buffer in
+            var scanner = JSONScanner(buffer)
+            return try? scanner.document()
+        }
+        guard case .string(let text)? = value else { return [] }
+        return Array(text.utf8)
+    }
+
+    /// Whether the text is `literal`, byte for byte as written.
+    package func `is`(_ literal: StaticString) -> Bool {
+        raw.count == literal.utf8CodeUnitCount
+            && (raw.count == 0 || memcmp(raw.baseAddress!, literal.utf8Start, raw.count) == 0)
+    }
+
+    package var string: String { withUTF8 { String(decoding: $0, as: UTF8.self) } }
+}
+
+/// What a JSON value is, before reading it.
+package enum JSONKind { case string, number, bool, null, array, object }
+
 /// A strict RFC 8259 reader over UTF-8 bytes, of our own rather than a general JSON library: `outbox_track`
 /// parses a properties object on the caller's thread for every event, and SPEC E's speed bound (at most 1.5× the
 /// cost of Swift's `trackEvent`) leaves no room for building a generic tree, boxing numbers or going through
@@ -113,6 +161,106 @@ package struct JSONScanner {
         return value
     }
 
+    // MARK: - Reading in place
+
+    /// Each member of the object at the cursor, its key and the scanner at its value: `each` reads the value or
+    /// skips it. Nothing is built: a destination maps a stored payload through this without a tree (SPEC D10).
+    @inline(__always)
+    package mutating func members(_ each: (JSONText, inout JSONScanner) throws(JSONError) -> Void) throws(JSONError) {
+        skipSpace()
+        try expect(UInt8(ascii: "{"))
+        skipSpace()
+        if peek() == UInt8(ascii: "}") { index += 1; return }
+        while true {
+            skipSpace()
+            guard peek() == UInt8(ascii: "\"") else { throw fail("expected a key in quotes") }
+            let key = try text()
+            skipSpace()
+            try expect(UInt8(ascii: ":"))
+            skipSpace()
+            try each(key, &self)
+            skipSpace()
+            switch next() {
+            case UInt8(ascii: ","): continue
+            case UInt8(ascii: "}"): return
+            default: throw fail("expected ',' or '}' after a member")
+            }
+        }
+    }
+
+    /// Each element of the array at the cursor, with the scanner at it: `each` reads the element or skips it.
+    @inline(__always)
+    package mutating func elements(_ each: (inout JSONScanner) throws(JSONError) -> Void) throws(JSONError) {
+        skipSpace()
+        try expect(UInt8(ascii: "["))
+        skipSpace()
+        if peek() == UInt8(ascii: "]") { index += 1; return }
+        while true {
+            skipSpace()
+            try each(&self)
+            skipSpace()
+            switch next() {
+            case UInt8(ascii: ","): continue
+            case UInt8(ascii: "]"): return
+            default: throw fail("expected ',' or ']' in an array")
+            }
+        }
+    }
+
+    /// The string at the cursor, in place, validated (UTF-8, escapes).
+    @inline(__always)
+    package mutating func text() throws(JSONError) -> JSONText {
+        skipSpace()
+        guard peek() == UInt8(ascii: "\"") else { throw fail("expected a string") }
+        switch try scanString() {
+        case .plain(let bytes): return JSONText(raw: bytes, escaped: false)
+        case .escaped(let start):
+            // Decoded once to check its escapes and UTF-8 (a stored text is copied into JSON as it stands).
+            _ = try escapedString(from: start)
+            return JSONText(raw: UnsafeBufferPointer(rebasing: bytes[start..<(index - 1)]), escaped: true)
+        }
+    }
+
+    /// What the value at the cursor is, by its first byte (`nil` at the end of the text).
+    @inline(__always)
+    package mutating func peekKind() -> JSONKind? {
+        skipSpace()
+        switch peek() {
+        case UInt8(ascii: "\""): return .string
+        case UInt8(ascii: "{"): return .object
+        case UInt8(ascii: "["): return .array
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return .bool
+        case UInt8(ascii: "n"): return .null
+        case nil: return nil
+        default: return .number
+        }
+    }
+
+    /// The value at the cursor as a tree: meant for numbers, booleans and null, which build nothing.
+    package mutating func scalar() throws(JSONError) -> JSONValue {
+        try value(depth: 0)
+    }
+
+    /// Steps over the value at the cursor, validating it, and returns where it lies in the text.
+    @discardableResult
+    package mutating func skip() throws(JSONError) -> Range<Int> {
+        skipSpace()
+        let start = index
+        try skip(depth: 0)
+        return start..<index
+    }
+
+    private mutating func skip(depth: Int) throws(JSONError) {
+        guard depth < Self.maxDepth else { throw fail("nested deeper than \(Self.maxDepth) levels") }
+        skipSpace()
+        switch peek() {
+        case UInt8(ascii: "\""): _ = try text()
+        case UInt8(ascii: "["): try elements { (s: inout JSONScanner) throws(JSONError) in try s.skip(depth: depth + 1) }
+        case UInt8(ascii: "{"): try members { (_, s: inout JSONScanner) throws(JSONError) in try s.skip(depth: depth + 1) }
+        default: _ = try value(depth: depth)
+        }
+    }
+
     // MARK: - Values
 
     private mutating func value(depth: Int) throws(JSONError) -> JSONValue {
@@ -182,36 +330,39 @@ package struct JSONScanner {
     /// else up to its first backslash.
     @inline(__always)
     private mutating func scanString() throws(JSONError) -> ScannedString {
-        index += 1
-        let start = index
+        // The cursor in a local: stored back to `index` on every step it would cost a memory write per word.
+        var i = index + 1
+        let start = i
+        let count = bytes.count
         var high: UInt8 = 0
         // Eight bytes at a time while none is a quote, a backslash, a control character or non-ASCII: the usual
         // property value is plain ASCII, and this loop runs for every byte of it on the caller's thread.
         if let base = bytes.baseAddress {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let highs: UInt64 = 0x8080_8080_8080_8080
-            while index + 8 <= bytes.count {
-                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            while i + 8 <= count {
+                let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
                 let quote = word ^ (ones &* 0x22)
                 let backslash = word ^ (ones &* 0x5C)
                 let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
                 if special & highs != 0 { break }
-                index += 8
+                i += 8
             }
         }
-        while index < bytes.count {
-            let byte = bytes[index]
+        while i < count {
+            let byte = bytes[i]
             if byte == UInt8(ascii: "\"") {
-                let span = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                index += 1
+                let span = UnsafeBufferPointer(rebasing: bytes[start..<i])
+                index = i + 1
                 guard high < 0x80 || Self.isValidUTF8(span) else { throw fail("invalid UTF-8 in a string", at: start) }
                 return .plain(span)
             }
-            if byte == UInt8(ascii: "\\") { return .escaped(start: start) }
-            if byte < 0x20 { throw fail("control character in a string (escape it)") }
+            if byte == UInt8(ascii: "\\") { index = i; return .escaped(start: start) }
+            if byte < 0x20 { index = i; throw fail("control character in a string (escape it)") }
             high |= byte
-            index += 1
+            i += 1
         }
+        index = i
         throw fail("unterminated string", at: start - 1)
     }
 
@@ -373,6 +524,7 @@ package struct JSONScanner {
         return bytes[index]
     }
 
+    @inline(__always)
     private mutating func skipSpace() {
         while index < bytes.count {
             switch bytes[index] {
@@ -382,6 +534,7 @@ package struct JSONScanner {
         }
     }
 
+    @inline(__always)
     private mutating func expect(_ byte: UInt8) throws(JSONError) {
         guard peek() == byte else { throw fail("expected '\(Character(Unicode.Scalar(byte)))'") }
         index += 1

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Appends JSON to a byte buffer. Made for the shape of our logs: a few short strings and numbers per object.
 /// `JSONEncoder` manages ~135k objects/s on this machine; writing bytes directly is an order of magnitude faster
 /// and keeps `trackEvent` cheap for the caller.
@@ -82,6 +84,24 @@ struct JSONWriter: ~Copyable {
     }
 
     mutating func raw(_ other: [UInt8]) { other.withUnsafeBytes { raw($0) } }
+
+    // Protocol Buffers' lengths come before what they measure: `ProtoWriter` writes a message, then its length
+    // into the room it kept, moving the message when the length needs more or less room than was kept.
+
+    /// Replaces the written byte at `index`.
+    mutating func patch(_ byte: UInt8, at index: Int) {
+        guard index >= 0, index < count else { return }
+        base[index] = byte
+    }
+
+    /// Moves the bytes from `index` on by `shift` (up when positive, down when negative): room opens or closes at
+    /// `index`.
+    mutating func move(from index: Int, by shift: Int) {
+        guard index >= 0, index <= count, index + shift >= 0, shift != 0 else { return }
+        if shift > 0 { reserve(shift) }
+        memmove(base + index + shift, base + index, count - index)
+        count += shift
+    }
 
     /// A JSON string literal with the escapes RFC 8259 requires.
     mutating func string(_ value: String) {

@@ -21,8 +21,9 @@
 // - `/v1/logs`, `/v1/traces`, `/v1/metrics`; `application/x-protobuf` and `application/json` bodies.
 // - OTLP/JSON's differences from proto3's JSON mapping: ids in hex (OTLPHexIDs), unknown fields ignored; enums as
 //   integers and 64-bit integers as strings or numbers are what swift-protobuf reads anyway.
-// - One record per log record, span or metric data point, each with its de-duplication key (SPEC V3, V4b): a
-//   span's (traceId, spanId); a log record's or data point's 128-bit hash of its bytes together with its resource's
+// - One record per log record, span or metric data point, each with its de-duplication key (SPEC V3, V4b, D3): a
+//   span's (traceId, spanId); a log record's `log.record.uid` attribute when it has one; else a log record's or
+//   data point's 128-bit hash of its bytes together with its resource's
 //   and scope's (and, for a data point, its metric's without the other points). The bytes are a log record's as
 //   received in protobuf (OTLPWire), else the decoded message re-encoded by swift-protobuf: the same for a sender
 //   that, like every OTLP exporter, writes fields in number order.
@@ -301,12 +302,20 @@ enum OTLPDecoder {
                         refused.append((index, "resourceLogs[\(r)].scopeLogs[\(s)].logRecords[\(k)]: \(problem)"))
                         continue
                     }
-                    var hash = group
-                    hash.add(try part(raw?.records[r][s][k], record))
+                    // SPEC D3: a record that names itself by `log.record.uid` is that record whatever its bytes
+                    // (a resend carries a newly corrected time); the hash of its bytes otherwise (V3).
+                    let dedupKey: String
+                    if let uid = Self.recordUID(record) {
+                        dedupKey = "log.uid:" + uid
+                    } else {
+                        var hash = group
+                        hash.add(try part(raw?.records[r][s][k], record))
+                        dedupKey = "log:" + hash.hex
+                    }
                     let name: String
                     if case .stringValue(let body) = record.body.value { name = body } else { name = record.eventName }
                     let time = record.timeUnixNano != 0 ? record.timeUnixNano : record.observedTimeUnixNano
-                    records.append(OTLPRecord(dedupKey: "log:" + hash.hex, logName: name,
+                    records.append(OTLPRecord(dedupKey: dedupKey, logName: name,
                                               timeUnixNano: time == 0 ? nil : time) {
                         groupJSON.render("logRecord", record)
                     })
@@ -314,6 +323,15 @@ enum OTLPDecoder {
             }
         }
         return OTLPDecoded(signal: .logs, records: records, refused: refused)
+    }
+
+    /// A log record's `log.record.uid` attribute (OpenTelemetry's semantic conventions: a unique id of the record),
+    /// when it is a non-empty string.
+    private static func recordUID(_ record: Opentelemetry_Proto_Logs_V1_LogRecord) -> String? {
+        for attribute in record.attributes where attribute.key == "log.record.uid" {
+            if case .stringValue(let uid)? = attribute.value.value, !uid.isEmpty { return uid }
+        }
+        return nil
     }
 
     // MARK: - Traces

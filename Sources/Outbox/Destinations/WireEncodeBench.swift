@@ -1,0 +1,48 @@
+import FoundationEssentials
+import Glibc
+
+/// What encoding a batch costs on each wire, apart from everything else delivery does (`outbox-bench encode`): the
+/// encoder's share of D10's loop CPU per event. For the bench only; `package` so that it can reach the wires.
+package enum WireEncodeBench {
+    /// Nanoseconds of thread CPU per log to encode `rounds` batches of `batchSize` events, each event the one
+    /// `properties(index)` describes, for the destination named (`appcenter`, `otlp`, `otlp-json`).
+    package static func nsPerLog(wire name: String, batchSize: Int, rounds: Int,
+                                 properties: (Int) -> [String: PropertyValue]) throws -> Double {
+        let installID = UUID()
+        let wire: any DeliveryWire
+        switch name {
+        case "appcenter": wire = AppCenterWire()
+        case "otlp": wire = OTLPWire(encoding: .protobuf, installID: installID)
+        case "otlp-json": wire = OTLPWire(encoding: .json, installID: installID)
+        default: throw OutboxError.invalidConfiguration("encode bench: unknown wire '\(name)'")
+        }
+        let stamp = Stamp.bytes(sid: UUIDBytes(high: 0x0193_0000_0000_7000, low: 0x8000_0000_0000_0001), userID: nil)
+        var logs: [StoredLog] = []
+        for index in 0..<batchSize {
+            let body = try EventValidator.validate(name: "bench", properties: properties(index)).body
+            var payload = LogType.event.payloadPrefix
+            let id = UUIDBytes(high: UInt64(index), low: 0x8000_0000_0000_0000 | UInt64(index))
+            id.write(into: &payload)
+            payload.append(UInt8(ascii: "\""))
+            payload += stamp
+            payload.append(UInt8(ascii: ","))
+            payload += body
+            payload.append(UInt8(ascii: "}"))
+            logs.append(StoredLog(seq: Int64(index), id: id, priority: .normal, wallMs: 1_790_000_000_000 + Int64(index),
+                                  monoNs: 0, boot: 0, context: 1, payload: payload))
+        }
+        let contexts: [Int64: [UInt8]] = [1: Array(#"{"appVersion":"1.0","appBuild":"1","sdkName":"outbox","sdkVersion":"0.2.0","osName":"Linux","osVersion":"6.1","model":"bench","oemName":"bench","locale":"en_US","timeZoneOffset":0}"#.utf8)]
+        let times = WireTimes(sentAtMs: 1_790_000_100_000, timestamp: { $0.wallMs })
+        var bytes = 0
+        let start = threadCPUNs()
+        for _ in 0..<rounds { bytes &+= wire.encode(logs, contexts: contexts, times: times).count }
+        let elapsed = threadCPUNs() - start
+        return bytes > 0 ? Double(elapsed) / Double(rounds * batchSize) : 0
+    }
+
+    private static func threadCPUNs() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+}
