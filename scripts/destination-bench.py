@@ -17,6 +17,7 @@ variants = {
     "appcenter": [],
     "otlp": ["--destination", "otlp"],
     "otlp-json": ["--destination", "otlp", "--otlp-encoding", "json"],
+    "posthog": ["--destination", "posthog"],
 }
 results = {name: {} for name in variants}
 for round_ in range(rounds):

@@ -74,6 +74,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     configuration.bodyCompression = compression
     configuration.destination = benchDestination
     configuration.otlpEncoding = benchOTLPEncoding
+    configuration.apiKey = "phc_bench"
     let start = monoNs()
     let processBefore = processCPU()
     let hostBefore = hostBusyCPU()

@@ -179,7 +179,7 @@ let otlpResponseTarget = FuzzTarget(name: "otlp-response",
     let statuses = [200, 202, 206, 400, 415, 429, 500, 503]
     let type = types[Int(input[0]) % types.count]
     let status = statuses[Int(input[1]) % statuses.count]
-    let response = HTTPResponse(status: status, headers: ["Content-Type": type], body: Array(input[2...]),
+    let response = HTTPResponse(status: status, headers: HTTPHeaders([("Content-Type", type)]), body: Array(input[2...]),
                                 bodyBytesReceived: input.count - 2,
                                 timing: TransferTiming(queued: .zero, connect: .zero, firstByte: .zero, total: .zero),
                                 reusedConnection: false)

@@ -40,7 +40,7 @@ enum ConfigDecoder {
     }
 
     /// Keys that belong to one destination (SPEC D1): given with another, they are refused by name.
-    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp]
+    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp, "apiKey": .posthog]
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(ConfigError) {
@@ -85,6 +85,7 @@ enum ConfigDecoder {
         case "intakeCapacity": c.intakeCapacity = try int(value, key)
         case "endpoint": c.endpoint = try optional(value) { v throws(ConfigError) in try string(v, key) }
         case "appSecret": c.appSecret = try string(value, key)
+        case "apiKey": c.apiKey = try string(value, key)
         case "destination":
             let name = try string(value, key)
             do throws(OutboxError) {

@@ -53,7 +53,7 @@ struct Demo: ParsableCommand {
         configuration.logger = try logging.makeLogger()
         configuration.endpoint = server.baseURL
         configuration.appSecret = "demo-secret"
-        try destination.apply(to: &configuration)
+        try destination.apply(to: &configuration, testKeys: true)
         configuration.appVersion = "1.0"
         configuration.appBuild = "1"
         // Demo pacing: seconds instead of SPEC's minutes, so the whole story fits in half a minute.

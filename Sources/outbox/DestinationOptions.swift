@@ -17,6 +17,13 @@ struct DestinationOptions: ParsableArguments {
     var headerFile: String?
     @Option(help: ArgumentHelp("How OTLP requests are written: protobuf (default) or json.", valueName: "encoding"))
     var otlpEncoding: String?
+    @Option(help: ArgumentHelp("PostHog's project API key (shown by ps: prefer --api-key-file or OUTBOX_API_KEY).",
+                               valueName: "key"))
+    var apiKey: String?
+    @Option(help: ArgumentHelp("A file holding PostHog's project API key.", valueName: "path"))
+    var apiKeyFile: String?
+
+    static let apiKeySecret = SecretOption(flag: "--api-key", environment: "OUTBOX_API_KEY")
 
     func validate() throws {
         let destination = try parsedDestination()
@@ -25,6 +32,10 @@ struct DestinationOptions: ParsableArguments {
         if otlpEncoding != nil && destination != .otlp {
             throw ValidationError("--otlp-encoding belongs to --destination otlp, not to \(destination)")
         }
+        if (apiKey != nil || apiKeyFile != nil) && destination != .posthog {
+            throw ValidationError("--api-key belongs to --destination posthog, not to \(destination)")
+        }
+        _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
     }
 
     /// SPEC X3a: `--endpoint` as the engine will take it, or a usage error naming the flag and what is wrong.
@@ -101,8 +112,17 @@ struct DestinationOptions: ParsableArguments {
         return fields
     }
 
-    func apply(to configuration: inout Configuration) throws {
+    /// The PostHog key given by flag, file or environment (`OUTBOX_API_KEY`), else nil.
+    func resolvedAPIKey() throws -> String? {
+        guard try parsedDestination() == .posthog else { return nil }
+        return try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
+    }
+
+    /// The destination's fields into `configuration`; `testKeys` stands in for a key not given (the demo's and the
+    /// fleet's own mock takes any).
+    func apply(to configuration: inout Configuration, testKeys: Bool = false) throws {
         configuration.destination = try parsedDestination()
+        configuration.apiKey = try resolvedAPIKey() ?? (testKeys ? "phc_outbox_test" : "")
         configuration.headers = try parsedHeaders() + environmentHeaders()
         configuration.otlpEncoding = try parsedOTLPEncoding()
     }

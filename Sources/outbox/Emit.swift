@@ -53,6 +53,9 @@ struct Emit: ParsableCommand {
            try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) == nil {
             throw ValidationError("--endpoint needs --app-secret, --app-secret-file or OUTBOX_APP_SECRET")
         }
+        if resolvedEndpoint != nil, try destination.parsedDestination() == .posthog, try destination.resolvedAPIKey() == nil {
+            throw ValidationError("--destination posthog needs --api-key, --api-key-file or OUTBOX_API_KEY")
+        }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
         try DestinationOptions.checkEndpoint(resolvedEndpoint)

@@ -327,7 +327,7 @@ struct Fleet: ParsableCommand {
         template.endpoint = endpoint
         template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
         template.appVersion = "fleet"
-        try destination.apply(to: &template)
+        try destination.apply(to: &template, testKeys: true)
         template.testingAllowsValuesBelowBounds = testing
         // Each device's session spans its tracking, started and ended by the fleet (FleetSessions.swift, SPEC A2).
         template.sessionTracking = .manual

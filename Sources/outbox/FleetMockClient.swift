@@ -352,6 +352,16 @@ struct FleetLineFields: Sendable {
             sessionStart = #""eventName":"session.start""#
             sessionEnd = #""eventName":"session.end""#
             timestampIsNanoseconds = true
+        case .posthog:
+            // The mock keeps a PostHog event as sent: properties by name, `$session_id`, `event`, ISO `timestamp`.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""$session_id":""#
+            timestamp = #""timestamp":""#
+            sessionStart = #""event":"session_start""#
+            sessionEnd = #""event":"session_end""#
+            timestampIsNanoseconds = false
         }
         receivedAt = #""received_at":""#
     }

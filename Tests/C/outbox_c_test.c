@@ -465,6 +465,12 @@ static void test_bad_input(void) {
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"otlpEncoding\":\"json\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("otlpEncoding") && error_names("otlp destination"),
           "open: otlpEncoding with App Center refused by name");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"otlp\",\"apiKey\":\"phc_k\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("apiKey") && error_names("posthog destination"),
+          "open: apiKey with OTLP refused by name");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"posthog\",\"endpoint\":\"http://127.0.0.1:9\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("apiKey") && error_names("posthog"),
+          "open: PostHog without apiKey refused naming both");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"otlp\",\"otlpEncoding\":\"xml\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("protobuf or json"), "open: an unknown OTLP encoding");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":\"50\"}", path);

@@ -245,4 +245,17 @@ extension FleetEndToEndTests {
         #expect(summary["tracked"] as? Int == 4 * (25 + 2))
         #expect(summary["delivered"] as? Int == summary["tracked"] as? Int)
     }
+
+    // SPEC F2a, D4 on PostHog: the fleet finds each device's events and its session_start and session_end by the one
+    // $session_id they share (a session log matched to no device's events would count as lost).
+    @Test func aFleetOnPostHogAccountsForEveryLogAndSession() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runOutbox(["fleet", "--devices", "3", "--events", "10", "--destination", "posthog",
+                                    "--dir", dir.path + "/stores", "--timeout", "20"] + Self.fast, in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(summary["lost"] as? Int == 0)
+        #expect(summary["tracked"] as? Int == 3 * (10 + 2))
+        #expect(summary["delivered"] as? Int == summary["tracked"] as? Int)
+    }
 }

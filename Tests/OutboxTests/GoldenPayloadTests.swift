@@ -76,9 +76,11 @@ struct GoldenPayloadTests {
     // SPEC W2, T7: every log type encodes to its fixture.
     @Test func everyLogTypeEncodesToItsGoldenPayload() async throws {
         let bodies = try await Self.produceBodies()
-        #expect(Set(bodies.keys) == Set(LogType.allCases))
+        // W2's types: an identify goes on App Center's wire as a userProperties log (A8a).
+        let wireTypes = LogType.allCases.filter { $0 != .identify }
+        #expect(Set(bodies.keys) == Set(wireTypes))
         let update = ProcessInfo.processInfo.environment["OUTBOX_UPDATE_GOLDEN"] == "1"
-        for type in LogType.allCases {
+        for type in wireTypes {
             let path = Self.payloadsDirectory + "/\(type.rawValue).json"
             let produced = (bodies[type] ?? []) + [UInt8(ascii: "\n")]
             if update {
@@ -93,7 +95,7 @@ struct GoldenPayloadTests {
     // SPEC T7: the fixtures share one session and one user; the ids are UUIDs.
     @Test func theFixturesCarryTheCommonFieldsOfT7() throws {
         var sids = Set<String>()
-        for type in LogType.allCases {
+        for type in LogType.allCases where type != .identify {
             let data = try #require(FileManager.default.contents(atPath: Self.payloadsDirectory + "/\(type.rawValue).json"))
             let body = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
             let log = try #require((body["logs"] as? [[String: Any]])?.first)

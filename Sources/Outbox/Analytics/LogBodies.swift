@@ -51,6 +51,15 @@ enum LogBodies {
         return Result(body: writer.bytes, adjustments: adjustments)
     }
 
+    /// SPEC A8a: an identify's traits, `"properties":[…]`, 0–20 typed properties limited as user properties.
+    static func identify(_ traits: [String: PropertyValue]) throws(OutboxError) -> Result {
+        guard !traits.isEmpty else { return Result(body: Array(#""properties":[]"#.utf8)) }
+        var adjustments = EventValidator.Adjustments()
+        var writer = JSONWriter(capacity: 32 + traits.count * 48)
+        try EventValidator.writeProperties(traits, key: "\"properties\":[", into: &writer, adjustments: &adjustments)
+        return Result(body: writer.bytes, adjustments: adjustments)
+    }
+
     /// Curio's `sendLocation`: `"latitude":…,"longitude":…[,"accuracy":…]`.
     static func location(latitude: Double, longitude: Double, accuracy: Double?) throws(OutboxError) -> Result {
         guard latitude.isFinite, (-90...90).contains(latitude), longitude.isFinite, (-180...180).contains(longitude) else {

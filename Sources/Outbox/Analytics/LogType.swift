@@ -7,6 +7,8 @@ enum LogType: String, Sendable, CaseIterable {
     case screen
     case userProperties
     case location
+    /// SPEC A8a: the user signed in (`identify`); App Center's wire sends it as a `userProperties` log.
+    case identify
 
     /// `{"type":"event","id":"` — the payload up to the id, built once per type.
     var payloadPrefix: [UInt8] {
@@ -17,6 +19,7 @@ enum LogType: String, Sendable, CaseIterable {
         case .screen: return Self.screenPrefix
         case .userProperties: return Self.userPropertiesPrefix
         case .location: return Self.locationPrefix
+        case .identify: return Self.identifyPrefix
         }
     }
 
@@ -29,6 +32,7 @@ enum LogType: String, Sendable, CaseIterable {
     private static let screenPrefix = prefix(.screen)
     private static let userPropertiesPrefix = prefix(.userProperties)
     private static let locationPrefix = prefix(.location)
+    private static let identifyPrefix = prefix(.identify)
 }
 
 /// The session and user fields every log carries (SPEC T7): `,"sid":"…"` or `,"sid":null`, then `,"userId":"…"`

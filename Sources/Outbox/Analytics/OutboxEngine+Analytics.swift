@@ -230,6 +230,24 @@ extension OutboxEngine {
         try admitLog(.userProperties, result.body)
     }
 
+    /// The user signed in (SPEC A8a; Segment's and PostHog's `identify`): sets the user id as `setUserId` does and
+    /// stores an `identify` log with the user's traits (0–20, limited as user properties), so that the server links
+    /// the anonymous install to the user — PostHog `$identify` with `$anon_distinct_id`, Segment `identify`, OTLP
+    /// `outbox.identify`; App Center's wire, which has no identify, gets a `userProperties` log.
+    /// Throws `invalidUserID`, `invalidPropertyValue`.
+    ///
+    /// ```swift
+    /// try engine.identify(userId: "u-1842", traits: ["plan": "pro"])
+    /// ```
+    public func identify(userId: String, traits: [String: PropertyValue] = [:]) throws {
+        try LogBodies.validateUserID(userId)
+        let result = try LogBodies.identify(traits)
+        if !result.adjustments.isEmpty { warn(name: "identify", result.adjustments) }
+        // In queue order: the identify log is stamped with the new user id (T7).
+        try intake.submit(.analytics(.setUserID(userId)), urgent: false)
+        try admitLog(.identify, result.body)
+    }
+
     /// Sends a `location` log (Curio `sendLocation`). Throws `invalidLocation` outside −90…90 / −180…180, for
     /// non-finite numbers or a negative accuracy (metres).
     public func sendLocation(latitude: Double, longitude: Double, accuracy: Double? = nil) throws {

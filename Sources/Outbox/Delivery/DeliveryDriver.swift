@@ -260,10 +260,13 @@ final class DeliveryDriver {
         let wallNow = clock.wallMs(), monoNow = clock.monoNs()
         let correction = self.correction, boot = self.boot
         let times = WireTimes(sentAtMs: correction.timestamp(wallMs: wallNow, monoNs: monoNow, boot: boot,
-                                                             nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)) { log in
-            correction.timestamp(wallMs: log.wallMs, monoNs: log.monoNs, boot: log.boot, nowWallMs: wallNow,
-                                 nowMonoNs: monoNow, nowBoot: boot)
-        }
+                                                             nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot),
+                              timestamp: { log in
+                                  correction.timestamp(wallMs: log.wallMs, monoNs: log.monoNs, boot: log.boot,
+                                                       nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot)
+                              },
+                              deviceNowMs: wallNow,
+                              deviceTimestamp: { WireTimes.deviceTime(of: $0, nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot) })
         if let tooLarge = oversize(logs, times: times) {
             // SPEC D6: what the destination would refuse is not sent; the machine bisects it as it bisects a refused
             // batch, down to the single log, which is dead-lettered with the limit in its reason.
@@ -307,6 +310,9 @@ final class DeliveryDriver {
     private func oversize(_ logs: [StoredLog], times: WireTimes) -> String? {
         guard let limit = wire.maxLogBytes else { return nil }
         for log in logs {
+            // A log far below the limit is not encoded twice: its record is at most about twice its payload plus
+            // its device context (escapes, repeated device fields) and a fixed envelope.
+            if 2 * (log.payload.count + (encoder.contexts[log.context]?.count ?? 0)) + 4096 < limit { continue }
             let size = wire.encode([log], contexts: encoder.contexts, times: times).count
             if size > limit {
                 return "a log of \(size) bytes is over the \(wire.destination) limit of \(limit) bytes per log"

@@ -29,10 +29,33 @@ struct WireCredentials: Sendable {
     var headers: [HeaderField]
 }
 
-/// The times one attempt stamps (SPEC A9, D7a): the send time, and each log's event time.
+/// The times one attempt stamps (SPEC A9, D7a): the send time, and each log's event time — corrected by the
+/// server's clock (App Center, OTLP), or as the device's clock reads them (PostHog, Segment: their servers correct
+/// by the send time themselves).
 struct WireTimes {
+    /// A9's send time and event times.
     var sentAtMs: Int64
     var timestamp: (StoredLog) -> Int64
+    /// D7a: the device's wall clock at this attempt, and each log's time as that minus its age on the boot clock
+    /// (its wall-clock capture time when the boot changed).
+    var deviceNowMs: Int64
+    var deviceTimestamp: (StoredLog) -> Int64
+
+    init(sentAtMs: Int64, timestamp: @escaping (StoredLog) -> Int64,
+         deviceNowMs: Int64? = nil, deviceTimestamp: ((StoredLog) -> Int64)? = nil) {
+        self.sentAtMs = sentAtMs
+        self.timestamp = timestamp
+        self.deviceNowMs = deviceNowMs ?? sentAtMs
+        self.deviceTimestamp = deviceTimestamp ?? timestamp
+    }
+
+    /// SPEC D7a: a log's time on a wire whose server corrects by the send time: the send time minus the log's age
+    /// on the boot clock, so that a wall clock stepped between capture and send does not move it; the wall-clock
+    /// capture time when the boot changed (the boot clock's age is unknown then).
+    static func deviceTime(of log: StoredLog, nowWallMs: Int64, nowMonoNs: Int64, nowBoot: Int64) -> Int64 {
+        guard log.boot == nowBoot, nowBoot != 0, nowMonoNs >= log.monoNs else { return log.wallMs }
+        return nowWallMs - (nowMonoNs - log.monoNs) / 1_000_000
+    }
 }
 
 extension DeliveryWire {
@@ -55,6 +78,7 @@ extension Configuration {
         switch destination {
         case .appCenter: AppCenterWire()
         case .otlp: OTLPWire(encoding: otlpEncoding, installID: installID)
+        case .posthog: PostHogWire(apiKey: apiKey, installID: installID)
         }
     }
 }

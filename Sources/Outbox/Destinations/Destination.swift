@@ -10,15 +10,18 @@ public enum Destination: Sendable, Equatable, CustomStringConvertible {
     /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`, protobuf or OTLP/JSON (`otlpEncoding`); credentials,
     /// if the collector wants any, go in `headers`.
     case otlp
+    /// PostHog's capture API: `POST {endpoint}/batch/`, the project API key (`apiKey`) in the body.
+    case posthog
 
     /// Every destination, by its command-line and C name.
-    public static let all: [Destination] = [.appCenter, .otlp]
+    public static let all: [Destination] = [.appCenter, .otlp, .posthog]
 
     /// The name the command line (`--destination`) and the C configuration (`"destination"`) use.
     public var name: String {
         switch self {
         case .appCenter: "appcenter"
         case .otlp: "otlp"
+        case .posthog: "posthog"
         }
     }
 

@@ -177,7 +177,7 @@ enum OTLPRecords {
                     case .longitude(let degrees): out.attribute("geo.location.lon", .double(degrees))
                     case .accuracy(let metres): out.attribute("outbox.location.accuracy_m", .double(metres))
                     case .property(let key, let value):
-                        if type == .userProperties {
+                        if type == .userProperties || type == .identify {
                             out.attribute(JSONText("outbox.user."), suffix: key, value)
                         } else {
                             out.attribute(key, suffix: nil, value)
@@ -193,6 +193,7 @@ enum OTLPRecords {
                 case .screen: JSONText("outbox.screen_view")
                 case .userProperties: JSONText("outbox.user_properties")
                 case .location: JSONText("outbox.location")
+                case .identify: JSONText("outbox.identify")
                 case .event: name ?? JSONText("event")
                 }
                 out.endRecord(mark, eventName: eventName)

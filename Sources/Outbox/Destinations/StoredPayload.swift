@@ -25,7 +25,8 @@ enum StoredPayload {
         case latitude(Double)
         case longitude(Double)
         case accuracy(Double)
-        /// One entry of `typedProperties` (events, screens) or `properties` (user properties), in stored order.
+        /// One entry of `typedProperties` (events, screens) or `properties` (user properties, an identify's traits), in
+        /// stored order.
         case property(JSONText, Value)
         /// The `category` array: its start, each of its strings, its end (always sent after a start).
         case categoryStart
@@ -137,6 +138,7 @@ extension LogType {
         else if text.is("screen") { self = .screen }
         else if text.is("userProperties") { self = .userProperties }
         else if text.is("location") { self = .location }
+        else if text.is("identify") { self = .identify }
         else { self = .event }
     }
 }

@@ -59,6 +59,9 @@ public struct Configuration: Sendable {
     public var appSecret: String = ""
     /// SPEC D1: the wire the batches speak; App Center's by default. Changeable by `update` (R8).
     public var destination: Destination = .appCenter
+    /// SPEC D1: PostHog's project API key, sent in each request's body (never logged); required for
+    /// `destination = .posthog`.
+    public var apiKey: String = ""
     /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
     public var otlpEncoding: OTLPEncoding = .protobuf
     /// Headers added to every request, on every destination (a proxy's token, a tenant; never logged). Names the
@@ -129,6 +132,10 @@ public struct Configuration: Sendable {
         try check(.intakeCapacity, Int64(intakeCapacity))
         if let endpoint, let problem = Self.endpointProblem(endpoint) {
             throw .invalidConfiguration("endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
+        }
+        // SPEC D1: a destination whose server identifies the project by a key cannot send without it.
+        if endpoint != nil, destination == .posthog, apiKey.isEmpty {
+            throw .invalidConfiguration("destination posthog needs apiKey, the project API key (phc_…)")
         }
         for header in headers {
             if let problem = header.problem { throw .invalidConfiguration(problem) }

@@ -14,12 +14,37 @@ struct BatchEncoder {
             writer.raw(device)
         }
         // The payload is a JSON object: drop its opening brace and keep the rest.
-        if payload.count > 2 {
+        if payload.count > identifyPrefix.count, payload[9] == UInt8(ascii: "i"),
+           payload.starts(with: identifyPrefix) {
+            writeIdentify(payload, into: &writer)
+        } else if payload.count > 2 {
             writer.raw(UInt8(ascii: ","))
             payload.withUnsafeBytes { writer.raw(UnsafeRawBufferPointer(rebasing: $0.dropFirst())) }
         } else {
             writer.raw(UInt8(ascii: "}"))
         }
+    }
+
+    private static let identifyPrefix = Array(#"{"type":"identify""#.utf8)
+    private static let emptyTraits = Array(#","properties":[]}"#.utf8)
+
+    /// SPEC A8a: W has no identify; it goes as the `userProperties` log it amounts to. Without traits it carries the
+    /// user id as its one property (W2's user properties are never empty).
+    private static func writeIdentify(_ payload: [UInt8], into writer: inout JSONWriter) {
+        writer.raw(#","type":"userProperties""#)
+        let rest = payload[identifyPrefix.count...]
+        guard rest.count >= emptyTraits.count, rest.suffix(emptyTraits.count).elementsEqual(emptyTraits) else {
+            rest.withUnsafeBytes { writer.raw($0) }
+            return
+        }
+        rest.dropLast(emptyTraits.count).withUnsafeBytes { writer.raw($0) }
+        var user: [UInt8] = []
+        payload.withUnsafeBufferPointer { buffer in
+            StoredPayload.scan(buffer) { field in if case .userID(let id) = field { user = id.decoded } }
+        }
+        writer.raw(#","properties":[{"type":"string","name":"userId","value":"#)
+        user.withUnsafeBufferPointer { writer.string(utf8: $0) }
+        writer.raw("}]}")
     }
 
     func encode(_ logs: [StoredLog], sentAtMs: Int64, timestamp: (StoredLog) -> Int64) -> [UInt8] {
