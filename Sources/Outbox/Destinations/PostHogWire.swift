@@ -28,9 +28,11 @@ struct PostHogWire: DeliveryWire {
         out.json.timestamp(ms: times.deviceNowMs)
         out.json.raw(#","batch":["#)
         var device = DeviceProperties(contexts: contexts, installID: installID, style: .posthog)
+        // The install id's text once a batch: made per event it cost more than the rest of the event.
+        let install = Array(installID.uuidString.lowercased().utf8)
         for (index, log) in logs.enumerated() {
             if index > 0 { out.json.raw(",") }
-            event(log, timeMs: times.deviceTimestamp(log), device: device.fragment(log.context), into: &out)
+            event(log, timeMs: times.deviceTimestamp(log), device: device.fragment(log.context), install: install, into: &out)
         }
         out.json.raw("]}")
         return out.json.bytes
@@ -38,7 +40,7 @@ struct PostHogWire: DeliveryWire {
 
     /// One log as a PostHog event (D4), written as its payload is read: its properties first, then what the whole
     /// payload decides (`event`, `distinct_id`).
-    private func event(_ log: StoredLog, timeMs: Int64, device: [UInt8], into out: inout EventJSON) {
+    private func event(_ log: StoredLog, timeMs: Int64, device: [UInt8], install: [UInt8], into out: inout EventJSON) {
         out.json.raw(#"{"uuid":""#)
         out.json.id(log.id)
         out.json.raw(#"","timestamp":"#)
@@ -51,7 +53,7 @@ struct PostHogWire: DeliveryWire {
                 switch field {
                 case .type(let value):
                     type = value
-                    if type == .identify { out.member("$anon_distinct_id"); out.json.string(installID.uuidString.lowercased()) }
+                    if type == .identify { out.member("$anon_distinct_id"); out.quoted(install) }
                 case .sid(let sid): out.member("$session_id"); out.quoted(sid)
                 case .userID(let id): user = id
                 case .name(let text):
@@ -89,7 +91,7 @@ struct PostHogWire: DeliveryWire {
             case .event: if let name { out.quoted(name) } else { out.json.raw(#""event""#) }
             }
             out.json.raw(#","distinct_id":"#)
-            if let user { out.quoted(user) } else { out.json.string(installID.uuidString.lowercased()) }
+            if let user { out.quoted(user) } else { out.quoted(install) }
             out.json.raw("}")
         }
     }
@@ -126,6 +128,12 @@ struct EventJSON: ~Copyable {
     mutating func element() {
         if !first { json.raw(",") }
         first = false
+    }
+
+    mutating func quoted(_ bytes: [UInt8]) {
+        json.raw(UInt8(ascii: "\""))
+        json.raw(bytes)
+        json.raw(UInt8(ascii: "\""))
     }
 
     mutating func quoted(_ text: JSONText) {
