@@ -18,6 +18,7 @@ variants = {
     "otlp": ["--destination", "otlp"],
     "otlp-json": ["--destination", "otlp", "--otlp-encoding", "json"],
     "posthog": ["--destination", "posthog"],
+    "segment": ["--destination", "segment"],
 }
 results = {name: {} for name in variants}
 for round_ in range(rounds):

@@ -75,6 +75,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     configuration.destination = benchDestination
     configuration.otlpEncoding = benchOTLPEncoding
     configuration.apiKey = "phc_bench"
+    configuration.writeKey = "bench"
     let start = monoNs()
     let processBefore = processCPU()
     let hostBefore = hostBusyCPU()

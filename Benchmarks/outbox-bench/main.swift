@@ -184,7 +184,7 @@ case "encode":
     // The encoder's share of D10: thread CPU per log to encode batches of 50, each wire alternately.
     for round in 0..<5 {
         var line: [String] = []
-        for wire in ["appcenter", "otlp", "otlp-json", "posthog"] {
+        for wire in ["appcenter", "otlp", "otlp-json", "posthog", "segment"] {
             let ns = try WireEncodeBench.nsPerLog(wire: wire, batchSize: 50, rounds: 4000, properties: { properties($0) })
             line.append(#""\#(wire)_ns_per_log":\#(Int(ns))"#)
         }

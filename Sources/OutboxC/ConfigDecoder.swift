@@ -40,7 +40,8 @@ enum ConfigDecoder {
     }
 
     /// Keys that belong to one destination (SPEC D1): given with another, they are refused by name.
-    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp, "apiKey": .posthog]
+    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp, "apiKey": .posthog, "writeKey": .segment,
+                                                                  "segmentProfile": .segment]
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(ConfigError) {
@@ -86,6 +87,14 @@ enum ConfigDecoder {
         case "endpoint": c.endpoint = try optional(value) { v throws(ConfigError) in try string(v, key) }
         case "appSecret": c.appSecret = try string(value, key)
         case "apiKey": c.apiKey = try string(value, key)
+        case "writeKey": c.writeKey = try string(value, key)
+        case "segmentProfile":
+            let name = try string(value, key)
+            do throws(OutboxError) {
+                c.segmentProfile = try SegmentProfile(name: name)
+            } catch {
+                throw ConfigError(code: configError, message: "\(error)")
+            }
         case "destination":
             let name = try string(value, key)
             do throws(OutboxError) {

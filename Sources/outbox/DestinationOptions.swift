@@ -23,7 +23,16 @@ struct DestinationOptions: ParsableArguments {
     @Option(help: ArgumentHelp("A file holding PostHog's project API key.", valueName: "path"))
     var apiKeyFile: String?
 
+    @Option(help: ArgumentHelp("The Segment-compatible source's write key (shown by ps: prefer --write-key-file or OUTBOX_WRITE_KEY).",
+                               valueName: "key"))
+    var writeKey: String?
+    @Option(help: ArgumentHelp("A file holding the Segment-compatible source's write key.", valueName: "path"))
+    var writeKeyFile: String?
+    @Option(help: ArgumentHelp("The Segment-compatible server: segment (default) or rudderstack.", valueName: "profile"))
+    var segmentProfile: String?
+
     static let apiKeySecret = SecretOption(flag: "--api-key", environment: "OUTBOX_API_KEY")
+    static let writeKeySecret = SecretOption(flag: "--write-key", environment: "OUTBOX_WRITE_KEY")
 
     func validate() throws {
         let destination = try parsedDestination()
@@ -36,6 +45,11 @@ struct DestinationOptions: ParsableArguments {
             throw ValidationError("--api-key belongs to --destination posthog, not to \(destination)")
         }
         _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
+        if (writeKey != nil || writeKeyFile != nil || segmentProfile != nil) && destination != .segment {
+            throw ValidationError("--write-key and --segment-profile belong to --destination segment, not to \(destination)")
+        }
+        _ = try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
+        _ = try parsedSegmentProfile()
     }
 
     /// SPEC X3a: `--endpoint` as the engine will take it, or a usage error naming the flag and what is wrong.
@@ -112,6 +126,21 @@ struct DestinationOptions: ParsableArguments {
         return fields
     }
 
+    func parsedSegmentProfile() throws -> SegmentProfile {
+        guard let segmentProfile else { return .segment }
+        do {
+            return try SegmentProfile(name: segmentProfile)
+        } catch {
+            throw ValidationError("--segment-profile must be segment or rudderstack, got '\(segmentProfile)'")
+        }
+    }
+
+    /// The Segment write key given by flag, file or environment (`OUTBOX_WRITE_KEY`), else nil.
+    func resolvedWriteKey() throws -> String? {
+        guard try parsedDestination() == .segment else { return nil }
+        return try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
+    }
+
     /// The PostHog key given by flag, file or environment (`OUTBOX_API_KEY`), else nil.
     func resolvedAPIKey() throws -> String? {
         guard try parsedDestination() == .posthog else { return nil }
@@ -123,6 +152,8 @@ struct DestinationOptions: ParsableArguments {
     func apply(to configuration: inout Configuration, testKeys: Bool = false) throws {
         configuration.destination = try parsedDestination()
         configuration.apiKey = try resolvedAPIKey() ?? (testKeys ? "phc_outbox_test" : "")
+        configuration.writeKey = try resolvedWriteKey() ?? (testKeys ? "outbox-test-write-key" : "")
+        configuration.segmentProfile = try parsedSegmentProfile()
         configuration.headers = try parsedHeaders() + environmentHeaders()
         configuration.otlpEncoding = try parsedOTLPEncoding()
     }

@@ -56,6 +56,9 @@ struct Emit: ParsableCommand {
         if resolvedEndpoint != nil, try destination.parsedDestination() == .posthog, try destination.resolvedAPIKey() == nil {
             throw ValidationError("--destination posthog needs --api-key, --api-key-file or OUTBOX_API_KEY")
         }
+        if resolvedEndpoint != nil, try destination.parsedDestination() == .segment, try destination.resolvedWriteKey() == nil {
+            throw ValidationError("--destination segment needs --write-key, --write-key-file or OUTBOX_WRITE_KEY")
+        }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
         try DestinationOptions.checkEndpoint(resolvedEndpoint)

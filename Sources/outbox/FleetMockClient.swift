@@ -362,6 +362,16 @@ struct FleetLineFields: Sendable {
             sessionStart = #""event":"session_start""#
             sessionEnd = #""event":"session_end""#
             timestampIsNanoseconds = false
+        case .segment:
+            // The mock keeps a Segment message as sent: properties by name, `context.sessionId`, ISO `timestamp`.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""sessionId":""#
+            timestamp = #""timestamp":""#
+            sessionStart = #""event":"Session Started""#
+            sessionEnd = #""event":"Session Ended""#
+            timestampIsNanoseconds = false
         }
         receivedAt = #""received_at":""#
     }

@@ -471,6 +471,11 @@ static void test_bad_input(void) {
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"posthog\",\"endpoint\":\"http://127.0.0.1:9\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("apiKey") && error_names("posthog"),
           "open: PostHog without apiKey refused naming both");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"posthog\",\"writeKey\":\"wk\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("writeKey") && error_names("segment destination"),
+          "open: writeKey with PostHog refused by name");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"segment\",\"writeKey\":\"wk\",\"segmentProfile\":\"mparticle\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("segment or rudderstack"), "open: an unknown Segment profile");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"otlp\",\"otlpEncoding\":\"xml\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("protobuf or json"), "open: an unknown OTLP encoding");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"batchSize\":\"50\"}", path);

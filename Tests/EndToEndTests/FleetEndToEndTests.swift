@@ -258,4 +258,17 @@ extension FleetEndToEndTests {
         #expect(summary["tracked"] as? Int == 3 * (10 + 2))
         #expect(summary["delivered"] as? Int == summary["tracked"] as? Int)
     }
+
+    // SPEC F2a, D4 on Segment: the fleet finds each device's messages and its Session Started and Session Ended by
+    // the context.sessionId they share.
+    @Test func aFleetOnSegmentAccountsForEveryLogAndSession() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runOutbox(["fleet", "--devices", "3", "--events", "10", "--destination", "segment",
+                                    "--dir", dir.path + "/stores", "--timeout", "20"] + Self.fast, in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(summary["lost"] as? Int == 0)
+        #expect(summary["tracked"] as? Int == 3 * (10 + 2))
+        #expect(summary["delivered"] as? Int == summary["tracked"] as? Int)
+    }
 }

@@ -79,6 +79,7 @@ extension Configuration {
         case .appCenter: AppCenterWire()
         case .otlp: OTLPWire(encoding: otlpEncoding, installID: installID)
         case .posthog: PostHogWire(apiKey: apiKey, installID: installID)
+        case .segment: SegmentWire(writeKey: writeKey, profile: segmentProfile, installID: installID)
         }
     }
 }

@@ -12,9 +12,12 @@ public enum Destination: Sendable, Equatable, CustomStringConvertible {
     case otlp
     /// PostHog's capture API: `POST {endpoint}/batch/`, the project API key (`apiKey`) in the body.
     case posthog
+    /// Segment's HTTP Tracking API (Segment, RudderStack): `POST {endpoint}/v1/batch`, HTTP Basic with `writeKey`;
+    /// `segmentProfile` picks Segment's or RudderStack's forms.
+    case segment
 
     /// Every destination, by its command-line and C name.
-    public static let all: [Destination] = [.appCenter, .otlp, .posthog]
+    public static let all: [Destination] = [.appCenter, .otlp, .posthog, .segment]
 
     /// The name the command line (`--destination`) and the C configuration (`"destination"`) use.
     public var name: String {
@@ -22,6 +25,7 @@ public enum Destination: Sendable, Equatable, CustomStringConvertible {
         case .appCenter: "appcenter"
         case .otlp: "otlp"
         case .posthog: "posthog"
+        case .segment: "segment"
         }
     }
 

@@ -15,6 +15,7 @@ package enum WireEncodeBench {
         case "otlp": wire = OTLPWire(encoding: .protobuf, installID: installID)
         case "otlp-json": wire = OTLPWire(encoding: .json, installID: installID)
         case "posthog": wire = PostHogWire(apiKey: "phc_bench", installID: installID)
+        case "segment": wire = SegmentWire(writeKey: "bench", profile: .segment, installID: installID)
         default: throw OutboxError.invalidConfiguration("encode bench: unknown wire '\(name)'")
         }
         let stamp = Stamp.bytes(sid: UUIDBytes(high: 0x0193_0000_0000_7000, low: 0x8000_0000_0000_0001), userID: nil)

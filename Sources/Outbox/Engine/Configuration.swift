@@ -62,6 +62,11 @@ public struct Configuration: Sendable {
     /// SPEC D1: PostHog's project API key, sent in each request's body (never logged); required for
     /// `destination = .posthog`.
     public var apiKey: String = ""
+    /// SPEC D1: the Segment-compatible server's write key, sent as HTTP Basic (never logged); required for
+    /// `destination = .segment`.
+    public var writeKey: String = ""
+    /// SPEC D4: `.segment` (default) or `.rudderstack` (`originalTimestamp`, a numeric `context.sessionId`).
+    public var segmentProfile: SegmentProfile = .segment
     /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
     public var otlpEncoding: OTLPEncoding = .protobuf
     /// Headers added to every request, on every destination (a proxy's token, a tenant; never logged). Names the
@@ -136,6 +141,9 @@ public struct Configuration: Sendable {
         // SPEC D1: a destination whose server identifies the project by a key cannot send without it.
         if endpoint != nil, destination == .posthog, apiKey.isEmpty {
             throw .invalidConfiguration("destination posthog needs apiKey, the project API key (phc_…)")
+        }
+        if endpoint != nil, destination == .segment, writeKey.isEmpty {
+            throw .invalidConfiguration("destination segment needs writeKey, the source's write key")
         }
         for header in headers {
             if let problem = header.problem { throw .invalidConfiguration(problem) }

@@ -99,6 +99,8 @@ extension Configuration {
         field("appSecret", "appSecret", changeable: true) { $0.appSecret != $1.appSecret },
         field("destination", "destination", changeable: true) { $0.destination != $1.destination },
         field("apiKey", "apiKey", changeable: true) { $0.apiKey != $1.apiKey },
+        field("writeKey", "writeKey", changeable: true) { $0.writeKey != $1.writeKey },
+        field("segmentProfile", "segmentProfile", changeable: true) { $0.segmentProfile != $1.segmentProfile },
         field("otlpEncoding", "otlpEncoding", changeable: true) { $0.otlpEncoding != $1.otlpEncoding },
         field("headers", "headers", changeable: true) { $0.headers != $1.headers },
         field("batchSize", "batchSize") { $0.batchSize != $1.batchSize },
