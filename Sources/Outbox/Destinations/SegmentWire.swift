@@ -48,17 +48,15 @@ struct SegmentWire: DeliveryWire {
         out.json.raw(#","anonymousId":"#)
         out.quoted(install)
         var type = LogType.event, name: JSONText?, user: JSONText?, sid: JSONText?
-        var latitude: Double?, longitude: Double?, opened = false
-        func open(_ out: inout EventJSON) {
-            guard !opened else { return }
-            opened = true
-            out.json.raw(type == .userProperties || type == .identify ? #","traits":{"# : #","properties":{"#)
-            out.first = true
-        }
+        var latitude: Double?, longitude: Double?
         log.payload.withUnsafeBufferPointer { payload in
             StoredPayload.scan(payload) { field in
                 switch field {
-                case .type(let value): type = value; open(&out)
+                case .type(let value):
+                    // Always the first field: the container opens before any member.
+                    type = value
+                    out.json.raw(type == .userProperties || type == .identify ? #","traits":{"# : #","properties":{"#)
+                    out.first = true
                 case .sid(let value): sid = value
                 case .userID(let id): user = id
                 case .name(let text): name = text
@@ -73,7 +71,6 @@ struct SegmentWire: DeliveryWire {
                 case .categoryEnd: out.json.raw("]"); out.first = false
                 }
             }
-            open(&out)
             out.json.raw("}")
             switch type {
             case .event:
