@@ -151,6 +151,8 @@ struct Emit: ParsableCommand {
             index += 1
         }
         let start = Date()
+        // Time spent inside the tracking calls alone (`make compare`'s caller cost, beside the other clients').
+        var inCallsNs: UInt64 = 0
         for ordinal in 0..<count {
             if let rate {
                 let due = start.addingTimeInterval(Double(ordinal) / rate)
@@ -160,9 +162,11 @@ struct Emit: ParsableCommand {
             let critical = criticalEvery.map { (ordinal + 1) % $0 == 0 } ?? false
             var properties = padding
             properties["i"] = .int(Int64(ordinal))
+            let name = critical ? "\(namePrefix)-critical" : namePrefix
+            let callStart = monotonicNs()
             do {
-                try engine.trackEvent(critical ? "\(namePrefix)-critical" : namePrefix, properties: properties,
-                                      flags: critical ? .critical : .normal)
+                defer { inCallsNs += monotonicNs() - callStart }
+                try engine.trackEvent(name, properties: properties, flags: critical ? .critical : .normal)
                 tracked += 1
             } catch {
                 rejected += 1
@@ -182,7 +186,7 @@ struct Emit: ParsableCommand {
             ("dead_lettered", status.deadLettered), ("evicted", status.evicted), ("expired", status.expired),
             ("pending", pending), ("retries", status.retries),
             ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
-            ("server_rejected", status.serverRejected),
+            ("server_rejected", status.serverRejected), ("in_calls_us", Int(inCallsNs / 1000)),
         ])
         // SPEC X3a: waiting for delivery fails when logs are left; dead-lettered ones are settled (counted above).
         if waitDelivered && pending > 0 {

@@ -1,5 +1,5 @@
 // The Node addon's API beyond the demo (examples/node/addon.c), with node's own test runner:
-// the codes of a refused configuration, setEnabled and update. Run by scripts/node-test.sh.
+// the codes of a refused configuration, setEnabled, update and the destinations' keys. Run by scripts/node-test.sh.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
@@ -55,4 +55,21 @@ test('update changes the secret and refuses a fixed field', (t) => {
     (error) => error.code === ECONFIG && error.message.includes('batchSize'));
   assert.throws(() => outbox.update(engine, '{"appSecret": '), (error) => error.code === EINVAL);
   assert.throws(() => outbox.update(engine, 5), TypeError);
+});
+
+// SPEC D1, R8: the destinations' keys reach the engine from Node: a PostHog engine needs its key, a key of
+// another destination is refused by name, and update switches to Segment with its write key and profile.
+test('destinations and their keys', (t) => {
+  const store = temporaryStore(t);
+  assert.throws(() => outbox.open(JSON.stringify({ storePath: store, endpoint: 'http://127.0.0.1:9', destination: 'posthog' })),
+    (error) => error.code === ECONFIG && error.message.includes('apiKey'));
+  assert.throws(() => outbox.open(JSON.stringify({ storePath: store, destination: 'posthog', writeKey: 'wk' })),
+    (error) => error.code === ECONFIG && error.message.includes('writeKey'));
+  const engine = outbox.open(JSON.stringify({
+    storePath: store, endpoint: 'http://127.0.0.1:9', destination: 'posthog', apiKey: 'phc_k', dispatchIntervalMs: 0,
+  }));
+  t.after(() => { outbox.close(engine, 0); outbox.free(engine); });
+  outbox.update(engine, JSON.stringify({ destination: 'segment', writeKey: 'wk', segmentProfile: 'rudderstack' }));
+  assert.throws(() => outbox.update(engine, JSON.stringify({ segmentProfile: 'mparticle' })),
+    (error) => error.code === ECONFIG && error.message.includes('segment or rudderstack'));
 });

@@ -39,9 +39,30 @@ PACED = {"count": 300, "rate": 20.0}     # 15 s of tracking, so that the faults 
 BURST = {"count": 1000, "rate": None}    # as fast as the caller can
 POISON_EVERY = 50
 
-CLIENTS = ["outbox", "segment", "posthog", "snowplow", "mixpanel", "otel"]
+THROUGHPUT = {"count": 100000, "rate": None}  # the caller's cost and the drain, alone on the machine
+
+# Outbox on each wire beside that wire's official client (SPEC D9); App Center's row stays.
+CLIENTS = ["outbox", "outbox-segment", "segment", "outbox-posthog", "posthog", "outbox-otlp", "otel", "snowplow",
+           "mixpanel"]
 VENDOR = {"outbox": "appcenter", "segment": "segment", "posthog": "posthog", "snowplow": "snowplow",
-          "mixpanel": "mixpanel", "otel": "otlp"}
+          "mixpanel": "mixpanel", "otel": "otlp", "outbox-segment": "segment", "outbox-posthog": "posthog",
+          "outbox-otlp": "otlp"}
+WIRE = {"outbox": "App Center", "outbox-segment": "Segment", "segment": "Segment", "outbox-posthog": "PostHog",
+        "posthog": "PostHog", "outbox-otlp": "OTLP", "otel": "OTLP", "snowplow": "Snowplow", "mixpanel": "Mixpanel"}
+PAIRS = [("Segment", "outbox-segment", "segment"), ("PostHog", "outbox-posthog", "posthog"),
+         ("OTLP", "outbox-otlp", "otel")]
+# Outbox's flags per wire: the destination and its credentials.
+OUTBOX_WIRE = {"outbox": ["--app-secret", "compare"],
+               "outbox-segment": ["--destination", "segment", "--write-key", "compare"],
+               "outbox-posthog": ["--destination", "posthog", "--api-key", "phc_compare"],
+               "outbox-otlp": ["--destination", "otlp"]}
+# Mixpanel's default consumer sends each event inside track() (about 300 a second here): 100 000 would take
+# minutes and measure the round trip, which its ok row already shows.
+NO_THROUGHPUT = {"mixpanel"}
+
+
+def is_outbox(client):
+    return client.startswith("outbox")
 TLS_CLIENTS = {"mixpanel", "posthog"}
 PACKAGES = {"segment": "segment-analytics-python", "posthog": "posthog", "snowplow": "snowplow-tracker",
             "mixpanel": "mixpanel", "otel": "opentelemetry-exporter-otlp-proto-http"}
@@ -54,6 +75,8 @@ SCENARIOS = [  # name, scenario file, load, what it is
     ("throttle", f"{SC}/compare/throttle.json", PACED, "429 + Retry-After: 2 from 2 s to 8 s"),
     ("poison", f"{SC}/compare/poison.json", PACED, "a request holding a poison event (1 in 50) gets 400"),
     ("exit", f"{SC}/ok.json", BURST, "healthy server, 1 000 events, then the process exits without flush"),
+    ("throughput", f"{SC}/ok.json", THROUGHPUT,
+     "healthy server, 100 000 events as fast as the caller can, each client alone on the machine"),
 ]
 
 
@@ -153,17 +176,21 @@ http {{
             return None
         if self.client == "outbox":
             return stats["logs_unique"]
-        return stats["vendors"][VENDOR[self.client]]["events_unique"]
+        return stats.get("vendors", {}).get(VENDOR[self.client], {}).get("events_unique", 0)
 
     def client_command(self, url, exit_without_flush):
         count, rate = self.load["count"], self.load["rate"]
-        if self.client == "outbox":
+        if is_outbox(self.client):
             cmd = [self.tools.outbox, "emit", "--store", os.path.join(self.dir, "outbox.sqlite"),
-                   "--count", str(count), "--endpoint", url, "--app-secret", "compare", "--name-prefix", "order"]
+                   "--count", str(count), "--endpoint", url, "--name-prefix", "order"] + OUTBOX_WIRE[self.client]
             if rate:
                 cmd += ["--rate", str(rate)]
             if self.name == "poison":
                 cmd += ["--critical-every", str(POISON_EVERY)]
+            if self.load is THROUGHPUT:
+                # 100 000 events outgrow the default 10 MiB store, whose cap would evict the oldest (S2): the cap is
+                # a disk budget the app sets, so this run gives it room (the Python clients keep their defaults).
+                cmd += ["--max-storage-bytes", str(256 << 20)]
             if not exit_without_flush:
                 cmd += ["--wait-delivered", "--timeout", str(CAP_S)]
             return cmd
@@ -197,6 +224,7 @@ http {{
         try:
             self.start_mock()
             url = self.start_tls_front() if self.client in TLS_CLIENTS else self.mock_url
+            self.url = url
             exiting = self.name == "exit"
             count = self.load["count"]
             proc, lines, reader = self.launch(self.client_command(url, exiting))
@@ -210,22 +238,22 @@ http {{
                 time.sleep(0.25)
                 now = time.time()
                 tracked_line = next((d for _, d in lines if "tracked" in d), None)
-                if self.client != "outbox" and tracked_line and last_call is None:
+                if not is_outbox(self.client) and tracked_line and last_call is None:
                     last_call = next(t for t, d in lines if "tracked" in d)
                     first_call = tracked_line["first_call_wall"]
-                if self.client == "outbox":
+                if is_outbox(self.client):
                     last_call = outbox_last_call if now >= outbox_last_call else None
                 if proc.poll() is not None:
                     reader.join(timeout=2)
                     ended = "exited"
                     break
                 unique = self.unique(self.stats())
-                if unique is not None and unique >= count and self.client != "outbox" and not exiting:
+                if unique is not None and unique >= count and not is_outbox(self.client) and not exiting:
                     complete_at = complete_at or now
                     if now - complete_at >= GRACE_S:
                         ended = "complete"
                         break
-                if last_call is not None and now - last_call > CAP_S + (5 if self.client == "outbox" else 0):
+                if last_call is not None and now - last_call > CAP_S + (5 if is_outbox(self.client) else 0):
                     break
             self.stop(proc)
             reader.join(timeout=2)
@@ -234,14 +262,14 @@ http {{
             result["client_line"] = client_line
             result["client_errors"] = next((d for _, d in lines if "flushed" in d), {})
             kept = 0
-            if self.client == "outbox":
+            if is_outbox(self.client):
                 result["tracked"] = client_line.get("tracked", 0)
                 if exiting:
                     # The next launch of the app: the same store, nothing new tracked; Outbox sends what the last
                     # run left on disk (SPEC S1), within the same cap.
                     relaunch, relaunch_lines, relaunch_reader = self.launch(
                         [self.tools.outbox, "emit", "--store", os.path.join(self.dir, "outbox.sqlite"), "--count", "0",
-                         "--endpoint", url, "--app-secret", "compare", "--wait-delivered", "--timeout", str(CAP_S)])
+                         "--endpoint", url, "--wait-delivered", "--timeout", str(CAP_S)] + OUTBOX_WIRE[self.client])
                     try:
                         relaunch.wait(timeout=CAP_S + 10)
                     except subprocess.TimeoutExpired:
@@ -271,12 +299,12 @@ http {{
                           delay_ms=stats.get("delay_ms") if delivered else None,
                           requests=stats.get("requests"), status_counts=stats.get("status_counts"),
                           faults=stats.get("faults"))
-            if self.client == "outbox" and not exiting and kept:
+            if is_outbox(self.client) and not exiting and kept:
                 # What the cap left in the store is not lost: the next launch of the app (same store, nothing new
                 # tracked) sends it, within the same cap. Counted apart, after the figures above were read.
                 relaunch, relaunch_lines, relaunch_reader = self.launch(
                     [self.tools.outbox, "emit", "--store", os.path.join(self.dir, "outbox.sqlite"), "--count", "0",
-                     "--endpoint", url, "--app-secret", "compare", "--wait-delivered", "--timeout", str(CAP_S)])
+                     "--endpoint", url, "--wait-delivered", "--timeout", str(CAP_S)] + OUTBOX_WIRE[self.client])
                 try:
                     relaunch.wait(timeout=CAP_S + 10)
                 except subprocess.TimeoutExpired:
@@ -288,11 +316,11 @@ http {{
                 span = arrivals[-1] - first_call
                 result["drain_eps"] = delivered / span if span > 0 else None
                 result["last_arrival_s"] = round(span, 2)
-            if self.client != "outbox" and client_line.get("in_calls_s"):
+            if not is_outbox(self.client) and client_line.get("in_calls_s"):
                 result["calls_per_s"] = client_line["tracked"] / client_line["in_calls_s"]
-            elif self.client == "outbox" and exiting:
-                # emit's whole run (process start, tracking, the store's last write): a lower bound of the calls/s.
-                result["calls_per_s"] = count / max(last_call_or(lines, first_call) - first_call, 1e-6)
+            elif is_outbox(self.client) and client_line.get("in_calls_us"):
+                # Inside the tracking calls alone, as the Python clients measure theirs (`outbox emit`'s in_calls_us).
+                result["calls_per_s"] = client_line["tracked"] / (client_line["in_calls_us"] / 1e6)
             result["wall_s"] = round(time.time() - started, 1)
             return result
         finally:
@@ -376,6 +404,13 @@ NOTES = {
               "loses nothing: what the cap left is sent by the next launch (`kept` column). On exit without "
               "flush, requests still in flight are cancelled and their events stay stored (C8): the next launch "
               "sends them again, and the server absorbs them as duplicates by id.",
+    "outbox-segment": "Outbox as above, on Segment's wire (`--destination segment`): the same store, retries and "
+                      "bisection; `messageId` is the log's id on every attempt, so the mock drops re-sends by it.",
+    "outbox-posthog": "Outbox as above, on PostHog's wire (`--destination posthog`): `uuid` is the log's id on every "
+                      "attempt; PostHog's own capture refuses a whole batch for one bad event, as the mock does, and "
+                      "Outbox bisects down to it.",
+    "outbox-otlp": "Outbox as above, on OTLP/HTTP (`--destination otlp`, protobuf): each record carries "
+                   "`log.record.uid`, which the mock de-duplicates by (the exporter's records carry no id).",
     "segment": "In-memory queue; retries 408/429/5xx and network errors with 0.5·2ⁿ s back-off, 10 retries "
                "(≈ 3 min), Retry-After honoured uncounted; any other 4xx drops the whole batch (consumer.py:281-297), "
                "so one poison event loses its whole batch of up to 100. `atexit` only joins: the batch in hand is "
@@ -404,7 +439,7 @@ NOTES = {
 
 
 def kept_cell(r):
-    if r["client"] != "outbox":
+    if not is_outbox(r["client"]):
         return "—"
     if "delivered_on_relaunch" in r:
         return f"{fmt(r['kept'])} ({fmt(r['delivered_on_relaunch'])} sent on relaunch)"
@@ -434,25 +469,39 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
         "",
         "Columns: tracked = calls made; delivered = unique events at the mock; duplicated = re-sent events the mock "
         "absorbed; p50/p99 = delivery delay (arrival minus the event's own timestamp, from the mock's `delay_ms`); "
-        "calls/s = tracked ÷ time spent inside the tracking calls (Outbox: 1 000 events ÷ the whole `outbox emit` "
-        "process, start-up and last write included, measured in the `exit` run); drain = delivered ÷ (last arrival "
-        "− first call).",
+        "calls/s = tracked ÷ time spent inside the tracking calls, measured in each client's own process (Outbox: "
+        "`outbox emit`'s `in_calls_us`); drain = delivered ÷ (last arrival − first call). The throughput rows run "
+        "one at a time, after the others, so that no other run shares the 2 cores.",
         "",
-        "| client | scenario | tracked | delivered | lost | kept | duplicated | p50 delay s | p99 delay s | calls/s | drain ev/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| wire | client | scenario | tracked | delivered | lost | kept | duplicated | p50 delay s | p99 delay s | calls/s | drain ev/s |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for client in clients:
+    for client in sorted(clients, key=lambda c: list(WIRE.values()).index(WIRE[c])):
         for name in scenarios:
             r = by_key.get((client, name))
             if r is None:
                 continue
             delay = r.get("delay_ms") or {}
             lines.append(
-                f"| {client} | {name} | {fmt(r['tracked'])} | {fmt(r['delivered'])} | "
+                f"| {WIRE[client]} | {client} | {name} | {fmt(r['tracked'])} | {fmt(r['delivered'])} | "
                 f"{'**' + fmt(r['lost']) + '**' if r['lost'] else '0'} | {kept_cell(r)} | "
                 f"{fmt(r['duplicated'])} | {fmt(delay.get('p50') / 1000 if 'p50' in delay else None, 2)} | "
                 f"{fmt(delay.get('p99') / 1000 if 'p99' in delay else None, 2)} | {fmt(r.get('calls_per_s'))} | "
                 f"{fmt(r.get('drain_eps'))} |")
+    pair_lines = []
+    for wire, ours, theirs in PAIRS:
+        a, b = by_key.get((ours, "throughput")), by_key.get((theirs, "throughput"))
+        if not a or not b:
+            continue
+        calls = (a.get("calls_per_s") or 0) / b["calls_per_s"] if b.get("calls_per_s") else None
+        drain = (a.get("drain_eps") or 0) / b["drain_eps"] if b.get("drain_eps") else None
+        pair_lines.append(f"| {wire} | {ours} / {theirs} | {fmt(a.get('calls_per_s'))} / {fmt(b.get('calls_per_s'))} | "
+                          f"{fmt(calls, 2)}× | {fmt(a.get('drain_eps'))} / {fmt(b.get('drain_eps'))} | {fmt(drain, 2)}× | "
+                          f"{fmt(a['lost'])} / {fmt(b['lost'])} |")
+    if pair_lines:
+        lines += ["", "## Outbox against each wire's own client (throughput: 100 000 events, healthy server)", "",
+                  "| wire | Outbox / client | calls/s | Outbox's ratio | drain ev/s | Outbox's ratio | lost |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"] + pair_lines
     lines += ["", "![lost and p99 delay per client and scenario](compare.svg)", "",
               "## Why each client lost what it lost", ""]
     for client in clients:
@@ -463,6 +512,10 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
               "retry these as they retry a refused connection.",
               "- In the paced rows drain ev/s is bounded by the tracking rate (20/s): it says whether a client kept "
               "up, not how fast it can go; the ok and exit rows show that.",
+              "- In the throughput rows Outbox's store is given 256 MiB (`--max-storage-bytes`): its default 10 MiB "
+              "cap would evict the oldest of 100 000 events (S2). The Python clients run with their default queues, "
+              "which drop what does not fit (segment and posthog 10 000 events, the OpenTelemetry batch processor "
+              "2 048): that is their lost column there.",
               "- delivered counts unique events at the mock within the cap; Outbox's `kept` are still in its store "
               "when the cap ends the run, and the figure in brackets is what a relaunch on the same store sent "
               "(not added to delivered)."]
@@ -519,24 +572,35 @@ def main():
     if "otel" in clients and not otlp_served(tools):
         clients.remove("otel")
         skipped.append("otel (this outbox-mock does not serve OTLP/HTTP yet: POST /v1/logs answers 404)")
-    # The fault runs last longest: start them first so that the short ones fill the gaps.
-    order = sorted(((c, s) for c in clients for s in SCENARIOS if s[0] in scenarios),
-                   key=lambda cs: cs[1][2] is BURST)
+    # The fault runs last longest: start them first so that the short ones fill the gaps. The throughput runs
+    # measure speed: they go last, one at a time.
+    runs = [(c, s) for c in clients for s in SCENARIOS if s[0] in scenarios
+            and not (s[2] is THROUGHPUT and c in NO_THROUGHPUT)]
+    order = sorted((cs for cs in runs if cs[1][2] is not THROUGHPUT), key=lambda cs: cs[1][2] is BURST)
+    alone = [cs for cs in runs if cs[1][2] is THROUGHPUT]
+    if "throughput" in scenarios and "mixpanel" in clients:
+        skipped.append("mixpanel/throughput (its default consumer makes one request per call: minutes for 100 000)")
     results = []
+
+    def report(client, name, future):
+        try:
+            r = future.result()
+        except Exception as error:  # one broken run is reported, the others go on
+            skipped.append(f"{client}/{name} failed: {error}")
+            print(f"compare: {client} {name}: FAILED: {error}", file=sys.stderr, flush=True)
+            return
+        results.append(r)
+        print(f"compare: {client:14} {name:10} tracked {r['tracked']:6} delivered {r['delivered']:6} "
+              f"lost {r['lost']:6} kept {r['kept']:5} dup {r['duplicated']:5} ({r['ended']}, {r['wall_s']} s)",
+              flush=True)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(Run(tools, c, s).execute): (c, s[0]) for c, s in order}
         for future in concurrent.futures.as_completed(futures):
-            client, name = futures[future]
-            try:
-                r = future.result()
-            except Exception as error:  # one broken run is reported, the others go on
-                skipped.append(f"{client}/{name} failed: {error}")
-                print(f"compare: {client} {name}: FAILED: {error}", file=sys.stderr, flush=True)
-                continue
-            results.append(r)
-            print(f"compare: {client:8} {name:8} tracked {r['tracked']:5} delivered {r['delivered']:5} "
-                  f"lost {r['lost']:5} kept {r['kept']:4} dup {r['duplicated']:4} ({r['ended']}, {r['wall_s']} s)",
-                  flush=True)
+            report(*futures[future], future)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        for c, s in alone:
+            report(c, s[0], pool.submit(Run(tools, c, s).execute))
     duration = time.time() - started
     binaries = ", ".join(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
                          for path in (tools.outbox, tools.mock))
