@@ -3,7 +3,9 @@
 alternated in one sitting (this machine's speed drifts within minutes, so each destination's run is paired with an
 App Center run next to it and the ratio taken pair by pair).
 
-Usage: scripts/destination-bench.py [BENCH] [ROUNDS]   (BENCH: .build/release/outbox-bench; ROUNDS: 6)
+Usage: scripts/destination-bench.py [BENCH] [ROUNDS] [pinned]   (BENCH: .build/release/outbox-bench; ROUNDS: 6)
+`pinned`: the in-process mock's threads on the last core, the engine on the others (outbox-bench's own option), so
+that the mock's cost for a richer wire does not land on the engine loop's core.
 Prints, per batch size, each destination's loop µs per event (range, median) and its per-pair ratio to App Center's.
 """
 import json
@@ -13,6 +15,7 @@ import sys
 
 bench = sys.argv[1] if len(sys.argv) > 1 else ".build/release/outbox-bench"
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+pinned = ["pinned"] if len(sys.argv) > 3 and sys.argv[3] == "pinned" else []
 variants = {
     "appcenter": [],
     "otlp": ["--destination", "otlp"],
@@ -24,7 +27,7 @@ results = {name: {} for name in variants}
 for round_ in range(rounds):
     order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
     for name in order:
-        run = subprocess.run([bench, "delivery", "200000", "1", "fast"] + variants[name],
+        run = subprocess.run([bench, "delivery", "200000", "1", "fast"] + pinned + variants[name],
                              capture_output=True, text=True, check=True)
         for line in run.stdout.splitlines():
             try:
