@@ -45,18 +45,20 @@ enum LogBodies {
     /// SPEC A8: `"properties":[…]`, 1–20 typed properties (the first 20 in key order are kept, as SPEC T3).
     static func userProperties(_ properties: [String: PropertyValue]) throws(OutboxError) -> Result {
         guard !properties.isEmpty else { throw .emptyUserProperties }
-        var adjustments = EventValidator.Adjustments()
-        var writer = JSONWriter(capacity: 32 + properties.count * 48)
-        try EventValidator.writeProperties(properties, key: "\"properties\":[", into: &writer, adjustments: &adjustments)
-        return Result(body: writer.bytes, adjustments: adjustments)
+        return try propertyList(properties)
     }
 
     /// SPEC A8a: an identify's traits, `"properties":[…]`, 0–20 typed properties limited as user properties.
     static func identify(_ traits: [String: PropertyValue]) throws(OutboxError) -> Result {
         guard !traits.isEmpty else { return Result(body: Array(#""properties":[]"#.utf8)) }
+        return try propertyList(traits)
+    }
+
+    /// `"properties":[…]` of 1–20 typed properties (the first 20 in key order are kept, as SPEC T3).
+    private static func propertyList(_ properties: [String: PropertyValue]) throws(OutboxError) -> Result {
         var adjustments = EventValidator.Adjustments()
-        var writer = JSONWriter(capacity: 32 + traits.count * 48)
-        try EventValidator.writeProperties(traits, key: "\"properties\":[", into: &writer, adjustments: &adjustments)
+        var writer = JSONWriter(capacity: 32 + properties.count * 48)
+        try EventValidator.writeProperties(properties, key: "\"properties\":[", into: &writer, adjustments: &adjustments)
         return Result(body: writer.bytes, adjustments: adjustments)
     }
 

@@ -66,6 +66,11 @@ extension DeliveryWire {
         DeliveryMachine.classify(result, nowWallMs: nowWallMs)
     }
 
+    /// The destination's `path` under the base URL `endpoint` (SPEC D1), a trailing slash of the base dropped.
+    static func url(_ endpoint: String, _ path: String) -> String {
+        (endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint) + path
+    }
+
     /// `Install-ID` (every wire sends it: a load balancer can route by it), then the user's own headers.
     func commonHeaders(_ credentials: WireCredentials) -> [(String, String)] {
         [("Install-ID", credentials.installID.uuidString.lowercased())] + credentials.headers.map { ($0.name, $0.value) }
@@ -89,9 +94,8 @@ struct AppCenterWire: DeliveryWire {
     var destination: Destination { .appCenter }
 
     func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
         return DeliveryDriver.RequestSettings(
-            url: base + "/logs?api-version=1.0.0",
+            url: Self.url(endpoint, "/logs?api-version=1.0.0"),
             headers: [("Content-Type", "application/json"), ("App-Secret", credentials.appSecret)]
                 + commonHeaders(credentials))
     }

@@ -21,8 +21,7 @@ struct OTLPWire: DeliveryWire {
     static let schemaURL = "https://opentelemetry.io/schemas/1.44.0"
 
     func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
-        return DeliveryDriver.RequestSettings(url: base + "/v1/logs",
+        return DeliveryDriver.RequestSettings(url: Self.url(endpoint, "/v1/logs"),
                                               headers: [("Content-Type", encoding.contentType)] + commonHeaders(credentials))
     }
 
@@ -131,8 +130,8 @@ enum OTLPRecords {
     }
 
     static func resource(device json: [UInt8], installID: UUID) -> Resource {
-        let device = object(json)
-        func text(_ key: String) -> String? { if case .string(let value)? = device[key] { return value } else { return nil } }
+        let device = StoredPayload.deviceFields(json)
+        func text(_ key: String) -> String? { device[key] }
         var attributes: [(StaticString, String)] = []
         func add(_ key: StaticString, _ value: String?) { if let value { attributes.append((key, value)) } }
         add("service.name", text("appNamespace") ?? "outbox")
@@ -199,21 +198,6 @@ enum OTLPRecords {
                 out.endRecord(mark, eventName: eventName)
             }
         }
-    }
-
-    /// A stored JSON object's members (a device context: once per resource of a batch).
-    private static func object(_ bytes: [UInt8]) -> Members {
-        let document: JSONValue? = bytes.withUnsafeBufferPointer { buffer in
-            var scanner = JSONScanner(buffer)
-            return try? scanner.document()
-        }
-        guard case .object(let members)? = document else { return Members(members: []) }
-        return Members(members: members)
-    }
-
-    struct Members {
-        var members: [(key: String, value: JSONValue)]
-        subscript(_ key: String) -> JSONValue? { members.first(where: { $0.key == key })?.value }
     }
 
     // MARK: - protobuf (opentelemetry-proto's logs service)

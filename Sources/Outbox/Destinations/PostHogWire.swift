@@ -15,13 +15,12 @@ struct PostHogWire: DeliveryWire {
     var maxLogBytes: Int? { 1_000_000 }
 
     func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
-        return DeliveryDriver.RequestSettings(url: base + "/batch/",
+        return DeliveryDriver.RequestSettings(url: Self.url(endpoint, "/batch/"),
                                               headers: [("Content-Type", "application/json")] + commonHeaders(credentials))
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
-        var out = EventJSON(capacity: logs.reduce(512) { $0 + 2 * $1.payload.count + 700 }, installID: installID)
+        var out = EventJSON(capacity: logs.reduce(512) { $0 + 2 * $1.payload.count + 700 })
         out.json.raw(#"{"api_key":"#)
         out.json.string(apiKey)
         out.json.raw(#","historical_migration":false,"sent_at":"#)
@@ -103,11 +102,9 @@ struct EventJSON: ~Copyable {
     var json: JSONWriter
     /// Whether the next member (or element) is the first of its object (or array).
     var first = false
-    let installID: UUID
 
-    init(capacity: Int, installID: UUID) {
+    init(capacity: Int) {
         json = JSONWriter(capacity: capacity)
-        self.installID = installID
     }
 
     mutating func member(_ key: StaticString) {
@@ -182,14 +179,7 @@ struct DeviceProperties {
     }
 
     private static func make(_ json: [UInt8], installID: UUID, style: Style) -> [UInt8] {
-        let document: JSONValue? = json.withUnsafeBufferPointer { buffer in
-            var scanner = JSONScanner(buffer)
-            return try? scanner.document()
-        }
-        var device: [String: String] = [:]
-        if case .object(let members)? = document {
-            for member in members { if case .string(let text) = member.value { device[member.key] = text } }
-        }
+        let device = StoredPayload.deviceFields(json)
         let install = installID.uuidString.lowercased()
         let version = device["sdkVersion"] ?? OutboxVersion.string
         var w = JSONWriter(capacity: 512)

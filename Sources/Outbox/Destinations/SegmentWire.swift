@@ -16,15 +16,14 @@ struct SegmentWire: DeliveryWire {
     var maxLogBytes: Int? { 32_000 }
 
     func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        let base = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
         let basic = Data((writeKey + ":").utf8).base64EncodedString()
         return DeliveryDriver.RequestSettings(
-            url: base + "/v1/batch",
+            url: Self.url(endpoint, "/v1/batch"),
             headers: [("Content-Type", "application/json"), ("Authorization", "Basic " + basic)] + commonHeaders(credentials))
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
-        var out = EventJSON(capacity: logs.reduce(512) { $0 + 2 * $1.payload.count + 600 }, installID: installID)
+        var out = EventJSON(capacity: logs.reduce(512) { $0 + 2 * $1.payload.count + 600 })
         out.json.raw(#"{"batch":["#)
         var device = DeviceProperties(contexts: contexts, installID: installID, style: .segment)
         let install = Array(installID.uuidString.lowercased().utf8)
@@ -107,24 +106,10 @@ struct SegmentWire: DeliveryWire {
             out.quoted(sid)
             return
         }
-        var ms: Int64 = 0, digits = 0
-        for byte in sid.raw where digits < 12 {
-            guard let value = Self.hex(byte) else { continue }
-            ms = ms << 4 | Int64(value)
-            digits += 1
-        }
+        let ms = UUIDBytes(utf8: sid.raw).map { Int64($0.high >> 16) } ?? 0
         out.json.raw(#","sessionId":"#)
         out.json.int(ms)
         if start { out.json.raw(#","sessionStart":true"#) }
-    }
-
-    private static func hex(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

@@ -116,6 +116,20 @@ enum StoredPayload {
         }
     }
 
+    /// A stored device context's text fields by name (`appVersion`, `osName`, …): read once per context version
+    /// of a batch by every wire that maps them. A context that does not parse has none.
+    static func deviceFields(_ json: [UInt8]) -> [String: String] {
+        let document: JSONValue? = json.withUnsafeBufferPointer { buffer in
+            var scanner = JSONScanner(buffer)
+            return try? scanner.document()
+        }
+        var fields: [String: String] = [:]
+        if case .object(let members)? = document {
+            for member in members { if case .string(let text) = member.value { fields[member.key] = text } }
+        }
+        return fields
+    }
+
     private static func optionalText(_ s: inout JSONScanner) throws(JSONError) -> JSONText? {
         if s.peekKind() == .null { _ = try s.scalar(); return nil }
         return try s.text()

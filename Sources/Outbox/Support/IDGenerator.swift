@@ -100,8 +100,13 @@ extension UUIDBytes {
 
     /// Parses the canonical form (either case); nil for anything else.
     init?(string: String) {
+        self.init(utf8: string.utf8)
+    }
+
+    /// Parses the canonical form from its UTF-8 bytes (either case); nil for anything else.
+    init?<Bytes: Collection<UInt8>>(utf8: Bytes) {
         var high: UInt64 = 0, low: UInt64 = 0, nibbles = 0
-        for (position, char) in string.utf8.enumerated() {
+        for (position, char) in utf8.enumerated() {
             if position == 8 || position == 13 || position == 18 || position == 23 {
                 guard char == UInt8(ascii: "-") else { return nil }
                 continue
@@ -116,7 +121,7 @@ extension UUIDBytes {
             if nibbles < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
             nibbles += 1
         }
-        guard nibbles == 32, string.utf8.count == 36 else { return nil }
+        guard nibbles == 32, utf8.count == 36 else { return nil }
         self.init(high: high, low: low)
     }
 }
