@@ -131,7 +131,12 @@ func benchDelivery(total: Int, mockThreads requestedThreads: Int?, compression: 
     let mockThreads = requestedThreads ?? cores
     // taskset (util-linux) sets another thread's affinity; without it the run says it is not pinned.
     let pinned = requested && cores > 1 && FileManager.default.isExecutableFile(atPath: "/usr/bin/taskset")
-    let server = try MockServer(configuration: .init(threads: mockThreads))
+    var mockConfiguration = MockServer.Configuration(threads: mockThreads)
+    // A scenario for the mock (scripts/destination-bench.py gives every wire the same answer time with one).
+    if let path = ProcessInfo.processInfo.environment["OUTBOX_BENCH_SCENARIO"] {
+        mockConfiguration.scenario = try Scenario.load(path: path)
+    }
+    let server = try MockServer(configuration: mockConfiguration)
     try server.start()
     defer { try? server.stop() }
     if pinned {

@@ -181,10 +181,12 @@ case "idle":
 case "memory":
     try benchMemory()
 case "encode":
-    // The encoder's share of D10: thread CPU per log to encode batches of 50, each wire alternately.
+    // The encoder's share of D10: thread CPU per log to encode batches of 50, each wire alternately (or the one
+    // wire named, for a profiler).
+    let wires = argumentsList.count > 1 ? [argumentsList[1]] : ["appcenter", "otlp", "otlp-json", "posthog", "segment"]
     for round in 0..<5 {
         var line: [String] = []
-        for wire in ["appcenter", "otlp", "otlp-json", "posthog", "segment"] {
+        for wire in wires {
             let ns = try WireEncodeBench.nsPerLog(wire: wire, batchSize: 50, rounds: 4000, properties: { properties($0) })
             line.append(#""\#(wire)_ns_per_log":\#(Int(ns))"#)
         }

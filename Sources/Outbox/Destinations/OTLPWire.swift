@@ -27,14 +27,17 @@ struct OTLPWire: DeliveryWire {
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
         // Resources in the order the batch first meets their context version, each with its logs (D2).
-        var order: [Int64] = []
-        var groups: [Int64: [Int]] = [:]
+        // A batch has few versions (most one), so a list searched from its end beats hashing each log's.
+        var groups: [(context: Int64, members: [Int])] = []
         for (index, log) in logs.enumerated() {
-            if groups[log.context] == nil { order.append(log.context); groups[log.context] = [] }
-            groups[log.context]?.append(index)
+            if let at = groups.lastIndex(where: { $0.context == log.context }) {
+                groups[at].members.append(index)
+            } else {
+                groups.append((log.context, [index]))
+            }
         }
-        let resources = order.map { context in
-            (OTLPRecords.resource(device: contexts[context] ?? contexts[0] ?? [], installID: installID), groups[context] ?? [])
+        let resources = groups.map { group in
+            (OTLPRecords.resource(device: contexts[group.context] ?? contexts[0] ?? [], installID: installID), group.members)
         }
         let sizeHint = logs.reduce(512) { $0 + 2 * $1.payload.count + 160 }
         switch encoding {
@@ -150,53 +153,62 @@ enum OTLPRecords {
     }
 
     /// One log as a record (D4), written into `out` as its stored payload is read.
-    static func record<W: OTLPRecordWriter & ~Copyable>(_ log: StoredLog, timeMs: Int64, into out: inout W) {
+    static func record<W: OTLPRecordWriter & ~Copyable>(_ log: borrowing StoredLog, timeMs: Int64, into out: inout W) {
+        let mark = out.beginRecord(timeNs: UInt64(max(0, timeMs)) &* 1_000_000,
+                                   observedNs: UInt64(max(0, log.wallMs)) &* 1_000_000)
+        var type = LogType.event, name: JSONText?, strings = ProtoWriter.Mark(at: 0, reserve: 0), identified = false
+        log.payload.withUnsafeBufferPointer { payload in
+            StoredPayload.scan(payload) { field in
+                switch field {
+                case .type(let value): type = value
+                // The stored text of the log's id, which comes right after the type: the first attribute.
+                case .id(let id):
+                    out.attribute("log.record.uid", .text(id))
+                    identified = true
+                case .sid(let sid): out.attribute("session.id", .text(sid))
+                case .userID(let user): out.attribute("user.id", .text(user))
+                case .name(let text):
+                    name = text
+                    if type == .screen { out.attribute("app.screen.name", .text(text)) }
+                case .path(let text):
+                    if type == .screen { out.attribute("outbox.screen.path", .text(text)) }
+                case .durationMs(let ms):
+                    if type == .endSession { out.attribute("outbox.session.duration_ms", .double(ms)) }
+                    if type == .screen { out.attribute("outbox.screen.duration_ms", .double(ms)) }
+                case .latitude(let degrees): out.attribute("geo.location.lat", .double(degrees))
+                case .longitude(let degrees): out.attribute("geo.location.lon", .double(degrees))
+                case .accuracy(let metres): out.attribute("outbox.location.accuracy_m", .double(metres))
+                case .property(let key, let value):
+                    if type == .userProperties || type == .identify {
+                        out.attribute(JSONText("outbox.user."), suffix: key, value)
+                    } else {
+                        out.attribute(key, suffix: nil, value)
+                    }
+                case .categoryStart: strings = out.beginStrings(JSONText("outbox.category"))
+                case .categoryPart(let part): out.string(part)
+                case .categoryEnd: out.endStrings(strings)
+                }
+            }
+            let eventName: JSONText = switch type {
+            case .startSession: JSONText("session.start")
+            case .endSession: JSONText("session.end")
+            case .screen: JSONText("outbox.screen_view")
+            case .userProperties: JSONText("outbox.user_properties")
+            case .location: JSONText("outbox.location")
+            case .identify: JSONText("outbox.identify")
+            case .event: name ?? JSONText("event")
+            }
+            // A payload without its id (none the engine writes) still gets its record's uid.
+            if !identified { writeUID(log.id, into: &out) }
+            out.endRecord(mark, eventName: eventName)
+        }
+    }
+
+    private static func writeUID<W: OTLPRecordWriter & ~Copyable>(_ id: UUIDBytes, into out: inout W) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: UUIDBytes.textLength) { uid in
             guard let base = uid.baseAddress else { return }
-            log.id.write(to: base)
-            let mark = out.beginRecord(timeNs: UInt64(max(0, timeMs)) &* 1_000_000,
-                                       observedNs: UInt64(max(0, log.wallMs)) &* 1_000_000)
+            id.write(to: base)
             out.attribute("log.record.uid", .text(JSONText(raw: UnsafeBufferPointer(uid), escaped: false)))
-            var type = LogType.event, name: JSONText?, strings = ProtoWriter.Mark(at: 0, reserve: 0)
-            log.payload.withUnsafeBufferPointer { payload in
-                StoredPayload.scan(payload) { field in
-                    switch field {
-                    case .type(let value): type = value
-                    case .sid(let sid): out.attribute("session.id", .text(sid))
-                    case .userID(let user): out.attribute("user.id", .text(user))
-                    case .name(let text):
-                        name = text
-                        if type == .screen { out.attribute("app.screen.name", .text(text)) }
-                    case .path(let text):
-                        if type == .screen { out.attribute("outbox.screen.path", .text(text)) }
-                    case .durationMs(let ms):
-                        if type == .endSession { out.attribute("outbox.session.duration_ms", .double(ms)) }
-                        if type == .screen { out.attribute("outbox.screen.duration_ms", .double(ms)) }
-                    case .latitude(let degrees): out.attribute("geo.location.lat", .double(degrees))
-                    case .longitude(let degrees): out.attribute("geo.location.lon", .double(degrees))
-                    case .accuracy(let metres): out.attribute("outbox.location.accuracy_m", .double(metres))
-                    case .property(let key, let value):
-                        if type == .userProperties || type == .identify {
-                            out.attribute(JSONText("outbox.user."), suffix: key, value)
-                        } else {
-                            out.attribute(key, suffix: nil, value)
-                        }
-                    case .categoryStart: strings = out.beginStrings(JSONText("outbox.category"))
-                    case .categoryPart(let part): out.string(part)
-                    case .categoryEnd: out.endStrings(strings)
-                    }
-                }
-                let eventName: JSONText = switch type {
-                case .startSession: JSONText("session.start")
-                case .endSession: JSONText("session.end")
-                case .screen: JSONText("outbox.screen_view")
-                case .userProperties: JSONText("outbox.user_properties")
-                case .location: JSONText("outbox.location")
-                case .identify: JSONText("outbox.identify")
-                case .event: name ?? JSONText("event")
-                }
-                out.endRecord(mark, eventName: eventName)
-            }
         }
     }
 
@@ -219,8 +231,9 @@ enum OTLPRecords {
                 scope.string(1, "outbox")
                 scope.string(2, resource.scopeVersion)
             }
-            for index in members {
-                record(logs[index], timeMs: times.timestamp(logs[index]), into: &out)
+            // Through the buffer, each log is lent to `record`, not copied (a copy retains its payload).
+            logs.withUnsafeBufferPointer { logs in
+                for index in members { record(logs[index], timeMs: times.timestamp(logs[index]), into: &out) }
             }
             out.proto.end(scopeLogs)
             out.proto.string(3, schemaURL)                              // ResourceLogs.schema_url
@@ -247,9 +260,11 @@ enum OTLPRecords {
             out.json.raw(#"]},"scopeLogs":[{"scope":{"name":"outbox","version":"#)
             out.json.string(resource.scopeVersion)
             out.json.raw(#"},"logRecords":["#)
-            for (position, index) in members.enumerated() {
-                if position > 0 { out.json.raw(",") }
-                record(logs[index], timeMs: times.timestamp(logs[index]), into: &out)
+            logs.withUnsafeBufferPointer { logs in
+                for (position, index) in members.enumerated() {
+                    if position > 0 { out.json.raw(",") }
+                    record(logs[index], timeMs: times.timestamp(logs[index]), into: &out)
+                }
             }
             out.json.raw(#"]}],"schemaUrl":"#)
             out.json.string(schemaURL)
@@ -352,6 +367,36 @@ struct OTLPProtoRecords: ~Copyable, OTLPRecordWriter {
     }
 
     mutating func attribute(_ key: JSONText, suffix: JSONText?, _ value: StoredPayload.Value) {
+        // Texts without escapes are their own bytes, so the lengths are known before writing and nothing is patched
+        // afterwards: the common case, and most of a record.
+        if !key.escaped, suffix?.escaped != true {
+            let valueLength: Int?
+            switch value {
+            case .text(let text): valueLength = text.escaped ? nil : 1 + ProtoWriter.varintSize(UInt64(text.raw.count)) + text.raw.count
+            case .bool: valueLength = 2
+            case .int(let number): valueLength = 1 + ProtoWriter.varintSize(UInt64(bitPattern: number))
+            case .double: valueLength = 9
+            }
+            if let valueLength {
+                let keyLength = key.raw.count + (suffix?.raw.count ?? 0)
+                proto.tag(6, 2)                                        // LogRecord.attributes
+                proto.varint(UInt64(1 + ProtoWriter.varintSize(UInt64(keyLength)) + keyLength
+                                    + 1 + ProtoWriter.varintSize(UInt64(valueLength)) + valueLength))
+                proto.tag(1, 2)                                        // KeyValue.key
+                proto.varint(UInt64(keyLength))
+                proto.raw(key.raw)
+                if let suffix { proto.raw(suffix.raw) }
+                proto.tag(2, 2)                                        // KeyValue.value
+                proto.varint(UInt64(valueLength))
+                switch value {
+                case .text(let text): proto.tag(1, 2); proto.varint(UInt64(text.raw.count)); proto.raw(text.raw)
+                case .bool(let flag): proto.varint(2, flag ? 1 : 0)
+                case .int(let number): proto.varint(3, UInt64(bitPattern: number))
+                case .double(let number): proto.fixed64(4, number.bitPattern)
+                }
+                return
+            }
+        }
         proto.message(6) { keyValue in
             keyValue.string(1, key, suffix: suffix)
             keyValue.message(2) { any in
@@ -405,7 +450,9 @@ struct ProtoWriter: ~Copyable {
         var reserve: Int
     }
 
+    @inline(__always)
     mutating func varint(_ value: UInt64) {
+        if value < 0x80 { out.raw(UInt8(truncatingIfNeeded: value)); return }
         var value = value
         while value >= 0x80 {
             out.raw(UInt8(truncatingIfNeeded: value) | 0x80)
@@ -414,7 +461,12 @@ struct ProtoWriter: ~Copyable {
         out.raw(UInt8(value))
     }
 
+    /// How many bytes `value` takes as a varint.
+    static func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
+
     mutating func tag(_ field: Int, _ wireType: UInt64) { varint(UInt64(field) << 3 | wireType) }
+
+    mutating func raw(_ bytes: UnsafeBufferPointer<UInt8>) { out.raw(UnsafeRawBufferPointer(bytes)) }
 
     mutating func varint(_ field: Int, _ value: UInt64) { tag(field, 0); varint(value) }
 

@@ -27,9 +27,13 @@ struct SegmentWire: DeliveryWire {
         out.json.raw(#"{"batch":["#)
         var device = DeviceProperties(contexts: contexts, installID: installID, style: .segment)
         let install = Array(installID.uuidString.lowercased().utf8)
-        for (index, log) in logs.enumerated() {
-            if index > 0 { out.json.raw(",") }
-            message(log, timeMs: times.deviceTimestamp(log), context: device.fragment(log.context), install: install, into: &out)
+        // Through the buffer, each log is lent, not copied (a copy retains its payload).
+        logs.withUnsafeBufferPointer { logs in
+            for index in logs.indices {
+                if index > 0 { out.json.raw(",") }
+                message(logs[index], timeMs: times.deviceTimestamp(logs[index]), context: device.fragment(logs[index].context),
+                        install: install, into: &out)
+            }
         }
         out.json.raw(#"],"sentAt":"#)
         out.json.timestamp(ms: times.deviceNowMs)
@@ -39,7 +43,7 @@ struct SegmentWire: DeliveryWire {
 
     /// One log as a Segment message (D4): its properties (or traits) as the payload is read, then what the whole
     /// payload decides (`type`, `event` or `name`, `userId`, `context`).
-    private func message(_ log: StoredLog, timeMs: Int64, context: [UInt8], install: [UInt8], into out: inout EventJSON) {
+    private func message(_ log: borrowing StoredLog, timeMs: Int64, context: [UInt8], install: [UInt8], into out: inout EventJSON) {
         out.json.raw(#"{"messageId":""#)
         out.json.id(log.id)
         out.json.raw(profile == .rudderstack ? #"","originalTimestamp":"# : #"","timestamp":"#)
@@ -56,6 +60,7 @@ struct SegmentWire: DeliveryWire {
                     type = value
                     out.json.raw(type == .userProperties || type == .identify ? #","traits":{"# : #","properties":{"#)
                     out.first = true
+                case .id: break     // written from `log.id` ahead of the fields
                 case .sid(let value): sid = value
                 case .userID(let id): user = id
                 case .name(let text): name = text

@@ -16,6 +16,8 @@ enum StoredPayload {
     enum Field {
         /// Always the first field handed on.
         case type(LogType)
+        /// The log's id as stored (its UUID text), the same as `StoredLog.id`: a wire copies it instead of writing it.
+        case id(JSONText)
         /// In a session (a `null` sid is not handed on).
         case sid(JSONText)
         case userID(JSONText)
@@ -42,6 +44,8 @@ enum StoredPayload {
         try? scanner.members { (key: JSONText, s: inout JSONScanner) throws(JSONError) in
             guard let first = key.raw.first else { try s.skip(); return }
             switch (key.raw.count, first) {
+            case (2, UInt8(ascii: "i")) where key.is("id"):
+                each(.id(try s.text()))
             case (3, UInt8(ascii: "s")) where key.is("sid"):
                 if let sid = try optionalText(&s) { each(.sid(sid)) }
             case (6, UInt8(ascii: "u")) where key.is("userId"):
@@ -90,6 +94,12 @@ enum StoredPayload {
     /// `[{"type","name","value"}]`: the engine writes `type` first, so the value is read as its type says.
     private static func properties(_ s: inout JSONScanner, _ each: (Field) -> Void) throws(JSONError) {
         try s.elements { (s: inout JSONScanner) throws(JSONError) in
+            let start = s.offset
+            if let (name, value) = try? entry(&s) {
+                each(.property(name, value))
+                return
+            }
+            s.rewind(to: start)
             var isDouble = false, name: JSONText?, value: Value?
             try s.members { (key: JSONText, s: inout JSONScanner) throws(JSONError) in
                 if key.is("type") {
@@ -114,6 +124,40 @@ enum StoredPayload {
             }
             if let name, let value { each(.property(name, value)) }
         }
+    }
+
+    /// One entry exactly as the engine writes it (`{"type":"long","name":"n","value":1}`), compared byte for byte;
+    /// nil when it is written any other way (the caller then reads it member by member).
+    @inline(__always)
+    private static func entry(_ s: inout JSONScanner) throws(JSONError) -> (JSONText, Value)? {
+        enum Kind { case text, long, double, boolean }
+        guard s.consume(#"{"type":""#) else { return nil }
+        let kind: Kind
+        if s.consume(#"string","name":"#) { kind = .text }
+        else if s.consume(#"long","name":"#) { kind = .long }
+        else if s.consume(#"double","name":"#) { kind = .double }
+        else if s.consume(#"boolean","name":"#) { kind = .boolean }
+        else if s.consume(#"dateTime","name":"#) { kind = .text }
+        else { return nil }
+        let name = try s.text()
+        guard s.consume(#","value":"#) else { return nil }
+        let value: Value
+        switch kind {
+        case .text: value = .text(try s.text())
+        case .long:
+            guard case .integer(let number) = try s.scalar() else { return nil }
+            value = .int(number)
+        case .double:
+            switch try s.scalar() {
+            case .integer(let number): value = .double(Double(number))
+            case .double(let number): value = .double(number)
+            default: return nil
+            }
+        case .boolean:
+            guard case .bool(let flag) = try s.scalar() else { return nil }
+            value = .bool(flag)
+        }
+        return s.consume("}") ? (name, value) : nil
     }
 
     /// A stored device context's text fields by name (`appVersion`, `osName`, …): read once per context version

@@ -221,6 +221,22 @@ package struct JSONScanner {
         }
     }
 
+    /// Steps over `word` when the text at the cursor is exactly it (no space skipped) and says whether it did: a
+    /// reader's fast path over text its own program wrote. Nothing moves when it is not there.
+    @inline(__always)
+    package mutating func consume(_ word: StaticString) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - index >= count, let base = bytes.baseAddress,
+              memcmp(base + index, word.utf8Start, count) == 0 else { return false }
+        index += count
+        return true
+    }
+
+    /// Where the cursor is, to come back to with `rewind(to:)` when a fast path finds text it does not expect.
+    package var offset: Int { index }
+
+    package mutating func rewind(to offset: Int) { index = offset }
+
     /// What the value at the cursor is, by its first byte (`nil` at the end of the text).
     @inline(__always)
     package mutating func peekKind() -> JSONKind? {
