@@ -30,6 +30,8 @@
 #ifndef OUTBOX_H
 #define OUTBOX_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -107,6 +109,65 @@ outbox_engine *outbox_open(const char *config_json, void *uv_loop);
  * stored), or for a critical log any storage error as OUTBOX_EINVAL with the reason. Thread: any.
  */
 int outbox_track(outbox_engine *engine, const char *name, const char *properties_json, int flags);
+
+/*
+ * The analytics model (SPEC E5): what a Swift host's OutboxEngine does, with outbox_track's rules for strings and
+ * properties (UTF-8; a flat JSON object or NULL), codes and threads: every function below may be called from any
+ * thread. Each returns 0 or a negative OUTBOX_E… code with the reason in outbox_last_error().
+ */
+
+/* Reachability for outbox_set_reachability. */
+#define OUTBOX_OFFLINE 0        /* the host knows the network is down: nothing is sent until ONLINE (SPEC N2) */
+#define OUTBOX_ONLINE 1         /* the host knows it is up: sending resumes at once */
+#define OUTBOX_WATCH_NETWORK (-1) /* the host has no opinion: the engine's own watcher decides again */
+
+/* Sessions (SPEC A2, A3): start one (every call starts a new one; with "sessionTracking":"manual" the only way)
+ * and end the current one with its duration. outbox_end_session with no session open is OUTBOX_EINVAL. */
+int outbox_start_session(outbox_engine *engine);
+int outbox_end_session(outbox_engine *engine);
+
+/* The app went to the background / came back (SPEC A1, A4, A5): timers and open screens pause; back after more
+ * than "sessionTimeoutMs" away, automatic tracking starts a new session. Repeated calls are ignored. */
+int outbox_enter_background(outbox_engine *engine);
+int outbox_enter_foreground(outbox_engine *engine);
+
+/* A screen view (SPEC A6): name (1–256 characters; longer is cut, with a warning), path (NULL: none),
+ * properties_json (NULL: none). */
+int outbox_track_screen(outbox_engine *engine, const char *name, const char *path, const char *properties_json);
+
+/* A categorised event (SPEC A7, Curio's sendEvent): name "Cat1>Cat2>Cat3" is also sent as its category path;
+ * value (NULL: none) as "$event_value"; duration_ms >= 0 as "$event_duration" (negative: none; NaN is
+ * OUTBOX_EINVAL). properties_json and flags as outbox_track's. */
+int outbox_track_category(outbox_engine *engine, const char *name, const char *value, double duration_ms,
+                          const char *properties_json, int flags);
+
+/* The signed-in user (SPEC A8): user_id 1–256 characters, sent on every later log and kept across restarts;
+ * NULL signs out. */
+int outbox_set_user_id(outbox_engine *engine, const char *user_id);
+
+/* The user's properties (SPEC A8): a userProperties log of 1–20 properties (properties_json not NULL). */
+int outbox_set_user_properties(outbox_engine *engine, const char *properties_json);
+
+/* The user signed in (SPEC A8a): sets user_id as outbox_set_user_id does and sends an identify log with the
+ * traits (NULL: none) that links the anonymous install to the user. */
+int outbox_identify(outbox_engine *engine, const char *user_id, const char *traits_json);
+
+/* Duration timers on the boot clock (SPEC A4): outbox_start_timer returns a timer number > 0 (or a negative
+ * OUTBOX_E… code); pause and resume it; end it to track the event `name` with "$event_duration" in ms.
+ * outbox_end_timer_named ends the most recent timer of that name (with none, the event goes without a
+ * duration). A number unknown or already ended is OUTBOX_EINVAL. Background stretches are not counted. */
+int64_t outbox_start_timer(outbox_engine *engine, const char *name);
+int outbox_pause_timer(outbox_engine *engine, int64_t timer);
+int outbox_resume_timer(outbox_engine *engine, int64_t timer);
+int outbox_end_timer(outbox_engine *engine, int64_t timer, const char *properties_json, int flags);
+int outbox_end_timer_named(outbox_engine *engine, const char *name, const char *properties_json, int flags);
+
+/* A location log (SPEC A8, Curio's sendLocation): latitude −90…90, longitude −180…180, accuracy_m in metres
+ * (negative: none). NaN or out-of-range coordinates are OUTBOX_EINVAL. */
+int outbox_send_location(outbox_engine *engine, double latitude, double longitude, double accuracy_m);
+
+/* The host's word on reachability (SPEC N2): OUTBOX_ONLINE, OUTBOX_OFFLINE or OUTBOX_WATCH_NETWORK. */
+int outbox_set_reachability(outbox_engine *engine, int reachability);
 
 /*
  * Sends everything waiting now, whatever the dispatch mode (SPEC C7). `done` (may be NULL) is called exactly once,

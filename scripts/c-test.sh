@@ -10,6 +10,15 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PAT
 cc=${CC:-cc}
 flags=(-std=gnu11 -O1 -g -Wall -Wextra -Werror)
 if [[ -n "${C_SANITIZE:-}" ]]; then flags+=("-fsanitize=$C_SANITIZE" -fno-omit-frame-pointer); fi
+# SPEC E3: the library exports exactly the functions the header declares.
+declared=$(sed -n 's/^[a-z_ 0-9]*[ *]\(outbox_[a-z_]*\)(.*/\1/p' "$prefix/include/outbox.h" | sort -u)
+exported=$(nm -D --defined-only "$prefix/lib/libOutbox.so.0" | awk '$3 ~ /^outbox_/ {print $3}' | sort -u)
+if [[ "$declared" != "$exported" ]]; then
+  echo "c-test: FAIL the exports of libOutbox.so.0 differ from outbox.h's functions:"
+  diff <(echo "$declared") <(echo "$exported") || true
+  exit 1
+fi
+echo "c-test: libOutbox.so.0 exports the $(wc -l <<<"$exported") functions of outbox.h and no other outbox_ symbol"
 out="$prefix/outbox_c_test"
 # shellcheck disable=SC2046  # pkg-config's words are meant to split
 "$cc" "${flags[@]}" -o "$out" "$root/Tests/C/outbox_c_test.c" $(pkg-config --cflags outbox libuv libcurl) \
@@ -28,6 +37,10 @@ store=$(mktemp -u /tmp/outbox-example-XXXXXX.outbox)
 timeout 60 "$example" "$url" "$store"
 rm -f "$store" "$store"-* "$store".*
 unique=$(curl -fsS "$url/_mock/stats" | sed -n 's/.*"logs_unique" *: *\([0-9]*\).*/\1/p')
-# 100 events and the session's startSession log.
-if [[ "$unique" -ge 100 ]]; then echo "c-test: examples/c/host.c delivered ($unique logs)"; else
+# 100 events, the sessions' logs, the screen and the timed load.
+if [[ "$unique" -ge 103 ]]; then echo "c-test: examples/c/host.c delivered ($unique logs)"; else
   echo "c-test: FAIL examples/c/host.c: the mock has $unique logs"; exit 1; fi
+logs=$(curl -fsS "$url/_mock/logs")
+for needle in '"type":"screen"' '"name":"load"' '"type":"endSession"'; do
+  grep -qF "$needle" <<<"$logs" || { echo "c-test: FAIL examples/c/host.c: no $needle log at the mock"; exit 1; }
+done

@@ -16,7 +16,7 @@ unique=$(curl -fsS "$url/_mock/stats" | sed -n 's/.*"logs_unique" *: *\([0-9]*\)
 echo "node-test: passed (the mock has all $count logs; node exited 0 by itself)"
 
 # The rest of the addon's API (codes of a refused configuration, setEnabled, update), with node's test runner.
-"${NODE:-node}" --test "$root/Tests/Node/"
+OUTBOX_MOCK_URL="$url" "${NODE:-node}" --test "$root/Tests/Node/"
 
 # The two libuv copies: Node's dlopen of the addon loads libOutbox.so.0 (and Debian's libuv.so.1 with it), and every
 # uv_* reference of libOutbox.so.0 (all bound at load: LD_BIND_NOW) must bind to the node executable's own uv_*,

@@ -42,20 +42,50 @@ private func outboxLastError() -> UnsafePointer<CChar>
 private nonisolated(unsafe) var cEngine: UnsafeMutableRawPointer?
 private nonisolated(unsafe) var cDirectory = ""
 
-/// The C interface's JSON readers (SPEC E3): `outbox_track`'s properties object and `outbox_open` /
-/// `outbox_update`'s configuration object. The first byte picks the reader (even: properties, odd: configuration),
-/// the rest is the C string (a NUL inside ends it early, as it would for a C caller). Every call returns, and a
-/// failure leaves a message in `outbox_last_error()`. Properties go through `outbox_track` itself into a store-only
-/// engine; configurations through the decoder and `Configuration.validate()` that `outbox_open` runs, without
-/// opening an engine per input.
-let cJSONTarget = FuzzTarget(name: "c-json", summary: "outbox_track's properties and outbox_open/outbox_update's configuration JSON", body: { input in
+/// The C interface's JSON readers and calls (SPEC E3, E5): `outbox_track`'s properties object, the analytics model's
+/// functions (their names, paths, properties, traits, timers and coordinates), and `outbox_open` / `outbox_update`'s
+/// configuration object. The first byte picks the call (odd: configuration; even: one of eight calls by its upper
+/// bits), the rest is the C string (a NUL inside ends it early, as it would for a C caller). Every call returns, and a
+/// failure leaves a message in `outbox_last_error()`. The calls go into a store-only engine; configurations through
+/// the decoder and `Configuration.validate()` that `outbox_open` runs, without opening an engine per input.
+let cJSONTarget = FuzzTarget(name: "c-json", summary: "outbox_track's properties, the analytics model's calls, outbox_open/outbox_update's configuration JSON", body: { input in
     guard let selector = input.first else { return }
     var text = Array(input.dropFirst()).map { CChar(bitPattern: $0) }
     text.append(0)
     _ = outboxc_fail(0, "", 0)
     if selector & 1 == 0 {
-        let rc = outbox_track(cEngine, "fuzz", text, 0)
-        invariant(rc == 0 || outboxLastError().pointee != 0, "outbox_track returned \(rc) without a message")
+        func check(_ rc: Int32, _ call: String) {
+            invariant(rc == 0 || outboxLastError().pointee != 0, "\(call) returned \(rc) without a message")
+        }
+        /// Three doubles from the input's first bytes (any bit pattern: NaN and infinities included).
+        func number(_ index: Int) -> Double {
+            var bits: UInt64 = 0
+            for offset in 0..<8 where 1 + index * 8 + offset < input.count {
+                bits |= UInt64(input[input.startIndex + 1 + index * 8 + offset]) << (8 * offset)
+            }
+            return Double(bitPattern: bits)
+        }
+        switch (selector >> 1) % 8 {
+        case 0: check(outbox_track(cEngine, "fuzz", text, 0), "outbox_track")
+        case 1: check(outbox_track_screen(cEngine, "fuzz", nil, text), "outbox_track_screen")
+        case 2: check(outbox_track_screen(cEngine, text, text, nil), "outbox_track_screen (name, path)")
+        case 3:
+            check(outbox_set_user_properties(cEngine, text), "outbox_set_user_properties")
+            check(outbox_identify(cEngine, "fuzz-user", text), "outbox_identify")
+        case 4: check(outbox_track_category(cEngine, text, text, number(0), nil, Int32(selector >> 4) & 3), "outbox_track_category")
+        case 5:
+            let timer = outbox_start_timer(cEngine, text)
+            guard timer > 0 else { check(Int32(clamping: timer), "outbox_start_timer"); return }
+            check(outbox_pause_timer(cEngine, timer), "outbox_pause_timer")
+            check(outbox_end_timer(cEngine, timer, text, 0), "outbox_end_timer")
+            let again = outbox_end_timer(cEngine, timer, nil, 0)
+            invariant(again == -1 && outboxLastError().pointee != 0, "an ended timer was not refused: \(again)")
+        case 6: check(outbox_send_location(cEngine, number(0), number(1), number(2)), "outbox_send_location")
+        default:
+            check(outbox_set_user_id(cEngine, text), "outbox_set_user_id")
+            check(outbox_start_session(cEngine), "outbox_start_session")
+            check(outbox_end_session(cEngine), "outbox_end_session")
+        }
         return
     }
     do throws(ConfigError) {

@@ -21,6 +21,8 @@ let ETIMEDOUT: Int32 = -7
 final class CEngine: Sendable {
     let engine: OutboxEngine
     let closed = Atomic<Bool>(false)
+    /// The duration timers the host started and has not ended (SPEC E5).
+    let timers = Mutex(CTimers())
 
     init(engine: OutboxEngine) {
         self.engine = engine
@@ -49,7 +51,7 @@ func code(for error: OutboxError) -> Int32 {
 
 /// The engine behind a handle, or the failure to report.
 @inline(__always)
-private func open(_ handle: UnsafeMutableRawPointer?, _ function: StaticString) -> CEngine? {
+func openEngine(_ handle: UnsafeMutableRawPointer?, _ function: StaticString) -> CEngine? {
     guard let handle else {
         fail(EINVAL, "\(function): the engine is NULL")
         return nil
@@ -93,7 +95,7 @@ public func outbox_open(_ configJSON: UnsafePointer<CChar>?, _ uvLoop: UnsafeMut
 @_cdecl("outbox_track")
 public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePointer<CChar>?,
                          _ propertiesJSON: UnsafePointer<CChar>?, _ flags: Int32) -> Int32 {
-    guard let c = open(handle, "outbox_track") else { return handle == nil ? EINVAL : ECLOSED }
+    guard let c = openEngine(handle, "outbox_track") else { return handle == nil ? EINVAL : ECLOSED }
     guard let name else { return fail(EINVAL, "outbox_track: the event name is NULL") }
     let nameBytes = UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
     guard JSONScanner.isValidUTF8(nameBytes) else { return fail(EINVAL, "outbox_track: the event name is not valid UTF-8") }
@@ -174,7 +176,7 @@ private struct CCallback: @unchecked Sendable {
 
 @_cdecl("outbox_dispatch")
 public func outbox_dispatch(_ handle: UnsafeMutableRawPointer?, _ done: CDone?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    guard let c = open(handle, "outbox_dispatch") else { return handle == nil ? EINVAL : ECLOSED }
+    guard let c = openEngine(handle, "outbox_dispatch") else { return handle == nil ? EINVAL : ECLOSED }
     guard let done else {
         c.engine.dispatch()
         return 0
@@ -197,7 +199,7 @@ public func outbox_dispatch(_ handle: UnsafeMutableRawPointer?, _ done: CDone?, 
 
 @_cdecl("outbox_status")
 public func outbox_status(_ handle: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<CChar>? {
-    guard let c = open(handle, "outbox_status") else { return nil }
+    guard let c = openEngine(handle, "outbox_status") else { return nil }
     let status: EngineStatus
     do {
         status = try c.engine.statusWaiting()
@@ -239,7 +241,7 @@ func statusJSON(_ s: EngineStatus) -> String {
 
 @_cdecl("outbox_set_enabled")
 public func outbox_set_enabled(_ handle: UnsafeMutableRawPointer?, _ enabled: Int32) -> Int32 {
-    guard let c = open(handle, "outbox_set_enabled") else { return handle == nil ? EINVAL : ECLOSED }
+    guard let c = openEngine(handle, "outbox_set_enabled") else { return handle == nil ? EINVAL : ECLOSED }
     do {
         try c.engine.setEnabled(enabled != 0)
         return 0
@@ -252,7 +254,7 @@ public func outbox_set_enabled(_ handle: UnsafeMutableRawPointer?, _ enabled: In
 
 @_cdecl("outbox_update")
 public func outbox_update(_ handle: UnsafeMutableRawPointer?, _ configJSON: UnsafePointer<CChar>?) -> Int32 {
-    guard let c = open(handle, "outbox_update") else { return handle == nil ? EINVAL : ECLOSED }
+    guard let c = openEngine(handle, "outbox_update") else { return handle == nil ? EINVAL : ECLOSED }
     let members: [(key: String, value: JSONValue)]
     do throws(ConfigError) {
         members = try ConfigDecoder.members(configJSON)

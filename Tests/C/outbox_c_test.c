@@ -94,20 +94,26 @@ static size_t collect(char *ptr, size_t size, size_t n, void *user) {
     return size * n;
 }
 
-/* A number field of /_mock/stats, or -1. */
-static long mock_stat(struct mock *m, const char *field) {
-    static struct buffer body;
-    char url[256], key[64];
-    snprintf(url, sizeof url, "%s/_mock/stats", m->url);
-    body.len = 0;
-    body.data[0] = '\0';
+/* GET url+path into body; 0 on success. */
+static int mock_get(struct mock *m, const char *path, struct buffer *body) {
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", m->url, path);
+    body->len = 0;
+    body->data[0] = '\0';
     CURL *curl = curl_easy_init();
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
     CURLcode rc = curl_easy_perform(curl);
     curl_easy_cleanup(curl);
-    if (rc != CURLE_OK) return -1;
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+/* A number field of /_mock/stats, or -1. */
+static long mock_stat(struct mock *m, const char *field) {
+    static struct buffer body;
+    char key[64];
+    if (mock_get(m, "/_mock/stats", &body) != 0) return -1;
     snprintf(key, sizeof key, "\"%s\"", field);
     char *at = strstr(body.data, key);
     if (!at) return -1;
@@ -654,6 +660,122 @@ static void test_update_after_401(void) {
     mock_stop(&m);
 }
 
+/* ---- (f) the analytics model (SPEC E5) ---- */
+
+/* The first recorded log (/_mock/logs answers one JSON object per line) that contains `needle`, copied into out;
+   0 when found. */
+static int find_log(const char *logs, const char *needle, char *out, size_t size) {
+    for (const char *line = logs; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t length = end ? (size_t)(end - line) : strlen(line);
+        if (memmem(line, length, needle, strlen(needle))) {
+            if (length >= size) length = size - 1;
+            memcpy(out, line, length);
+            out[length] = '\0';
+            return 0;
+        }
+        line += length + (end ? 1 : 0);
+    }
+    out[0] = '\0';
+    return -1;
+}
+
+struct timer_end { outbox_engine *e; int64_t timer; int result; };
+
+static void *end_timer_elsewhere(void *arg) {
+    struct timer_end *t = arg;
+    t->result = outbox_end_timer(t->e, t->timer, "{\"asset\":\"level-2\"}", 0);
+    return NULL;
+}
+
+static void test_model(void) {
+    struct mock m;
+    CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "model");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"s\",\"sessionTracking\":\"manual\","
+             "\"dispatchIntervalMs\":0}",
+             path, m.url);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open");
+    if (!e) { mock_stop(&m); return; }
+
+    CHECK(outbox_end_session(e) == OUTBOX_EINVAL && error_names("no session"), "ending a session before any");
+    CHECK(outbox_start_session(e) == 0, "start a session");
+    CHECK(outbox_track_screen(e, "Player", "/player/42", "{\"source\":\"search\"}") == 0, "a screen");
+    CHECK(outbox_track_category(e, "Video>Music>Play", "clip-42", 61500, NULL, 0) == 0, "a categorised event");
+    CHECK(outbox_set_user_id(e, "u-1842") == 0, "set the user id");
+    CHECK(outbox_set_user_properties(e, "{\"plan\":\"pro\",\"seats\":3}") == 0, "user properties");
+    CHECK(outbox_identify(e, "u-1843", "{\"company\":\"acme\"}") == 0, "identify");
+    int64_t timer = outbox_start_timer(e, "load");
+    CHECK(timer > 0, "a timer starts: %lld", (long long)timer);
+    CHECK(outbox_pause_timer(e, timer) == 0 && outbox_resume_timer(e, timer) == 0, "pause and resume it");
+    sleep_ms(30); /* the timer must measure a duration: this is what it times, not a wait for the engine */
+    struct timer_end ending = {e, timer, -99};
+    pthread_t thread;
+    pthread_create(&thread, NULL, end_timer_elsewhere, &ending);
+    pthread_join(thread, NULL);
+    CHECK(ending.result == 0, "the timer ends from another thread");
+    CHECK(outbox_end_timer(e, timer, NULL, 0) == OUTBOX_EINVAL && error_names("not open"), "an ended timer");
+    CHECK(outbox_pause_timer(e, 987654) == OUTBOX_EINVAL, "an unknown timer");
+    int64_t second = outbox_start_timer(e, "buffer");
+    CHECK(second > timer && outbox_end_timer_named(e, "buffer", NULL, 0) == 0, "a timer ended by its name");
+    CHECK(outbox_end_timer(e, second, NULL, 0) == OUTBOX_EINVAL, "that one is ended too");
+    CHECK(outbox_send_location(e, 41.0082, 28.9784, 12.5) == 0, "a location");
+    CHECK(outbox_enter_background(e) == 0 && outbox_enter_foreground(e) == 0, "background and back");
+    CHECK(outbox_set_reachability(e, OUTBOX_ONLINE) == 0, "the host says online");
+    CHECK(outbox_end_session(e) == 0, "end the session");
+    CHECK(outbox_end_session(e) == OUTBOX_EINVAL && error_names("no session"), "ending it again");
+
+    /* Bad input: a code and a message, never a crash. */
+    CHECK(outbox_track_screen(e, NULL, NULL, NULL) == OUTBOX_EINVAL && error_names("screen name"), "a NULL screen");
+    CHECK(outbox_track_screen(e, "\xff\xfe", NULL, NULL) == OUTBOX_EINVAL && error_names("UTF-8"), "invalid UTF-8");
+    CHECK(outbox_track_screen(e, "S", NULL, "{\"a\":[1]}") == OUTBOX_EINVAL, "nested properties");
+    CHECK(outbox_send_location(e, 0.0 / 0.0, 1, -1) == OUTBOX_EINVAL, "a NaN latitude");
+    CHECK(outbox_send_location(e, 91, 1, -1) == OUTBOX_EINVAL, "a latitude out of range");
+    CHECK(outbox_track_category(e, "A>B", NULL, 0.0 / 0.0, NULL, 0) == OUTBOX_EINVAL, "a NaN duration");
+    CHECK(outbox_track_category(e, "A>B", NULL, -1, NULL, 8) == OUTBOX_EINVAL && error_names("flags"), "bad flags");
+    CHECK(outbox_set_user_properties(e, NULL) == OUTBOX_EINVAL, "NULL user properties");
+    CHECK(outbox_set_user_properties(e, "{}") == OUTBOX_EINVAL, "no user properties");
+    CHECK(outbox_identify(e, NULL, NULL) == OUTBOX_EINVAL && error_names("user id"), "identify without a user");
+    CHECK(outbox_set_user_id(e, "") == OUTBOX_EINVAL, "an empty user id");
+    CHECK(outbox_set_reachability(e, 7) == OUTBOX_EINVAL && error_names("OUTBOX_ONLINE"), "unknown reachability");
+    CHECK(outbox_start_timer(e, NULL) == OUTBOX_EINVAL, "a timer without a name");
+    CHECK(outbox_start_session(NULL) == OUTBOX_EINVAL, "a NULL engine");
+
+    CHECK(drain(e) == OUTBOX_DISPATCH_NO_DATA, "drained");
+    static struct buffer logs;
+    CHECK(mock_get(&m, "/_mock/logs", &logs) == 0, "GET /_mock/logs");
+    char log[4096];
+    CHECK(strstr(logs.data, "\"type\":\"startSession\"") != NULL, "a startSession log");
+    CHECK(find_log(logs.data, "\"type\":\"screen\"", log, sizeof log) == 0 && strstr(log, "\"name\":\"Player\"")
+              && strstr(log, "/player/42") && strstr(log, "search"),
+          "the screen with its path and property: %s", log);
+    CHECK(find_log(logs.data, "\"name\":\"Video>Music>Play\"", log, sizeof log) == 0 && strstr(log, "clip-42")
+              && strstr(log, "$event_duration") && strstr(log, "61500"),
+          "the categorised event with its value and duration: %s", log);
+    CHECK(find_log(logs.data, "\"type\":\"userProperties\"", log, sizeof log) == 0 && strstr(log, "\"plan\"")
+              && strstr(log, "u-1842"),
+          "user properties under the user id: %s", log);
+    CHECK(find_log(logs.data, "\"company\"", log, sizeof log) == 0 && strstr(log, "u-1843"),
+          "identify's traits under the new user (App Center's wire: a userProperties log): %s", log);
+    CHECK(find_log(logs.data, "\"name\":\"load\"", log, sizeof log) == 0 && strstr(log, "$event_duration")
+              && strstr(log, "level-2"),
+          "the timer's event with its duration: %s", log);
+    /* The duration is at least the 30 ms it ran. */
+    const char *duration = strstr(log, "$event_duration");
+    const char *value = duration ? strstr(duration, "\"value\":") : NULL;
+    CHECK(value && strtod(value + 8, NULL) >= 30.0, "the timer measured at least 30 ms: %s", value ? value : "");
+    CHECK(find_log(logs.data, "\"type\":\"location\"", log, sizeof log) == 0 && strstr(log, "41.0082"),
+          "the location: %s", log);
+    CHECK(find_log(logs.data, "\"type\":\"endSession\"", log, sizeof log) == 0 && strstr(log, "durationMs"),
+          "the endSession with its duration: %s", log);
+    CHECK(outbox_close(e, 500) == 0, "close");
+    outbox_free(e);
+    mock_stop(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-outbox-mock\n", argv[0]);
@@ -673,6 +795,7 @@ int main(int argc, char **argv) {
     test_own_thread();
     test_opt_out();
     test_update_after_401();
+    test_model();
 
     char command[300];
     snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);

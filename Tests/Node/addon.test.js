@@ -73,3 +73,64 @@ test('destinations and their keys', (t) => {
   assert.throws(() => outbox.update(engine, JSON.stringify({ segmentProfile: 'mparticle' })),
     (error) => error.code === ECONFIG && error.message.includes('segment or rudderstack'));
 });
+
+// SPEC E5: the whole model from Node through outbox.js, on Node's own loop, read back from the mock's /_mock/logs.
+// scripts/node-test.sh passes the running mock's URL in OUTBOX_MOCK_URL.
+test('the analytics model reaches the mock', async (t) => {
+  const url = process.env.OUTBOX_MOCK_URL;
+  assert.ok(url, 'OUTBOX_MOCK_URL names a running outbox-mock (scripts/node-test.sh sets it)');
+  const api = require(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
+  const engine = api.open({
+    storePath: temporaryStore(t), endpoint: url, appSecret: 's', sessionTracking: 'manual', dispatchIntervalMs: 0,
+  });
+  let closed = false;
+  t.after(() => { if (!closed) engine.close(0); engine.free(); });
+  const tag = `node-${process.pid}`;
+  assert.throws(() => engine.endSession(), (error) => error.code === EINVAL && /no session/.test(error.message));
+  engine.startSession();
+  engine.trackScreen(`${tag}-screen`, { source: 'search' }, '/player/42');
+  engine.trackCategory(`${tag}>Music>Play`, { value: 'clip-42', durationMs: 61500 });
+  engine.setUserId(`${tag}-user`);
+  engine.setUserProperties({ plan: 'pro', seats: 3 });
+  engine.identify(`${tag}-user2`, { company: 'acme' });
+  const timer = engine.startTimer(`${tag}-load`);
+  assert.ok(timer instanceof api.Timer && timer.id > 0);
+  engine.pauseTimer(timer);
+  engine.resumeTimer(timer);
+  await new Promise((resolve) => setTimeout(resolve, 30)); // what the timer measures, not a wait for the engine
+  engine.endTimer(timer, { asset: 'level-2' });
+  assert.throws(() => engine.endTimer(timer), (error) => error.code === EINVAL && /not open/.test(error.message));
+  assert.throws(() => engine.pauseTimer(42), TypeError);
+  engine.startTimer(`${tag}-named`);
+  engine.endTimer(`${tag}-named`);
+  engine.sendLocation(41.0082, 28.9784, 12.5);
+  assert.throws(() => engine.sendLocation(NaN, 1), (error) => error.code === EINVAL);
+  assert.throws(() => engine.trackScreen(''), (error) => error.code === EINVAL);
+  assert.throws(() => engine.trackScreen(5), TypeError);
+  assert.throws(() => engine.identify(null), TypeError);
+  engine.setReachability(true);
+  engine.enterBackground();
+  engine.enterForeground();
+  engine.endSession();
+  assert.throws(() => engine.endSession(), (error) => error.code === EINVAL);
+  for (let round = 0; round < 100 && await engine.dispatch() !== api.NO_DATA; round++);
+  engine.close(500);
+  closed = true;
+
+  // One JSON object per line.
+  const list = (await (await fetch(`${url}/_mock/logs`)).text()).split('\n').filter((line) => line).map(JSON.parse);
+  const ours = list.map((entry) => JSON.stringify(entry)).filter((text) => text.includes(tag));
+  const find = (needle) => ours.find((text) => text.includes(needle)) || '';
+  assert.match(find('"type":"screen"'), /\/player\/42/);
+  assert.match(find(`${tag}>Music>Play`), /clip-42/);
+  assert.match(find(`${tag}>Music>Play`), /61500/);
+  assert.match(find('"type":"userProperties"'), /"plan"/);
+  assert.match(find('"company"'), new RegExp(`${tag}-user2`));
+  const load = JSON.parse(find(`${tag}-load`));
+  const duration = load.typedProperties.find((p) => p.name === '$event_duration');
+  assert.ok(duration && duration.value >= 30, `the timer measured ${duration && duration.value} ms`);
+  assert.match(find(`${tag}-named`), /"type":"event"/);
+  // The session's own logs carry no tag of ours: the user id set inside it marks its end.
+  assert.ok(list.some((entry) => entry.type === 'endSession' && entry.userId === `${tag}-user2`), 'the endSession');
+  assert.ok(list.some((entry) => entry.type === 'location' && entry.userId === `${tag}-user2`), 'the location');
+});

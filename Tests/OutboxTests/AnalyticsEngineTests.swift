@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import Outbox
+@_spi(CInterface) @testable import Outbox
 
 /// An engine on a manual clock (wall and CLOCK_BOOTTIME move only when the test says so).
 private func makeEngine(_ dir: TempDirectory, _ clock: ManualClock, _ configure: (inout Configuration) -> Void = { _ in }) throws -> OutboxEngine {
@@ -95,6 +95,31 @@ struct AnalyticsEngineTests {
         #expect(typed(log)["$event_duration"] == nil)
         #expect(typed(log)["k"] as? Int == 1)
         #expect(throws: OutboxError.emptyEventName) { try engine.trackTimerStart("") }
+    }
+
+    // SPEC E5: whether a session is open, as other threads see it (the C interface refuses to end none): the loop
+    // sets it when it starts a session by itself (at start, back after the timeout), the caller's calls at once.
+    @Test func whetherASessionIsOpenFollowsTheCallsAndTheLoopsOwnSessions() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let clock = ManualClock()
+        let engine = try makeEngine(dir, clock) { $0.sessionTimeout = .seconds(20) }
+        defer { engine.shutdown() }
+        await engine.persisted()
+        #expect(engine.hasOpenSession, "automatic tracking opened one at start")
+        try engine.endSession()
+        #expect(!engine.hasOpenSession)
+        engine.enterBackground()
+        clock.advance(ms: 20_001)
+        engine.enterForeground()
+        await engine.persisted()
+        #expect(engine.hasOpenSession, "back after the timeout: a new one")
+        try engine.endSession()
+        try engine.startSession()
+        #expect(engine.hasOpenSession)
+        await engine.persisted()
+        #expect(engine.hasOpenSession, "the loop applying the caller's own calls does not undo them")
+        let logs = try await stored(engine)
+        #expect(ofType(logs, "startSession").count == 3 && ofType(logs, "endSession").count == 2)
     }
 
     // SPEC A1: a session starts at engine start; back in the foreground just under the timeout keeps it, just over

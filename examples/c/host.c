@@ -1,7 +1,8 @@
 /*
  * A C host on its own libuv loop, written only against the installed outbox.h (docs/EMBEDDING.md):
  *   cc host.c $(pkg-config --cflags --libs outbox libuv) -o host && ./host http://127.0.0.1:8080 /tmp/host.outbox
- * Tracks 100 events, dispatches until nothing waits, closes, and exits 0 when the loop ended clean.
+ * Records a session with a screen, 100 events and a timed load in it (SPEC E5), dispatches until nothing waits,
+ * closes, and exits 0 when the loop ended clean.
  */
 #include <outbox.h>
 #include <stdio.h>
@@ -40,12 +41,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "outbox_open: %s\n", outbox_last_error());
         return 1;
     }
+    outbox_start_session(engine);                  /* "sessionTracking" is automatic here: this starts a new one */
+    outbox_track_screen(engine, "Home", "/home", "{\"source\":\"launch\"}");
+    int64_t load = outbox_start_timer(engine, "load"); /* a duration on the boot clock */
     for (int i = 0; i < 100; i++) {
         char properties[96];
         snprintf(properties, sizeof properties, "{\"i\":%d,\"plan\":\"pro\",\"price\":9.99,\"trial\":true}", i);
         if (outbox_track(engine, "example", properties, 0) != 0)
             fprintf(stderr, "outbox_track: %s\n", outbox_last_error());
     }
+    if (load > 0) outbox_end_timer(engine, load, NULL, 0); /* "load" with $event_duration in ms */
+    outbox_end_session(engine);
     uv_timer_init(&loop, &keepalive);
     uv_timer_start(&keepalive, tick, 1000, 1000);
     outbox_dispatch(engine, dispatched, engine);

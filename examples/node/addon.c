@@ -5,12 +5,21 @@
  * (no node-gyp). Every function runs on Node's main thread, the loop's thread, as outbox.h asks of
  * outbox_open and outbox_close in host mode.
  *
- * JavaScript API (see demo.js):
+ * The addon's functions take the engine first and JSON as strings; examples/node/outbox.js wraps them in an
+ * `Engine` class with JavaScript objects (what an application uses: see demo.js):
  *   open(configJSON) -> engine          track(engine, name, propertiesJSON|null, critical) -> undefined
  *   dispatch(engine, callback(result))  status(engine) -> JSON string
  *   setEnabled(engine, enabled)         update(engine, configJSON)
  *   close(engine, drainMs)              free(engine)
- * Failures throw an Error whose message is outbox_last_error() and whose `code` is the OUTBOX_E… value.
+ *   startSession(engine)  endSession(engine)  enterBackground(engine)  enterForeground(engine)
+ *   trackScreen(engine, name, path|null, propertiesJSON|null)
+ *   trackCategory(engine, name, value|null, durationMs (negative: none), propertiesJSON|null, critical)
+ *   setUserId(engine, id|null)  setUserProperties(engine, propertiesJSON)  identify(engine, userId, traitsJSON|null)
+ *   startTimer(engine, name) -> number  pauseTimer(engine, n)  resumeTimer(engine, n)
+ *   endTimer(engine, n, propertiesJSON|null, critical)  endTimerNamed(engine, name, propertiesJSON|null, critical)
+ *   sendLocation(engine, latitude, longitude, accuracy (negative: none))  setReachability(engine, 1|0|-1)
+ * Failures throw an Error whose message is outbox_last_error() and whose `code` is the OUTBOX_E… value; an
+ * argument of the wrong JavaScript type throws a TypeError naming the call.
  */
 #include <node_api.h>
 #include <outbox.h>
@@ -198,6 +207,181 @@ static napi_value js_free(napi_env env, napi_callback_info info) {
     return NULL;
 }
 
+/* ---- The analytics model (SPEC E5) ---- */
+
+/* Up to 6 arguments of a call, with the engine first; NULL (a TypeError thrown) when fewer than `needed`. */
+struct args { size_t argc; napi_value argv[6]; void *data; outbox_engine *engine; };
+
+static int get_args(napi_env env, napi_callback_info info, size_t needed, const char *usage, struct args *a) {
+    a->argc = 6;
+    if (napi_get_cb_info(env, info, &a->argc, a->argv, NULL, &a->data) != napi_ok || a->argc < needed) {
+        napi_throw_type_error(env, NULL, usage);
+        return 0;
+    }
+    a->engine = engine_arg(env, a->argv[0]);
+    return 1;
+}
+
+/* A string argument (or NULL for null/undefined when `optional`); 0 with a TypeError thrown otherwise. */
+static int text_arg(napi_env env, struct args *a, size_t index, int optional, const char *usage, char **out) {
+    int ok = 1;
+    *out = index < a->argc ? string_arg(env, a->argv[index], &ok) : NULL;
+    if (!ok || (!optional && !*out)) {
+        free(*out);
+        *out = NULL;
+        napi_throw_type_error(env, NULL, usage);
+        return 0;
+    }
+    return 1;
+}
+
+static int number_arg(napi_env env, struct args *a, size_t index, double fallback, const char *usage, double *out) {
+    napi_valuetype type = napi_undefined;
+    if (index < a->argc) napi_typeof(env, a->argv[index], &type);
+    if (type == napi_undefined || type == napi_null) { *out = fallback; return 1; }
+    if (type != napi_number || napi_get_value_double(env, a->argv[index], out) != napi_ok) {
+        napi_throw_type_error(env, NULL, usage);
+        return 0;
+    }
+    return 1;
+}
+
+static int flags_arg(napi_env env, struct args *a, size_t index) {
+    bool critical = false;
+    if (index < a->argc) napi_get_value_bool(env, a->argv[index], &critical);
+    return critical ? OUTBOX_CRITICAL : 0;
+}
+
+static napi_value result_of(napi_env env, int rc) { return rc != 0 ? throw_outbox(env, rc) : NULL; }
+
+/* startSession, endSession, enterBackground, enterForeground: the C function is the property's data. */
+static napi_value js_engine_call(napi_env env, napi_callback_info info) {
+    struct args a;
+    if (!get_args(env, info, 1, "expected (engine)", &a)) return NULL;
+    int (*function)(outbox_engine *) = (int (*)(outbox_engine *))a.data;
+    return result_of(env, function(a.engine));
+}
+
+static napi_value js_track_screen(napi_env env, napi_callback_info info) {
+    const char *usage = "trackScreen(engine, name, path|null, propertiesJSON|null): strings";
+    struct args a;
+    char *name = NULL, *where = NULL, *props = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 0, usage, &name)) return NULL;
+    if (!text_arg(env, &a, 2, 1, usage, &where) || !text_arg(env, &a, 3, 1, usage, &props)) { free(name); free(where); return NULL; }
+    int rc = outbox_track_screen(a.engine, name, where, props);
+    free(name); free(where); free(props);
+    return result_of(env, rc);
+}
+
+static napi_value js_track_category(napi_env env, napi_callback_info info) {
+    const char *usage = "trackCategory(engine, name, value|null, durationMs|null, propertiesJSON|null, critical)";
+    struct args a;
+    char *name = NULL, *value = NULL, *props = NULL;
+    double duration = -1;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 0, usage, &name)) return NULL;
+    if (!text_arg(env, &a, 2, 1, usage, &value) || !number_arg(env, &a, 3, -1, usage, &duration)
+        || !text_arg(env, &a, 4, 1, usage, &props)) { free(name); free(value); return NULL; }
+    int rc = outbox_track_category(a.engine, name, value, duration, props, flags_arg(env, &a, 5));
+    free(name); free(value); free(props);
+    return result_of(env, rc);
+}
+
+static napi_value js_set_user_id(napi_env env, napi_callback_info info) {
+    const char *usage = "setUserId(engine, id|null): a string or null";
+    struct args a;
+    char *id = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 1, usage, &id)) return NULL;
+    int rc = outbox_set_user_id(a.engine, id);
+    free(id);
+    return result_of(env, rc);
+}
+
+static napi_value js_set_user_properties(napi_env env, napi_callback_info info) {
+    const char *usage = "setUserProperties(engine, propertiesJSON): a string";
+    struct args a;
+    char *props = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 0, usage, &props)) return NULL;
+    int rc = outbox_set_user_properties(a.engine, props);
+    free(props);
+    return result_of(env, rc);
+}
+
+static napi_value js_identify(napi_env env, napi_callback_info info) {
+    const char *usage = "identify(engine, userId, traitsJSON|null): strings";
+    struct args a;
+    char *user = NULL, *traits = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 0, usage, &user)) return NULL;
+    if (!text_arg(env, &a, 2, 1, usage, &traits)) { free(user); return NULL; }
+    int rc = outbox_identify(a.engine, user, traits);
+    free(user); free(traits);
+    return result_of(env, rc);
+}
+
+static napi_value js_start_timer(napi_env env, napi_callback_info info) {
+    const char *usage = "startTimer(engine, name): a string";
+    struct args a;
+    char *name = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 0, usage, &name)) return NULL;
+    int64_t timer = outbox_start_timer(a.engine, name);
+    free(name);
+    if (timer < 0) return throw_outbox(env, (int)timer);
+    napi_value result;
+    CALL(env, napi_create_int64(env, timer, &result));
+    return result;
+}
+
+/* pauseTimer and resumeTimer: the C function is the property's data. */
+static napi_value js_timer_call(napi_env env, napi_callback_info info) {
+    const char *usage = "expected (engine, timer): the number startTimer returned";
+    struct args a;
+    double timer = 0;
+    if (!get_args(env, info, 2, usage, &a) || !number_arg(env, &a, 1, 0, usage, &timer)) return NULL;
+    int (*function)(outbox_engine *, int64_t) = (int (*)(outbox_engine *, int64_t))a.data;
+    return result_of(env, function(a.engine, (int64_t)timer));
+}
+
+static napi_value js_end_timer(napi_env env, napi_callback_info info) {
+    const char *usage = "endTimer(engine, timer, propertiesJSON|null, critical): timer is startTimer's number";
+    struct args a;
+    double timer = 0;
+    char *props = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !number_arg(env, &a, 1, 0, usage, &timer)
+        || !text_arg(env, &a, 2, 1, usage, &props)) return NULL;
+    int rc = outbox_end_timer(a.engine, (int64_t)timer, props, flags_arg(env, &a, 3));
+    free(props);
+    return result_of(env, rc);
+}
+
+static napi_value js_end_timer_named(napi_env env, napi_callback_info info) {
+    const char *usage = "endTimerNamed(engine, name, propertiesJSON|null, critical): strings";
+    struct args a;
+    char *name = NULL, *props = NULL;
+    if (!get_args(env, info, 2, usage, &a) || !text_arg(env, &a, 1, 0, usage, &name)) return NULL;
+    if (!text_arg(env, &a, 2, 1, usage, &props)) { free(name); return NULL; }
+    int rc = outbox_end_timer_named(a.engine, name, props, flags_arg(env, &a, 3));
+    free(name); free(props);
+    return result_of(env, rc);
+}
+
+static napi_value js_send_location(napi_env env, napi_callback_info info) {
+    const char *usage = "sendLocation(engine, latitude, longitude, accuracy|null): numbers";
+    struct args a;
+    double latitude = 0, longitude = 0, accuracy = -1;
+    if (!get_args(env, info, 3, usage, &a) || !number_arg(env, &a, 1, 0.0 / 0.0, usage, &latitude)
+        || !number_arg(env, &a, 2, 0.0 / 0.0, usage, &longitude) || !number_arg(env, &a, 3, -1, usage, &accuracy))
+        return NULL;
+    return result_of(env, outbox_send_location(a.engine, latitude, longitude, accuracy));
+}
+
+static napi_value js_set_reachability(napi_env env, napi_callback_info info) {
+    const char *usage = "setReachability(engine, 1|0|-1): online, offline, or the engine's own watcher";
+    struct args a;
+    double reachability = 0;
+    if (!get_args(env, info, 2, usage, &a) || !number_arg(env, &a, 1, 0.5, usage, &reachability)) return NULL;
+    if (reachability != (int)reachability) { napi_throw_type_error(env, NULL, usage); return NULL; }
+    return result_of(env, outbox_set_reachability(a.engine, (int)reachability));
+}
+
 static napi_value init(napi_env env, napi_value exports) {
     napi_property_descriptor functions[] = {
         {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -208,6 +392,22 @@ static napi_value init(napi_env env, napi_value exports) {
         {"update", NULL, js_update, NULL, NULL, NULL, napi_default, NULL},
         {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
         {"free", NULL, js_free, NULL, NULL, NULL, napi_default, NULL},
+        {"startSession", NULL, js_engine_call, NULL, NULL, NULL, napi_default, (void *)outbox_start_session},
+        {"endSession", NULL, js_engine_call, NULL, NULL, NULL, napi_default, (void *)outbox_end_session},
+        {"enterBackground", NULL, js_engine_call, NULL, NULL, NULL, napi_default, (void *)outbox_enter_background},
+        {"enterForeground", NULL, js_engine_call, NULL, NULL, NULL, napi_default, (void *)outbox_enter_foreground},
+        {"trackScreen", NULL, js_track_screen, NULL, NULL, NULL, napi_default, NULL},
+        {"trackCategory", NULL, js_track_category, NULL, NULL, NULL, napi_default, NULL},
+        {"setUserId", NULL, js_set_user_id, NULL, NULL, NULL, napi_default, NULL},
+        {"setUserProperties", NULL, js_set_user_properties, NULL, NULL, NULL, napi_default, NULL},
+        {"identify", NULL, js_identify, NULL, NULL, NULL, napi_default, NULL},
+        {"startTimer", NULL, js_start_timer, NULL, NULL, NULL, napi_default, NULL},
+        {"pauseTimer", NULL, js_timer_call, NULL, NULL, NULL, napi_default, (void *)outbox_pause_timer},
+        {"resumeTimer", NULL, js_timer_call, NULL, NULL, NULL, napi_default, (void *)outbox_resume_timer},
+        {"endTimer", NULL, js_end_timer, NULL, NULL, NULL, napi_default, NULL},
+        {"endTimerNamed", NULL, js_end_timer_named, NULL, NULL, NULL, napi_default, NULL},
+        {"sendLocation", NULL, js_send_location, NULL, NULL, NULL, napi_default, NULL},
+        {"setReachability", NULL, js_set_reachability, NULL, NULL, NULL, napi_default, NULL},
     };
     CALL(env, napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions));
     napi_value version;

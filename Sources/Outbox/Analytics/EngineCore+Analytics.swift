@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import Synchronization
 
 /// The loop thread's side of the analytics model: sessions, lifecycle and user (SPEC A1–A3, A5, A8) applied in
 /// queue order, and the device context (SPEC A10) that every new log is captured under.
@@ -18,6 +19,15 @@ extension EngineCore {
         if case .sessionLimit = command {
         } else if let at = command.moment, analytics.sessionLimitReached(atMonoNs: at.monoNs) {
             apply(.sessionLimit(at), into: &logs)
+        }
+        let sessionBefore = analytics.session?.id
+        defer {
+            // The caller's own starts and ends set it when called: applied later, they would undo a newer call.
+            switch command {
+            case .startSession, .endSession: break
+            default:
+                if analytics.session?.id != sessionBefore { sessionOpen.store(analytics.session != nil, ordering: .relaxed) }
+            }
         }
         for effect in analytics.apply(command, ids: &ids) {
             switch effect {

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import Synchronization
 
 extension OutboxEngine {
     // MARK: - Lifecycle (SPEC A1, A4, A5)
@@ -49,6 +50,7 @@ extension OutboxEngine {
     /// ```
     public func startSession() throws {
         try intake.submit(.analytics(.startSession(Moment.now(configuration.clock))), urgent: false)
+        core.sessionOpen.store(true, ordering: .relaxed)
     }
 
     /// Ends the current session with an `endSession` log carrying its duration in ms (SPEC A3, Curio). Later logs
@@ -56,7 +58,11 @@ extension OutboxEngine {
     /// Without a current session it does nothing.
     public func endSession() throws {
         try intake.submit(.analytics(.endSession(Moment.now(configuration.clock))), urgent: false)
+        core.sessionOpen.store(false, ordering: .relaxed)
     }
+
+    /// Whether a session is open, as the calls made so far leave it (SPEC E5: the C interface refuses to end none).
+    @_spi(CInterface) public var hasOpenSession: Bool { core.sessionOpen.load(ordering: .relaxed) }
 
     // MARK: - Timers (SPEC A4)
 

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import Synchronization
 
 /// Everything the loop thread owns (docs/ARCHITECTURE.md, "Who owns what"): the store, the id generator, the counters.
 /// Only the loop thread calls into it, except `init`, which runs before the loop starts.
@@ -34,6 +35,10 @@ final class EngineCore {
     private var reachabilityOverride: Reachability?
     /// Sessions, lifecycle and user (SPEC A1–A3, A5, A8), fed in queue order: see EngineCore+Analytics.swift.
     var analytics = AnalyticsState()
+    /// Whether a session is open, for callers on other threads (the C interface refuses to end none, SPEC E5):
+    /// `startSession()` and `endSession()` set it when called, the loop when it starts or ends one by itself
+    /// (foreground after the timeout, the longest session).
+    let sessionOpen = Atomic<Bool>(false)
     /// SPEC T6 in queue order: logs the analytics model writes while collection is off are dropped.
     var collecting = true
     /// SPEC A10: the current device context and its version id in the store's `contexts` (0: not saved).
