@@ -77,9 +77,17 @@ let cJSONTarget = FuzzTarget(name: "c-json", summary: "outbox_track's properties
             let timer = outbox_start_timer(cEngine, text)
             guard timer > 0 else { check(Int32(clamping: timer), "outbox_start_timer"); return }
             check(outbox_pause_timer(cEngine, timer), "outbox_pause_timer")
-            check(outbox_end_timer(cEngine, timer, text, 0), "outbox_end_timer")
+            let first = outbox_end_timer(cEngine, timer, text, 0)
+            check(first, "outbox_end_timer")
             let again = outbox_end_timer(cEngine, timer, nil, 0)
-            invariant(again == -1 && outboxLastError().pointee != 0, "an ended timer was not refused: \(again)")
+            if first == 0 {
+                invariant(again == -1 && outboxLastError().pointee != 0, "an ended timer was not refused: \(again)")
+            } else {
+                // Refused properties leave the timer open, so that the caller can end it with good ones; storage
+                // full or the event-name limit (-4, -5) refuse the event after the timer ended (then -1 here).
+                invariant([0, -1, -4, -5].contains(again) && (again == 0 || outboxLastError().pointee != 0),
+                          "a timer whose end was refused: \(again) on the second end")
+            }
         case 6: check(outbox_send_location(cEngine, number(0), number(1), number(2)), "outbox_send_location")
         default:
             check(outbox_set_user_id(cEngine, text), "outbox_set_user_id")

@@ -205,8 +205,9 @@ public func outbox_end_timer(_ handle: UnsafeMutableRawPointer?, _ number: Int64
         let timer = try openTimer(c, number)
         // Checked before the timer ends, so that a caller can correct them and end it again.
         let properties = try properties(propertiesJSON), flags = try logFlags(flags)
-        try c.engine.trackTimerEnd(timer, properties: properties, flags: flags)
-        _ = c.timers.withLock { $0.remove(number) }
+        try endingTimer(c, { _ = $0.remove(number) }) {
+            try c.engine.trackTimerEnd(timer, properties: properties, flags: flags)
+        }
     }
 }
 
@@ -216,9 +217,23 @@ public func outbox_end_timer_named(_ handle: UnsafeMutableRawPointer?, _ name: U
     call(handle, "outbox_end_timer_named") { c in
         let name = try text(name, "the timer's event name")
         let properties = try properties(propertiesJSON), flags = try logFlags(flags)
-        try c.engine.trackTimerEnd(name, properties: properties, flags: flags)
-        c.timers.withLock { $0.removeLatest(named: name) }
+        try endingTimer(c, { $0.removeLatest(named: name) }) {
+            try c.engine.trackTimerEnd(name, properties: properties, flags: flags)
+        }
     }
+}
+
+/// Ends a timer through `end`, then forgets its number (`forget`) once the engine has ended it: on success, and when
+/// the event was refused only after the timer ended (storage full, the event-name limit, a closed engine). A refusal
+/// of the event itself (OUTBOX_EINVAL: its properties) comes first and leaves the timer open, to be ended again.
+private func endingTimer(_ c: CEngine, _ forget: (inout CTimers) -> Void, _ end: () throws -> Void) throws {
+    do {
+        try end()
+    } catch let error as OutboxError where code(for: error) != EINVAL {
+        c.timers.withLock { forget(&$0) }
+        throw error
+    }
+    c.timers.withLock { forget(&$0) }
 }
 
 // MARK: - Location and reachability (SPEC A8, N2)
