@@ -12,8 +12,10 @@ PREFIX ?= /usr/local
 C_PREFIX ?= $(CURDIR)/.build/c-prefix
 NODE ?= node
 export NODE
+# Package.swift: the mock optimised in debug builds, for this repository's own tests (SPEC P3 keeps it out otherwise).
+export OUTBOX_OPTIMIZE_MOCK := 1
 
-.PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
+.PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -50,7 +52,9 @@ test: deps vendor-venv rotel
 	$(SWIFT) test --skip-build
 	$(MAKE) cli-check
 	$(MAKE) c-test
+	$(MAKE) install-check
 	$(MAKE) node-test
+	$(MAKE) swift-app
 
 # Documents and comments point only at what the repository holds, Markdown code fences pair up, relative links
 # resolve, every rule cited has its heading in docs/BEHAVIOUR.md, and NOTICE names every Swift package dependency
@@ -101,6 +105,16 @@ c-lib: deps
 install: c-lib
 	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(PREFIX)"
 
+# SPEC P5: removes exactly what `make install PREFIX=…` wrote (its lib/outbox/MANIFEST); nothing without one.
+uninstall:
+	scripts/uninstall-c.sh "$(PREFIX)"
+
+# SPEC P5: docs/EMBEDDING.md's install, build, run and uninstall commands, run as written from a clean shell
+# into a temporary prefix, against outbox-mock; the prefix must be empty afterwards.
+install-check: c-lib
+	$(SWIFT) build --product outbox-mock
+	scripts/install-check.sh .build/debug/outbox-mock
+
 c-install: c-lib
 	rm -rf "$(C_PREFIX)"
 	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(C_PREFIX)"
@@ -110,6 +124,16 @@ c-install: c-lib
 c-test: c-install
 	$(SWIFT) build --product outbox-mock
 	scripts/c-test.sh "$(C_PREFIX)" .build/debug/outbox-mock
+
+# SPEC P3: examples/swift-app depends on Outbox as another package does (by path here, with the manifest a URL
+# dependent sees: no OUTBOX_OPTIMIZE_MOCK) and tests itself against the mock in-process; no library product but
+# OutboxC carries an unsafe flag (scripts/manifest-check.py reads `swift package dump-package`). It builds in this
+# repository's .build, where the dependencies are compiled already (55 s instead of 3 min on 2 cores); the next
+# build of the repository itself recompiles OutboxMock once (about a minute).
+swift-app: deps
+	python3 scripts/manifest-check.py "$(SWIFT)"
+	env -u OUTBOX_OPTIMIZE_MOCK $(SWIFT) build --package-path examples/swift-app --scratch-path .build --build-tests
+	env -u OUTBOX_OPTIMIZE_MOCK $(SWIFT) test --package-path examples/swift-app --scratch-path .build --skip-build
 
 # SPEC E4: the N-API addon of examples/node, built with the C compiler and Node's own headers.
 node-example: c-install

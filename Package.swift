@@ -50,9 +50,9 @@ let package = Package(
             ],
             path: "Sources/Outbox"
         ),
-        // SPEC E2–E3: the C interface. Exports only the functions of include/outbox.h (a version script), has the
-        // SONAME it is installed under, and finds the Swift runtime beside itself ($ORIGIN) rather than in a
-        // toolchain the host does not have.
+        // SPEC E2–E3, P5: the C interface. Exports only the functions of include/outbox.h (a version script), has the
+        // SONAME it is installed under, and finds the Swift runtime in its own directory beside it ($ORIGIN/outbox)
+        // rather than in a toolchain the host does not have.
         .target(name: "COutboxSupport", path: "Sources/COutboxSupport"),
         .target(
             name: "OutboxC",
@@ -61,7 +61,7 @@ let package = Package(
             exclude: ["exports.map"],
             linkerSettings: [.unsafeFlags(["-use-ld=bfd", "-Xlinker", "--version-script=Sources/OutboxC/exports.map",
                                            "-Xlinker", "-soname=libOutbox.so.0", "-no-toolchain-stdlib-rpath",
-                                           "-Xlinker", "-rpath=$ORIGIN"])]
+                                           "-Xlinker", "-rpath=$ORIGIN/outbox"])]
         ),
         .executableTarget(
             name: "outbox",
@@ -91,10 +91,14 @@ let package = Package(
                 "CLibDeflate", "CZlib",
             ],
             path: "MockServer/OutboxMock",
-            // Optimised even in debug builds: `swift test` builds debug, and the engine's load tests must not
-            // measure an unoptimised JSON validator (≈ 9k logs/s at -Onone, ≈ 75k with -O; release ≈ 200k).
-            // Allowed in the root package only: drop it if OutboxMock is ever consumed as a dependency.
-            swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
+            // The named scenarios (SPEC P3): found as this resource, also in a package that depends on Outbox.
+            resources: [.copy("Scenarios")],
+            // Optimised in debug builds when this repository's Makefile builds (OUTBOX_OPTIMIZE_MOCK=1): `swift test`
+            // builds debug, and the engine's load tests must not measure an unoptimised JSON validator (≈ 9k logs/s
+            // at -Onone, ≈ 75k with -O; release ≈ 200k). Without it the manifest has no unsafe flag outside OutboxC,
+            // so that a package can depend on Outbox by URL (SPEC P3; ManifestTests checks `dump-package`).
+            swiftSettings: Context.environment["OUTBOX_OPTIMIZE_MOCK"] == "1"
+                ? [.unsafeFlags(["-O"], .when(configuration: .debug))] : []
         ),
         .executableTarget(
             name: "outbox-mock",

@@ -36,8 +36,9 @@
 extern "C" {
 #endif
 
+/* The release (VERSION in the source tree); outbox_version() returns the library's own. */
 #define OUTBOX_VERSION_MAJOR 0
-#define OUTBOX_VERSION_MINOR 1
+#define OUTBOX_VERSION_MINOR 2
 #define OUTBOX_VERSION_PATCH 0
 
 /* An engine: one SQLite store and, with an endpoint, its delivery. Opaque. */

@@ -19,6 +19,12 @@ if [[ "$declared" != "$exported" ]]; then
   exit 1
 fi
 echo "c-test: libOutbox.so.0 exports the $(wc -l <<<"$exported") functions of outbox.h and no other outbox_ symbol"
+# SPEC P2: the installed header's macros and outbox.pc carry VERSION (outbox_version() is built from the macros;
+# the C test checks it against them).
+version=$(cat "$root/VERSION")
+macros=$(sed -n 's/^#define OUTBOX_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' "$prefix/include/outbox.h" | paste -sd.)
+[[ "$macros" == "$version" && "$(pkg-config --modversion outbox)" == "$version" ]] \
+  || { echo "c-test: FAIL VERSION $version, outbox.h $macros, outbox.pc $(pkg-config --modversion outbox)"; exit 1; }
 out="$prefix/outbox_c_test"
 # shellcheck disable=SC2046  # pkg-config's words are meant to split
 "$cc" "${flags[@]}" -o "$out" "$root/Tests/C/outbox_c_test.c" $(pkg-config --cflags outbox libuv libcurl) \

@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
-# SPEC E1, E3: installs the C interface under PREFIX — include/outbox.h, lib/libOutbox.so.0 (SONAME) with its
-# libOutbox.so link, the Swift runtime libraries it needs beside it (its RUNPATH is $ORIGIN: a host needs no
-# Swift toolchain), and lib/pkgconfig/outbox.pc.
+# SPEC E1, E3, P5: installs the C interface under PREFIX — include/outbox.h, lib/libOutbox.so.0 (SONAME) with its
+# libOutbox.so link, the Swift runtime libraries it needs in lib/outbox/ (its RUNPATH is $ORIGIN/outbox: a host
+# needs no Swift toolchain, and PREFIX/lib gets no libswiftCore.so of ours), and lib/pkgconfig/outbox.pc, which
+# carries the compile, link and run-time (rpath) flags. lib/outbox/MANIFEST lists every file and directory written,
+# for scripts/uninstall-c.sh.
 # Usage: scripts/install-c.sh BUILT-LIBRARY PREFIX
 set -euo pipefail
 library=$1
-prefix=$2
+prefix=$(realpath -m "$2")
 root=$(cd "$(dirname "$0")/.." && pwd)
+version=$(cat "$root/VERSION")
 swift=$(command -v "${SWIFT:-swift}") || { echo "install-c: ${SWIFT:-swift} is not on PATH: it locates the Swift runtime to install" >&2; exit 1; }
 runtime=$(dirname "$(dirname "$(readlink -f "$swift")")")/lib/swift/linux
 [[ -e "$runtime/libswiftCore.so" ]] || { echo "install-c: no Swift runtime in $runtime" >&2; exit 1; }
 
-install -d "$prefix/include" "$prefix/lib/pkgconfig"
-install -m 644 "$root/include/outbox.h" "$prefix/include/outbox.h"
-install -m 755 "$library" "$prefix/lib/libOutbox.so.0"
-ln -sf libOutbox.so.0 "$prefix/lib/libOutbox.so"
+# Without write access nothing is touched: say so, and what to do.
+existing=$prefix
+while [[ ! -e "$existing" ]]; do existing=$(dirname "$existing"); done
+if [[ ! -w "$existing" ]] || { [[ -e "$prefix" ]] && [[ ! -w "$prefix" ]]; }; then
+  echo "install-c: cannot write under $prefix ($existing is not writable): run it as a user who can (sudo make install PREFIX=$prefix) or choose another PREFIX, e.g. PREFIX=\$HOME/.local" >&2
+  exit 1
+fi
+
+# Directories this installation creates (removed again by uninstall when empty), then files.
+created=()
+for dir in "$prefix" "$prefix/include" "$prefix/lib" "$prefix/lib/pkgconfig" "$prefix/lib/outbox"; do
+  [[ -d "$dir" ]] || { mkdir -p "$dir"; created+=("$dir"); }
+done
+files=()
+install -m 644 "$root/include/outbox.h" "$prefix/include/outbox.h"; files+=("include/outbox.h")
+install -m 755 "$library" "$prefix/lib/libOutbox.so.0"; files+=("lib/libOutbox.so.0")
+ln -sf libOutbox.so.0 "$prefix/lib/libOutbox.so"; files+=("lib/libOutbox.so")
 
 # The toolchain's libraries that libOutbox.so.0 needs, directly or through each other; the system's own (libc,
 # libuv, libcurl, libsqlite3, zlib) are left to the system.
@@ -26,11 +42,31 @@ while ((${#pending[@]})); do
   for needed in $(readelf -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
     if [[ -e "$runtime/$needed" && -z "${copied[$needed]:-}" ]]; then
       copied[$needed]=1
-      install -m 644 "$(readlink -f "$runtime/$needed")" "$prefix/lib/$needed"
-      pending+=("$prefix/lib/$needed")
+      install -m 644 "$(readlink -f "$runtime/$needed")" "$prefix/lib/outbox/$needed"
+      files+=("lib/outbox/$needed")
+      pending+=("$prefix/lib/outbox/$needed")
     fi
   done
 done
+
+cat > "$prefix/lib/pkgconfig/outbox.pc" <<PC
+prefix=$prefix
+includedir=\${prefix}/include
+libdir=\${prefix}/lib
+
+Name: outbox
+Description: Offline-first analytics sync engine (C interface)
+Version: $version
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lOutbox -Wl,-rpath,\${libdir}
+PC
+files+=("lib/pkgconfig/outbox.pc")
+
+{
+  echo "# outbox $version installed under $prefix: what scripts/uninstall-c.sh removes (files, then the directories made)"
+  printf 'file %s\n' "${files[@]}" "lib/outbox/MANIFEST"
+  for ((i = ${#created[@]} - 1; i >= 0; i--)); do printf 'dir %s\n' "${created[i]}"; done
+} > "$prefix/lib/outbox/MANIFEST"
 
 # SPEC E3: Foundation proper (CoreFoundation, ICU's data) stays out; one `import Foundation` in Sources/Outbox brings it.
 for heavy in libFoundation.so libFoundationInternationalization.so lib_FoundationICU.so; do
@@ -45,19 +81,4 @@ if missing=$(env -u LD_LIBRARY_PATH ldd "$prefix/lib/libOutbox.so.0" | grep 'not
   echo "install-c: libOutbox.so.0 would not load: $missing" >&2
   exit 1
 fi
-
-major=$(sed -n 's/^#define OUTBOX_VERSION_MAJOR \([0-9]*\)/\1/p' "$root/include/outbox.h")
-minor=$(sed -n 's/^#define OUTBOX_VERSION_MINOR \([0-9]*\)/\1/p' "$root/include/outbox.h")
-patch=$(sed -n 's/^#define OUTBOX_VERSION_PATCH \([0-9]*\)/\1/p' "$root/include/outbox.h")
-cat > "$prefix/lib/pkgconfig/outbox.pc" <<PC
-prefix=$prefix
-includedir=\${prefix}/include
-libdir=\${prefix}/lib
-
-Name: outbox
-Description: Offline-first analytics sync engine (C interface)
-Version: $major.$minor.$patch
-Cflags: -I\${includedir}
-Libs: -L\${libdir} -lOutbox
-PC
-echo "installed outbox $major.$minor.$patch under $prefix (runtime: ${!copied[*]})"
+echo "installed outbox $version under $prefix (runtime in lib/outbox: ${!copied[*]})"

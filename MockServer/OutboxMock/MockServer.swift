@@ -193,27 +193,28 @@ public final class MockServer: Sendable {
 
     // MARK: - Fixtures
 
-    /// The `Fixtures/scenarios` directory, found by walking up from the current directory and from
-    /// `file` (pass `#filePath` from a test).
+    /// The named scenarios' directory (SPEC P3): `$OUTBOX_FIXTURES/scenarios` when that is set, else the `Scenarios`
+    /// resource SwiftPM copies beside the executable that links OutboxMock (`Outbox_OutboxMock.resources`, also in a
+    /// package that depends on Outbox), else the Debian package's `/usr/share/outbox/scenarios`. Never found by
+    /// walking up directories: inside a dependent package that finds nothing, or someone else's files.
+    /// `file` is not used any more; it stays for callers that pass it.
     public static func scenariosDirectory(file: String = #filePath) -> String? {
         let fm = FileManager.default
-        var starts = [fm.currentDirectoryPath, URL(fileURLWithPath: file).deletingLastPathComponent().path]
-        if let env = ProcessInfo.processInfo.environment["OUTBOX_FIXTURES"] { starts.insert(env, at: 0) }
-        for start in starts {
-            var dir = URL(fileURLWithPath: start)
-            for _ in 0..<12 {
-                let candidate = dir.appendingPathComponent("Fixtures/scenarios").path
-                var isDir: ObjCBool = false
-                if fm.fileExists(atPath: candidate, isDirectory: &isDir), isDir.boolValue { return candidate }
-                let parent = dir.deletingLastPathComponent()
-                if parent.path == dir.path { break }
-                dir = parent
-            }
+        var candidates: [String] = []
+        if let env = ProcessInfo.processInfo.environment["OUTBOX_FIXTURES"] { candidates.append(env + "/scenarios") }
+        let bundle = "Outbox_OutboxMock.resources/Scenarios"
+        candidates.append(Bundle.main.bundleURL.appendingPathComponent(bundle).path)
+        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
+        candidates.append(executable.deletingLastPathComponent().appendingPathComponent(bundle).path)
+        candidates.append("/usr/share/outbox/scenarios")
+        for candidate in candidates {
+            var isDir: ObjCBool = false
+            if fm.fileExists(atPath: candidate, isDirectory: &isDir), isDir.boolValue { return candidate }
         }
         return nil
     }
 
-    /// Path of `Fixtures/scenarios/<name>.json`.
+    /// Path of the named scenario `<name>.json` (`scenariosDirectory()`).
     public static func scenarioPath(_ name: String, file: String = #filePath) throws -> String {
         guard let dir = scenariosDirectory(file: file) else { throw MockServerError.fixturesNotFound }
         return dir + "/" + (name.hasSuffix(".json") ? name : name + ".json")
@@ -221,7 +222,7 @@ public final class MockServer: Sendable {
 }
 
 extension Scenario {
-    /// Loads `Fixtures/scenarios/<name>.json` (`ok`, `flaky`, `outage`, `throttle`, `lost-ack`, `poison`,
+    /// Loads the named scenario `<name>.json` (`ok`, `flaky`, `outage`, `throttle`, `lost-ack`, `poison`,
     /// `unauthorized`, `too-large`, `skewed-clock`).
     public static func fixture(_ name: String, file: String = #filePath) throws -> Scenario {
         try load(path: MockServer.scenarioPath(name, file: file))
@@ -246,7 +247,7 @@ public enum MockServerError: Error, Equatable, CustomStringConvertible {
         case .invalidRecording(let m): "invalid recording: \(m)"
         case .alreadyStarted: "start() was already called (a stopped server cannot start again)"
         case .fixturesNotFound:
-            "Fixtures/scenarios not found above the current directory (set OUTBOX_FIXTURES to its parent)"
+            "the named scenarios were not found: no Outbox_OutboxMock.resources/Scenarios beside this program and no /usr/share/outbox/scenarios (set OUTBOX_FIXTURES to a directory holding scenarios/, or pass a scenario file's path)"
         }
     }
 }

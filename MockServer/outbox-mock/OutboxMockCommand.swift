@@ -13,7 +13,8 @@ struct OutboxMockCommand: ParsableCommand {
         discussion: "Serves App Center's POST /logs and the ingestion APIs of Segment (/v1/batch …), PostHog (/batch/, "
             + "/i/v1/analytics/events …), Snowplow (/com.snowplowanalytics.snowplow/tp2, /i), Mixpanel (/track, /engage, "
             + "/groups, /import) and OTLP/HTTP (/v1/logs, /v1/traces, /v1/metrics). Control API and live page under http://HOST:PORT/_mock/ (stats, logs, requests, "
-            + "scenario, reset).")
+            + "scenario, reset).",
+        version: MockVersion.string)
 
     @Option(help: "Port to listen on; 0 picks a free one.")
     var port: Int = 0

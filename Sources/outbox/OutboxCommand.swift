@@ -9,6 +9,7 @@ struct OutboxCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbox",
         abstract: "Outbox: durable analytics logs in SQLite, delivered in batches.",
+        version: OutboxVersion.string,
         subcommands: [Emit.self, Status.self, Demo.self, DeadLetters.self, Fleet.self]
     )
 }

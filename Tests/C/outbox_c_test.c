@@ -789,6 +789,9 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     outbox_set_log_handler(on_log, NULL);
 
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d.%d.%d", OUTBOX_VERSION_MAJOR, OUTBOX_VERSION_MINOR, OUTBOX_VERSION_PATCH);
+    CHECK(strcmp(outbox_version(), expected) == 0, "outbox_version() %s is the header's %s", outbox_version(), expected);
     test_bad_input();
     test_host_loop();
     test_host_loop_dispatch_commits_first();

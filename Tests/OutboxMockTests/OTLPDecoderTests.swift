@@ -12,8 +12,7 @@ private struct OTLPFixture {
     let body: [UInt8]
 
     static func load(_ name: String) throws -> OTLPFixture {
-        let dir = try #require(MockServer.scenariosDirectory()).replacingOccurrences(of: "/scenarios",
-                                                                                    with: "/vendors/otlp")
+        let dir = fixturesPath("vendors/otlp")
         let meta = try #require(try JSONSerialization.jsonObject(
             with: Data(contentsOf: URL(fileURLWithPath: "\(dir)/\(name).request.json"))) as? [String: Any])
         let pairs = try #require(meta["headers"] as? [[String]])

@@ -14,8 +14,7 @@ private struct OTLPRequestFixture {
 
     /// Every fixture, in name order.
     static func all() throws -> [OTLPRequestFixture] {
-        let dir = try #require(MockServer.scenariosDirectory()).replacingOccurrences(of: "/scenarios",
-                                                                                    with: "/vendors/otlp")
+        let dir = fixturesPath("vendors/otlp")
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".request.json") }
             .map { String($0.dropLast(".request.json".count)) }.sorted()
         return try names.map { name in

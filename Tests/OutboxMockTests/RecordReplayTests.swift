@@ -94,7 +94,7 @@ struct RecordReplayTests {
 
     // SPEC M5: the recording in Fixtures/recordings replays: 503, 429, lost ack, 200, then normal handling.
     @Test func fixtureRecordingReplays() throws {
-        let dir = try #require(MockServer.scenariosDirectory()).replacingOccurrences(of: "/scenarios", with: "/recordings")
+        let dir = fixturesPath("recordings")
         let path = dir + "/outage-then-ok.jsonl"
         try withServer(.init(replayPath: path, threads: 2)) { (server: MockServer) throws in
             let logs = Wire.events(2)

@@ -21,6 +21,12 @@ public final class LineReader {
     }
 }
 
+/// A directory under the repository's `Fixtures/` (this file sits two levels below the root).
+public func fixturesPath(_ subdirectory: String, file: String = #filePath) -> String {
+    URL(fileURLWithPath: file).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures").appendingPathComponent(subdirectory).path
+}
+
 /// The path of one of the package's built executables (they sit next to the test bundle).
 public func builtProduct(_ name: String) -> String {
     let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),

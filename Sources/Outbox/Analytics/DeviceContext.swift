@@ -192,8 +192,10 @@ public struct DeviceContext: Sendable, Equatable {
     private static func readFile(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
 }
 
+/// The release, as `VERSION` says (SPEC P2): `scripts/set-version.sh` writes it here, in outbox.h's macros and in the
+/// mock's `MockVersion`; `VersionTests` and `make c-test` check that they all agree.
 public enum OutboxVersion {
-    public static let string = "0.1.0"
+    public static let string = "0.2.0"
 }
 
 extension String {
