@@ -15,7 +15,7 @@ export NODE
 # Package.swift: the mock optimised in debug builds, for this repository's own tests (SPEC P3 keeps it out otherwise).
 export OUTBOX_OPTIMIZE_MOCK := 1
 
-.PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
+.PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app deb deb-check c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -134,6 +134,21 @@ swift-app: deps
 	python3 scripts/manifest-check.py "$(SWIFT)"
 	env -u OUTBOX_OPTIMIZE_MOCK $(SWIFT) build --package-path examples/swift-app --scratch-path .build --build-tests
 	env -u OUTBOX_OPTIMIZE_MOCK $(SWIFT) test --package-path examples/swift-app --scratch-path .build --skip-build
+
+# SPEC P4: the Debian packages (outbox, liboutbox0, liboutbox-dev) in .build/deb, checked by lintian. The commands
+# are built with the Swift runtime linked in statically, in their own scratch path (.build/deb-build).
+deb: deps c-lib
+	$(call install-missing,dpkg-dev fakeroot lintian binutils,deb)
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build/deb-build --product outbox-mock
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build/deb-build --product outbox
+	SWIFT="$(SWIFT)" scripts/deb.sh .build/deb-build/release/outbox .build/deb-build/release/outbox-mock \
+	  .build/release/libOutboxC.so .build/deb
+
+# SPEC P4: the packages installed with apt into a fresh bookworm root (debootstrap, cached in .build/deb-check),
+# host.c built there with pkg-config and run against the packaged outbox-mock. Not part of `make test`.
+deb-check: deb
+	$(call install-missing,debootstrap curl python3,deb-check)
+	scripts/deb-check.sh .build/deb
 
 # SPEC E4: the N-API addon of examples/node, built with the C compiler and Node's own headers.
 node-example: c-install

@@ -10,9 +10,6 @@ library=$1
 prefix=$(realpath -m "$2")
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=$(cat "$root/VERSION")
-swift=$(command -v "${SWIFT:-swift}") || { echo "install-c: ${SWIFT:-swift} is not on PATH: it locates the Swift runtime to install" >&2; exit 1; }
-runtime=$(dirname "$(dirname "$(readlink -f "$swift")")")/lib/swift/linux
-[[ -e "$runtime/libswiftCore.so" ]] || { echo "install-c: no Swift runtime in $runtime" >&2; exit 1; }
 
 # Without write access nothing is touched: say so, and what to do.
 existing=$prefix
@@ -22,9 +19,12 @@ if [[ ! -w "$existing" ]] || { [[ -e "$prefix" ]] && [[ ! -w "$prefix" ]]; }; th
   exit 1
 fi
 
+runtime_libraries=$("$root/scripts/swift-runtime-deps.sh" "$library")
+
 # Directories this installation creates (removed again by uninstall when empty), then files.
-created=()
-for dir in "$prefix" "$prefix/include" "$prefix/lib" "$prefix/lib/pkgconfig" "$prefix/lib/outbox"; do
+created=() ancestors=() dir=$prefix
+while [[ ! -d "$dir" ]]; do ancestors=("$dir" "${ancestors[@]}"); dir=$(dirname "$dir"); done
+for dir in "${ancestors[@]}" "$prefix/include" "$prefix/lib" "$prefix/lib/pkgconfig" "$prefix/lib/outbox"; do
   [[ -d "$dir" ]] || { mkdir -p "$dir"; created+=("$dir"); }
 done
 files=()
@@ -32,21 +32,13 @@ install -m 644 "$root/include/outbox.h" "$prefix/include/outbox.h"; files+=("inc
 install -m 755 "$library" "$prefix/lib/libOutbox.so.0"; files+=("lib/libOutbox.so.0")
 ln -sf libOutbox.so.0 "$prefix/lib/libOutbox.so"; files+=("lib/libOutbox.so")
 
-# The toolchain's libraries that libOutbox.so.0 needs, directly or through each other; the system's own (libc,
-# libuv, libcurl, libsqlite3, zlib) are left to the system.
+# The toolchain's libraries that libOutbox.so.0 needs (the system's own are left to the system).
 declare -A copied=()
-pending=("$prefix/lib/libOutbox.so.0")
-while ((${#pending[@]})); do
-  file=${pending[0]}
-  pending=("${pending[@]:1}")
-  for needed in $(readelf -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-    if [[ -e "$runtime/$needed" && -z "${copied[$needed]:-}" ]]; then
-      copied[$needed]=1
-      install -m 644 "$(readlink -f "$runtime/$needed")" "$prefix/lib/outbox/$needed"
-      files+=("lib/outbox/$needed")
-      pending+=("$prefix/lib/outbox/$needed")
-    fi
-  done
+for path in $runtime_libraries; do
+  needed=$(basename "$path")
+  copied[$needed]=1
+  install -m 644 "$path" "$prefix/lib/outbox/$needed"
+  files+=("lib/outbox/$needed")
 done
 
 cat > "$prefix/lib/pkgconfig/outbox.pc" <<PC

@@ -32,4 +32,15 @@ mkdir -p "$prefix/lib" && touch "$prefix/lib/theirs.so"
 if clean_shell "$(substitute <<<"$uninstall_part")" 2>"$work/err"; then echo "install-check: FAIL uninstall without an installation succeeded"; exit 1; fi
 grep -q "no Outbox installation" "$work/err" && [[ -e "$prefix/lib/theirs.so" ]] \
   || { echo "install-check: FAIL uninstall without an installation: $(cat "$work/err")"; exit 1; }
-echo "install-check: EMBEDDING's commands installed, built and ran a host ($unique logs delivered) and uninstalled, leaving nothing; a second uninstall was refused"
+# Without write access nothing is touched, and the message says what to run (root can write anywhere: the check
+# runs as nobody).
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+  chmod 755 "$work" && mkdir -m 755 "$work/readonly"
+  if setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$PATH" "$root/scripts/install-c.sh" \
+      "$root/.build/release/libOutboxC.so" "$work/readonly/prefix" 2>"$work/err"; then
+    echo "install-check: FAIL an install without write access succeeded"; exit 1
+  fi
+  grep -q "cannot write under .*sudo make install" "$work/err" && [[ -z $(ls -A "$work/readonly") ]] \
+    || { echo "install-check: FAIL install without write access: $(cat "$work/err")"; exit 1; }
+fi
+echo "install-check: EMBEDDING's commands installed, built and ran a host ($unique logs delivered) and uninstalled, leaving nothing; a second uninstall and an install without write access were refused"
