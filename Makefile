@@ -14,6 +14,9 @@ NODE ?= node
 export NODE
 # Package.swift: the mock optimised in debug builds, for this repository's own tests (SPEC P3 keeps it out otherwise).
 export OUTBOX_OPTIMIZE_MOCK := 1
+# `make test` has built the debug mock and the release library once when it calls the C, install and Node checks;
+# a no-op `swift build --product …` still costs 10–30 s of planning here, so they skip it then (BUILT=1).
+BUILD_MOCK = $(if $(BUILT),:,$(SWIFT) build --product outbox-mock)
 
 .PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app deb deb-check c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
@@ -51,9 +54,9 @@ test: deps vendor-venv rotel
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) cli-check
-	$(MAKE) c-test
-	$(MAKE) install-check
-	$(MAKE) node-test
+	$(MAKE) c-test BUILT=1
+	$(MAKE) install-check BUILT=1 BUILT_CLIB=1
+	$(MAKE) node-test BUILT=1 BUILT_CLIB=1
 	$(MAKE) swift-app
 
 # Documents and comments point only at what the repository holds, Markdown code fences pair up, relative links
@@ -100,7 +103,7 @@ cli-check: deps
 
 # SPEC E: libOutbox.so (the OutboxC product), release build.
 c-lib: deps
-	$(SWIFT) build -c release --product OutboxC
+	$(if $(BUILT_CLIB),:,$(SWIFT) build -c release --product OutboxC)
 
 install: c-lib
 	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(PREFIX)"
@@ -112,7 +115,7 @@ uninstall:
 # SPEC P5: docs/EMBEDDING.md's install, build, run and uninstall commands, run as written from a clean shell
 # into a temporary prefix, against outbox-mock; the prefix must be empty afterwards.
 install-check: c-lib
-	$(SWIFT) build --product outbox-mock
+	$(BUILD_MOCK)
 	scripts/install-check.sh .build/debug/outbox-mock
 
 c-install: c-lib
@@ -122,7 +125,7 @@ c-install: c-lib
 # SPEC E1–E3 from C: Tests/C/outbox_c_test.c, built only against the installed header, library and outbox.pc, on
 # its own uv_loop_t and in own-thread mode, against outbox-mock. C_SANITIZE=address runs it under AddressSanitizer.
 c-test: c-install
-	$(SWIFT) build --product outbox-mock
+	$(BUILD_MOCK)
 	scripts/c-test.sh "$(C_PREFIX)" .build/debug/outbox-mock
 
 # SPEC P3: examples/swift-app depends on Outbox as another package does (by path here, with the manifest a URL
@@ -159,7 +162,7 @@ node-test: c-install
 	@status=0; scripts/node-example.sh "$(C_PREFIX)" || status=$$?; \
 	if [ $$status = 3 ]; then echo "node-test: SKIPPED (node or its headers are not installed)"; exit 0; fi; \
 	[ $$status = 0 ] || exit $$status; \
-	$(SWIFT) build --product outbox-mock && scripts/node-test.sh .build/debug/outbox-mock
+	$(BUILD_MOCK) && scripts/node-test.sh .build/debug/outbox-mock
 
 # Speed and memory targets (BENCHMARKS.md). Release builds; takes a few minutes plus the 60 s idle measurement.
 bench: deps
