@@ -23,19 +23,17 @@ for file in "$cli" "$mock" "$library"; do [[ -f "$file" ]] || { echo "deb: $file
 version=$(cat "$root/VERSION")
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-swift=$(command -v "${SWIFT:-swift}")
-runtime=$(dirname "$(dirname "$(readlink -f "$swift")")")/lib/swift/linux
 maintainer="Outbox maintainers <maintainers@outbox-analytics.org>"
 staging="$out/staging"
 rm -rf "$staging"
 mkdir -p "$staging"
 
-# Debian's packages that provide the libraries an ELF file needs (the ones we ship ourselves left out), with the
-# installed version as the least.
+# Debian's packages that provide the libraries an ELF file needs (libOutbox.so.0 and the Swift runtime that
+# liboutbox0 ships left out), with the installed version as the least.
 depends_of() {
-  local needed lib path package version
+  local needed path package version
   for needed in $(for f in "$@"; do readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; done | sort -u); do
-    [[ -e "$runtime/$needed" || "$needed" == libOutbox.so.0 ]] && continue
+    [[ -e "$staging/liboutbox0/usr/lib/$multiarch/outbox/$needed" || "$needed" == libOutbox.so.0 ]] && continue
     path=$(ldconfig -p | awk -v lib="$needed" '$1 == lib && /x86-64|x86_64/ {print $NF; exit}')
     [[ -n "$path" ]] || { echo "deb: no system library $needed" >&2; exit 1; }
     package=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -1 | cut -d: -f1) \

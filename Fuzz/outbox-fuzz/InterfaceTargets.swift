@@ -96,8 +96,8 @@ let cJSONTarget = FuzzTarget(name: "c-json", summary: "outbox_track's properties
         }
         return
     }
-    do throws(ConfigError) {
-        let members = try text.withUnsafeBufferPointer { bytes throws(ConfigError) in try ConfigDecoder.members(bytes.baseAddress) }
+    do throws(CFailure) {
+        let members = try text.withUnsafeBufferPointer { bytes throws(CFailure) in try ConfigDecoder.members(bytes.baseAddress) }
         // outbox_update: only its keys, applied onto a running engine's configuration.
         var updated = Configuration(storePath: "fuzz.outbox")
         for (key, value) in members where ConfigDecoder.updateKeys.contains(key) {

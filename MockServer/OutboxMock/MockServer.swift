@@ -197,8 +197,7 @@ public final class MockServer: Sendable {
     /// resource SwiftPM copies beside the executable that links OutboxMock (`Outbox_OutboxMock.resources`, also in a
     /// package that depends on Outbox), else the Debian package's `/usr/share/outbox/scenarios`. Never found by
     /// walking up directories: inside a dependent package that finds nothing, or someone else's files.
-    /// `file` is not used any more; it stays for callers that pass it.
-    public static func scenariosDirectory(file: String = #filePath) -> String? {
+    public static func scenariosDirectory() -> String? {
         let fm = FileManager.default
         var candidates: [String] = []
         if let env = ProcessInfo.processInfo.environment["OUTBOX_FIXTURES"] { candidates.append(env + "/scenarios") }
@@ -215,8 +214,8 @@ public final class MockServer: Sendable {
     }
 
     /// Path of the named scenario `<name>.json` (`scenariosDirectory()`).
-    public static func scenarioPath(_ name: String, file: String = #filePath) throws -> String {
-        guard let dir = scenariosDirectory(file: file) else { throw MockServerError.fixturesNotFound }
+    public static func scenarioPath(_ name: String) throws -> String {
+        guard let dir = scenariosDirectory() else { throw MockServerError.fixturesNotFound }
         return dir + "/" + (name.hasSuffix(".json") ? name : name + ".json")
     }
 }
@@ -224,8 +223,8 @@ public final class MockServer: Sendable {
 extension Scenario {
     /// Loads the named scenario `<name>.json` (`ok`, `flaky`, `outage`, `throttle`, `lost-ack`, `poison`,
     /// `unauthorized`, `too-large`, `skewed-clock`).
-    public static func fixture(_ name: String, file: String = #filePath) throws -> Scenario {
-        try load(path: MockServer.scenarioPath(name, file: file))
+    public static func fixture(_ name: String) throws -> Scenario {
+        try load(path: MockServer.scenarioPath(name))
     }
 }
 

@@ -2,12 +2,8 @@ import Glibc
 import Logging
 import Outbox
 
-/// A refused configuration: `code` is OUTBOX_EINVAL (not JSON, a wrong type) or OUTBOX_ECONFIG (a key unknown,
-/// missing, fixed at start or out of bounds).
-struct ConfigError: Error {
-    var code: Int32
-    var message: String
-}
+// A refused configuration is a `CFailure` whose code is OUTBOX_EINVAL (not JSON, a wrong type) or OUTBOX_ECONFIG
+// (a key unknown, missing, fixed at start or out of bounds).
 
 /// SPEC E3: the configuration JSON of `outbox_open` and `outbox_update`. Keys are the Swift `Configuration`'s
 /// field names, durations in milliseconds with an `Ms` suffix, sizes in bytes, enums as strings; `logLevel` picks
@@ -20,21 +16,21 @@ enum ConfigDecoder {
     static let updateKeys: Set<String> = Set(Configuration.schema.filter(\.changeable).compactMap(\.cKey))
 
     /// The members of a configuration object, or why the text is not one.
-    static func members(_ text: UnsafePointer<CChar>?) throws(ConfigError) -> [(key: String, value: JSONValue)] {
-        guard let text else { throw ConfigError(code: invalid, message: "the configuration JSON is NULL") }
+    static func members(_ text: UnsafePointer<CChar>?) throws(CFailure) -> [(key: String, value: JSONValue)] {
+        guard let text else { throw CFailure(code: invalid, message: "the configuration JSON is NULL") }
         let length = strlen(text)
         let document: JSONValue
         do {
             var scanner = JSONScanner(UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: length))
             document = try scanner.document()
         } catch {
-            throw ConfigError(code: invalid, message: "configuration: \(error.message)")
+            throw CFailure(code: invalid, message: "configuration: \(error.message)")
         }
         guard case .object(let members) = document else {
-            throw ConfigError(code: invalid, message: "the configuration must be a JSON object, got \(document.typeName)")
+            throw CFailure(code: invalid, message: "the configuration must be a JSON object, got \(document.typeName)")
         }
         for member in members where !keys.contains(member.key) {
-            throw ConfigError(code: configError, message: "unknown configuration key '\(member.key)'")
+            throw CFailure(code: configError, message: "unknown configuration key '\(member.key)'")
         }
         return members
     }
@@ -44,18 +40,18 @@ enum ConfigDecoder {
                                                                   "segmentProfile": .segment]
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
-    static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(ConfigError) {
+    static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(CFailure) {
         for member in members {
             if let owner = destinationKeys[member.key], owner != destination {
-                throw ConfigError(code: configError, message: "configuration key '\(member.key)' belongs to the \(owner) destination, not to \(destination)")
+                throw CFailure(code: configError, message: "configuration key '\(member.key)' belongs to the \(owner) destination, not to \(destination)")
             }
         }
     }
 
     /// `outbox_open`'s configuration, and the log level its logger gets. `storePath` is required.
-    static func configuration(_ members: [(key: String, value: JSONValue)]) throws(ConfigError) -> (Configuration, Logger.Level) {
+    static func configuration(_ members: [(key: String, value: JSONValue)]) throws(CFailure) -> (Configuration, Logger.Level) {
         guard let storePath = members.first(where: { $0.key == "storePath" }) else {
-            throw ConfigError(code: configError, message: "missing configuration key 'storePath' (the SQLite file of the engine)")
+            throw CFailure(code: configError, message: "missing configuration key 'storePath' (the SQLite file of the engine)")
         }
         var configuration = Configuration(storePath: try string(storePath.value, storePath.key))
         var level = Logger.Level.warning
@@ -63,7 +59,7 @@ enum ConfigDecoder {
             if key == "logLevel" {
                 let name = try string(value, key)
                 guard let parsed = Logger.Level(rawValue: name) else {
-                    throw ConfigError(code: configError, message: "logLevel must be one of trace, debug, info, notice, warning, error, critical; got '\(name)'")
+                    throw CFailure(code: configError, message: "logLevel must be one of trace, debug, info, notice, warning, error, critical; got '\(name)'")
                 }
                 level = parsed
             } else {
@@ -75,16 +71,16 @@ enum ConfigDecoder {
     }
 
     /// Sets one field. Bounds are left to `Configuration.validate()`, which names the field and its range.
-    static func apply(_ key: String, _ value: JSONValue, to c: inout Configuration) throws(ConfigError) {
+    static func apply(_ key: String, _ value: JSONValue, to c: inout Configuration) throws(CFailure) {
         switch key {
         case "storePath": c.storePath = try string(value, key)
         case "maxStorageSize": c.maxStorageSize = try int(value, key)
-        case "maxLogCount": c.maxLogCount = try optional(value) { v throws(ConfigError) in try int(v, key) }
+        case "maxLogCount": c.maxLogCount = try optional(value) { v throws(CFailure) in try int(v, key) }
         case "maxLogAgeMs": c.maxLogAge = try duration(value, key)
         case "maxDistinctEventNames": c.maxDistinctEventNames = try int(value, key)
         case "groupCommitWindowMs": c.groupCommitWindow = try duration(value, key)
         case "intakeCapacity": c.intakeCapacity = try int(value, key)
-        case "endpoint": c.endpoint = try optional(value) { v throws(ConfigError) in try string(v, key) }
+        case "endpoint": c.endpoint = try optional(value) { v throws(CFailure) in try string(v, key) }
         case "appSecret": c.appSecret = try string(value, key)
         case "apiKey": c.apiKey = try string(value, key)
         case "writeKey": c.writeKey = try string(value, key)
@@ -93,28 +89,28 @@ enum ConfigDecoder {
             do throws(OutboxError) {
                 c.segmentProfile = try SegmentProfile(name: name)
             } catch {
-                throw ConfigError(code: configError, message: "\(error)")
+                throw CFailure(code: configError, message: "\(error)")
             }
         case "destination":
             let name = try string(value, key)
             do throws(OutboxError) {
                 c.destination = try Destination(name: name)
             } catch {
-                throw ConfigError(code: configError, message: "\(error)")
+                throw CFailure(code: configError, message: "\(error)")
             }
         case "otlpEncoding":
             let name = try string(value, key)
             do throws(OutboxError) {
                 c.otlpEncoding = try OTLPEncoding(name: name)
             } catch {
-                throw ConfigError(code: configError, message: "\(error)")
+                throw CFailure(code: configError, message: "\(error)")
             }
         case "headers":
             guard case .object(let members) = value else { throw wrongType(key, "an object of strings (header name: value)", value) }
             var headers: [HeaderField] = []
             for member in members {
                 guard case .string(let text) = member.value else {
-                    throw ConfigError(code: invalid, message: "configuration key 'headers': the value of header '\(member.key)' must be a string, got \(member.value.typeName)")
+                    throw CFailure(code: invalid, message: "configuration key 'headers': the value of header '\(member.key)' must be a string, got \(member.value.typeName)")
                 }
                 headers.append(HeaderField(member.key, text))
             }
@@ -128,31 +124,31 @@ enum ConfigDecoder {
             for item in items { intervals.append(try duration(item, key)) }
             c.retryIntervals = intervals
         case "maxRetryAfterMs": c.maxRetryAfter = try duration(value, key)
-        case "probeIntervalMs": c.probeInterval = try optional(value) { v throws(ConfigError) in try duration(v, key) }
-        case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(ConfigError) in try duration(v, key) }
+        case "probeIntervalMs": c.probeInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
+        case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
         case "requestTimeoutMs": c.requestTimeout = try duration(value, key)
-        case "caFile": c.caFile = try optional(value) { v throws(ConfigError) in try string(v, key) }
+        case "caFile": c.caFile = try optional(value) { v throws(CFailure) in try string(v, key) }
         case "bodyCompression":
             let text = try string(value, key)
             guard let compression = BodyCompression(argument: text) else {
-                throw ConfigError(code: configError, message: "bodyCompression must be \"fast\" or \"zlib:1\" … \"zlib:9\", got '\(text)'")
+                throw CFailure(code: configError, message: "bodyCompression must be \"fast\" or \"zlib:1\" … \"zlib:9\", got '\(text)'")
             }
             c.bodyCompression = compression
         case "clockSkewThresholdMs": c.clockSkewThreshold = try duration(value, key)
         case "watchesNetwork": c.watchesNetwork = try bool(value, key)
         case "appVersion": c.appVersion = try string(value, key)
         case "appBuild": c.appBuild = try string(value, key)
-        case "appNamespace": c.appNamespace = try optional(value) { v throws(ConfigError) in try string(v, key) }
+        case "appNamespace": c.appNamespace = try optional(value) { v throws(CFailure) in try string(v, key) }
         case "sessionTimeoutMs": c.sessionTimeout = try duration(value, key)
         case "sessionTracking":
             switch try string(value, key) {
             case "automatic": c.sessionTracking = .automatic
             case "manual": c.sessionTracking = .manual
-            case let other: throw ConfigError(code: configError, message: "sessionTracking must be \"automatic\" or \"manual\", got '\(other)'")
+            case let other: throw CFailure(code: configError, message: "sessionTracking must be \"automatic\" or \"manual\", got '\(other)'")
             }
         case "tracksAppLifecycle": c.tracksAppLifecycle = try bool(value, key)
         case "testingAllowsValuesBelowBounds": c.testingAllowsValuesBelowBounds = try bool(value, key)
-        default: throw ConfigError(code: configError, message: "unknown configuration key '\(key)'")
+        default: throw CFailure(code: configError, message: "unknown configuration key '\(key)'")
         }
     }
 
@@ -161,31 +157,31 @@ enum ConfigDecoder {
     private static let invalid: Int32 = -1
     private static let configError: Int32 = -2
 
-    private static func wrongType(_ key: String, _ expected: String, _ value: JSONValue) -> ConfigError {
-        ConfigError(code: invalid, message: "configuration key '\(key)' must be \(expected), got \(value.typeName)")
+    private static func wrongType(_ key: String, _ expected: String, _ value: JSONValue) -> CFailure {
+        CFailure(code: invalid, message: "configuration key '\(key)' must be \(expected), got \(value.typeName)")
     }
 
-    private static func string(_ value: JSONValue, _ key: String) throws(ConfigError) -> String {
+    private static func string(_ value: JSONValue, _ key: String) throws(CFailure) -> String {
         guard case .string(let text) = value else { throw wrongType(key, "a string", value) }
         return text
     }
 
-    private static func int(_ value: JSONValue, _ key: String) throws(ConfigError) -> Int {
+    private static func int(_ value: JSONValue, _ key: String) throws(CFailure) -> Int {
         guard case .integer(let number) = value else { throw wrongType(key, "an integer", value) }
         return Int(number)
     }
 
-    private static func bool(_ value: JSONValue, _ key: String) throws(ConfigError) -> Bool {
+    private static func bool(_ value: JSONValue, _ key: String) throws(CFailure) -> Bool {
         guard case .bool(let flag) = value else { throw wrongType(key, "true or false", value) }
         return flag
     }
 
-    private static func duration(_ value: JSONValue, _ key: String) throws(ConfigError) -> Duration {
+    private static func duration(_ value: JSONValue, _ key: String) throws(CFailure) -> Duration {
         guard case .integer(let ms) = value else { throw wrongType(key, "an integer of milliseconds", value) }
         return .milliseconds(ms)
     }
 
-    private static func optional<T>(_ value: JSONValue, _ body: (JSONValue) throws(ConfigError) -> T) throws(ConfigError) -> T? {
+    private static func optional<T>(_ value: JSONValue, _ body: (JSONValue) throws(CFailure) -> T) throws(CFailure) -> T? {
         if case .null = value { return nil }
         return try body(value)
     }

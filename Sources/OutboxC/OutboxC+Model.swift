@@ -6,14 +6,8 @@ import Synchronization
 // user, duration timers, location and reachability. E3's rules hold for each: any thread, a code and a message in
 // `outbox_last_error()` for every refusal, nothing that traps on what a C caller can pass.
 
-/// A refusal found before the engine is called: its code and the reason.
-struct CFailure: Error {
-    var code: Int32
-    var message: String
-}
-
 /// Runs `body` on the engine behind `handle`, turning every error into its code and a message naming `function`.
-private func call(_ handle: UnsafeMutableRawPointer?, _ function: StaticString, _ body: (CEngine) throws -> Void) -> Int32 {
+func call(_ handle: UnsafeMutableRawPointer?, _ function: StaticString, _ body: (CEngine) throws -> Void) -> Int32 {
     guard let c = openEngine(handle, function) else { return handle == nil ? EINVAL : ECLOSED }
     do {
         try body(c)
@@ -28,7 +22,7 @@ private func call(_ handle: UnsafeMutableRawPointer?, _ function: StaticString, 
 }
 
 /// A C string as text: NULL (unless `optional`) and invalid UTF-8 are refused, naming `what`.
-private func text(_ pointer: UnsafePointer<CChar>?, _ what: String) throws(CFailure) -> String {
+func text(_ pointer: UnsafePointer<CChar>?, _ what: String) throws(CFailure) -> String {
     guard let pointer else { throw CFailure(code: EINVAL, message: "\(what) is NULL") }
     let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
     guard JSONScanner.isValidUTF8(bytes) else { throw CFailure(code: EINVAL, message: "\(what) is not valid UTF-8") }
@@ -60,7 +54,7 @@ private func properties(_ pointer: UnsafePointer<CChar>?, _ what: String = "prop
     return result
 }
 
-private func logFlags(_ flags: Int32) throws(CFailure) -> LogFlags {
+func logFlags(_ flags: Int32) throws(CFailure) -> LogFlags {
     guard flags & ~1 == 0 else { throw CFailure(code: EINVAL, message: "unknown flags \(flags) (0 or OUTBOX_CRITICAL)") }
     return flags & 1 != 0 ? .critical : .normal
 }

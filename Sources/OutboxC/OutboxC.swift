@@ -33,6 +33,13 @@ final class CEngine: Sendable {
 /// here rather than by guessing from the memory.
 private let liveEngines = Mutex(Set<UInt>())
 
+/// A refusal a C function reports, found before or instead of the engine's own errors (a bad key, a NULL, a timer
+/// not open): its OUTBOX_E… code and the reason.
+struct CFailure: Error {
+    var code: Int32
+    var message: String
+}
+
 @discardableResult
 func fail(_ code: Int32, _ message: String) -> Int32 {
     var message = message
@@ -68,7 +75,7 @@ func openEngine(_ handle: UnsafeMutableRawPointer?, _ function: StaticString) ->
 public func outbox_open(_ configJSON: UnsafePointer<CChar>?, _ uvLoop: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
     var configuration: Configuration
     let level: Logger.Level
-    do throws(ConfigError) {
+    do throws(CFailure) {
         (configuration, level) = try ConfigDecoder.configuration(try ConfigDecoder.members(configJSON))
     } catch {
         fail(error.code, "outbox_open: \(error.message)")
@@ -96,17 +103,18 @@ public func outbox_open(_ configJSON: UnsafePointer<CChar>?, _ uvLoop: UnsafeMut
 public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePointer<CChar>?,
                          _ propertiesJSON: UnsafePointer<CChar>?, _ flags: Int32) -> Int32 {
     guard let c = openEngine(handle, "outbox_track") else { return handle == nil ? EINVAL : ECLOSED }
-    guard let name else { return fail(EINVAL, "outbox_track: the event name is NULL") }
-    let nameBytes = UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
-    guard JSONScanner.isValidUTF8(nameBytes) else { return fail(EINVAL, "outbox_track: the event name is not valid UTF-8") }
-    let eventName = String(decoding: nameBytes, as: UTF8.self)
-    guard flags & ~1 == 0 else { return fail(EINVAL, "outbox_track: unknown flags \(flags) (0 or OUTBOX_CRITICAL)") }
-    let engine = c.engine
-    let logFlags: LogFlags = flags & 1 != 0 ? .critical : .normal
-    guard let propertiesJSON else {
-        return track(engine, eventName, UnsafeBufferPointer(start: nil, count: 0), logFlags)
+    let eventName: String, priority: LogFlags
+    do throws(CFailure) {
+        eventName = try text(name, "the event name")
+        priority = try logFlags(flags)
+    } catch {
+        return fail(error.code, "outbox_track: \(error.message)")
     }
-    let text = UnsafeBufferPointer(start: UnsafeRawPointer(propertiesJSON).assumingMemoryBound(to: UInt8.self),
+    let engine = c.engine
+    guard let propertiesJSON else {
+        return track(engine, eventName, UnsafeBufferPointer(start: nil, count: 0), priority)
+    }
+    let json = UnsafeBufferPointer(start: UnsafeRawPointer(propertiesJSON).assumingMemoryBound(to: UInt8.self),
                                    count: strlen(propertiesJSON))
     // The usual handful of properties stays on the stack: a heap allocation on the caller's thread shows in the
     // slowest calls. More than `onStack` (beyond the 20 kept, but all take part in the key order) go to an array.
@@ -116,7 +124,7 @@ public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePoint
         // One element at a time: the destroy of the concrete type, not the runtime's generic array destroy.
         defer { for index in 0..<count { _ = buffer.moveElement(from: index) } }
         do throws(JSONError) {
-            var scanner = JSONScanner(text)
+            var scanner = JSONScanner(json)
             try scanner.properties { key, value throws(JSONError) in
                 guard count < onStack else { throw JSONError(message: "") }
                 buffer.initializeElement(at: count, to: (key, value))
@@ -126,17 +134,17 @@ public func outbox_track(_ handle: UnsafeMutableRawPointer?, _ name: UnsafePoint
             guard error.message.isEmpty else { return fail(EINVAL, "outbox_track '\(eventName)': properties: \(error.message)") }
             return Int32.min
         }
-        return trackSorted(engine, eventName, UnsafeMutableBufferPointer(rebasing: buffer[0..<count]), logFlags)
+        return trackSorted(engine, eventName, UnsafeMutableBufferPointer(rebasing: buffer[0..<count]), priority)
     }
     guard result == Int32.min else { return result }
     var many: [(key: String, value: ScannedPropertyValue)] = []
     do throws(JSONError) {
-        var scanner = JSONScanner(text)
+        var scanner = JSONScanner(json)
         try scanner.properties { key, value throws(JSONError) in many.append((key, value)) }
     } catch {
         return fail(EINVAL, "outbox_track '\(eventName)': properties: \(error.message)")
     }
-    return many.withUnsafeMutableBufferPointer { trackSorted(engine, eventName, $0, logFlags) }
+    return many.withUnsafeMutableBufferPointer { trackSorted(engine, eventName, $0, priority) }
 }
 
 /// Sorts the properties by key (the order `trackEvent` keeps the first 20 in), refuses a key given twice, tracks.
@@ -241,46 +249,25 @@ func statusJSON(_ s: EngineStatus) -> String {
 
 @_cdecl("outbox_set_enabled")
 public func outbox_set_enabled(_ handle: UnsafeMutableRawPointer?, _ enabled: Int32) -> Int32 {
-    guard let c = openEngine(handle, "outbox_set_enabled") else { return handle == nil ? EINVAL : ECLOSED }
-    do {
-        try c.engine.setEnabled(enabled != 0)
-        return 0
-    } catch let error as OutboxError {
-        return fail(code(for: error), "outbox_set_enabled: \(error)")
-    } catch {
-        return fail(EINVAL, "outbox_set_enabled: \(error)")
-    }
+    call(handle, "outbox_set_enabled") { try $0.engine.setEnabled(enabled != 0) }
 }
 
 @_cdecl("outbox_update")
 public func outbox_update(_ handle: UnsafeMutableRawPointer?, _ configJSON: UnsafePointer<CChar>?) -> Int32 {
-    guard let c = openEngine(handle, "outbox_update") else { return handle == nil ? EINVAL : ECLOSED }
-    let members: [(key: String, value: JSONValue)]
-    do throws(ConfigError) {
-        members = try ConfigDecoder.members(configJSON)
+    call(handle, "outbox_update") { c in
+        let members = try ConfigDecoder.members(configJSON)
         let fixed = members.map(\.key).filter { !ConfigDecoder.updateKeys.contains($0) }
         guard fixed.isEmpty else {
-            throw ConfigError(code: ECONFIG, message: "only \(ConfigDecoder.updateKeys.sorted().joined(separator: ", ")) can change at run time; refused: \(fixed.joined(separator: ", "))")
+            throw CFailure(code: ECONFIG, message: "only \(ConfigDecoder.updateKeys.sorted().joined(separator: ", ")) can change at run time; refused: \(fixed.joined(separator: ", "))")
         }
-    } catch {
-        return fail(error.code, "outbox_update: \(error.message)")
-    }
-    do {
         try c.engine.update { configuration in
             for (key, value) in members {
-                do throws(ConfigError) { try ConfigDecoder.apply(key, value, to: &configuration) } catch { throw error }
+                do throws(CFailure) { try ConfigDecoder.apply(key, value, to: &configuration) } catch { throw error }
             }
-            do throws(ConfigError) {
+            do throws(CFailure) {
                 try ConfigDecoder.checkDestinationKeys(members, destination: configuration.destination)
             } catch { throw error }
         }
-        return 0
-    } catch let error as ConfigError {
-        return fail(error.code, "outbox_update: \(error.message)")
-    } catch let error as OutboxError {
-        return fail(code(for: error), "outbox_update: \(error)")
-    } catch {
-        return fail(EINVAL, "outbox_update: \(error)")
     }
 }
 

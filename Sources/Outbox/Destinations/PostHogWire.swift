@@ -29,13 +29,8 @@ struct PostHogWire: DeliveryWire {
         var device = DeviceProperties(contexts: contexts, installID: installID, style: .posthog)
         // The install id's text once a batch: made per event it cost more than the rest of the event.
         let install = Array(installID.uuidString.lowercased().utf8)
-        // Through the buffer, each log is lent, not copied (a copy retains its payload).
-        logs.withUnsafeBufferPointer { logs in
-            for index in logs.indices {
-                if index > 0 { out.json.raw(",") }
-                event(logs[index], timeMs: times.deviceTimestamp(logs[index]), device: device.fragment(logs[index].context),
-                      install: install, into: &out)
-            }
+        out.logs(logs) { log, out in
+            event(log, timeMs: times.deviceTimestamp(log), device: device.fragment(log.context), install: install, into: &out)
         }
         out.json.raw("]}")
         return out.json.bytes
@@ -110,6 +105,17 @@ struct EventJSON: ~Copyable {
 
     init(capacity: Int) {
         json = JSONWriter(capacity: capacity)
+    }
+
+    /// The batch's logs as a comma-separated run of objects, each written by `write` with its log lent through the
+    /// array's buffer, not copied (a copy retains its payload).
+    mutating func logs(_ logs: [StoredLog], _ write: (borrowing StoredLog, inout EventJSON) -> Void) {
+        logs.withUnsafeBufferPointer { logs in
+            for index in logs.indices {
+                if index > 0 { json.raw(",") }
+                write(logs[index], &self)
+            }
+        }
     }
 
     mutating func member(_ key: StaticString) {

@@ -27,13 +27,8 @@ struct SegmentWire: DeliveryWire {
         out.json.raw(#"{"batch":["#)
         var device = DeviceProperties(contexts: contexts, installID: installID, style: .segment)
         let install = Array(installID.uuidString.lowercased().utf8)
-        // Through the buffer, each log is lent, not copied (a copy retains its payload).
-        logs.withUnsafeBufferPointer { logs in
-            for index in logs.indices {
-                if index > 0 { out.json.raw(",") }
-                message(logs[index], timeMs: times.deviceTimestamp(logs[index]), context: device.fragment(logs[index].context),
-                        install: install, into: &out)
-            }
+        out.logs(logs) { log, out in
+            message(log, timeMs: times.deviceTimestamp(log), context: device.fragment(log.context), install: install, into: &out)
         }
         out.json.raw(#"],"sentAt":"#)
         out.json.timestamp(ms: times.deviceNowMs)
