@@ -102,6 +102,23 @@ struct SharedTransportTests {
         #expect(await Self.tearDown(harness, setup) == 0)
     }
 
+    // SPEC F4: a closed lane sends nothing but answers as every send does, on a later loop turn — never inside
+    // `send`, before its caller has recorded the transfer.
+    @Test func aClosedLaneAnswersOnALaterTurn() async throws {
+        let harness = try TransportHarness()
+        let setup = try await Self.setUp(harness, maxActive: 2, lanes: 1)
+        let results = ResultBox()
+        let answeredInside = await harness.sync { _ in
+            setup.lanes[0].close()
+            _ = setup.lanes[0].send(HTTPRequest(url: "http://127.0.0.1:9/never", headers: [], body: [])) { results.add($0) }
+            return results.all.count
+        }
+        #expect(answeredInside == 0)
+        let all = await results.waitFor(1)
+        #expect(all.map(\.failure) == [.cancelled])
+        #expect(await Self.tearDown(harness, setup) == 0)
+    }
+
     // SPEC F4, C3: time spent waiting for a slot is not counted against the request timeout: with one slot for the
     // loop and a 1 s timeout, three 0.6 s requests of two engines all succeed, the later ones after queueing.
     @Test func waitingForASlotDoesNotCountAgainstTheTimeout() async throws {

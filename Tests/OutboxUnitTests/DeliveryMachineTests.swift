@@ -377,6 +377,36 @@ struct DeliveryMachineTests {
         #expect(idle)
     }
 
+    // SPEC C8: shut down is for good. An event after it is refused: a dispatch fails at once, an idle waiter is told
+    // at once, an opt-out deletes nothing, a late answer or a stored log starts no request.
+    @Test func eventsAfterShutdownAreRefused() {
+        let now = DeliveryNow(monoNs: 1_000_000_000, wallMs: 1_700_000_000_000, boot: 7)
+        var machine = DeliveryMachine(settings: .init(), now: now, waiting: Waiting(normal: 10))
+        _ = machine.handle(.shutdown, now: now, waiting: Waiting(normal: 10))
+        #expect(machine.mode == .shutDown)
+        let waiting = Waiting(normal: 500, critical: 5)
+        #expect(machine.handle(.dispatch(3), now: now, waiting: waiting) == [.notify([3], .error)])
+        #expect(machine.handle(.whenIdle(4), now: now, waiting: waiting) == [.notifyIdle([4])])
+        #expect(machine.handle(.optOut, now: now, waiting: waiting) == [])
+        let late = ClaimedBatch(batchID: 9, logs: [StoredLog(seq: 1, id: UUIDBytes(high: 1, low: 2), priority: .normal, wallMs: 0,
+                                                             monoNs: 0, boot: 7, context: 0, payload: [])])
+        #expect(machine.handle(.claimed(late), now: now, waiting: waiting) == [.release(batchID: 9, seqs: [1])])
+        for event: DeliveryMachine.Event in [.stored, .timerFired, .transferOutcome(1, .delivered), .retryNow, .resume,
+                                             .reachability(online: true), .reconfigured, .dispatch(nil), .shutdown] {
+            #expect(machine.handle(event, now: now, waiting: waiting) == [])
+        }
+        #expect(machine.decide(now: now, waiting: waiting) == [])
+        // Through the driver: a dispatch after close is answered (it used to wait for ever).
+        let rig = DeliveryRig()
+        rig.track(5)
+        rig.driver.close()
+        var result: DispatchResult?
+        rig.driver.dispatch { result = $0 }
+        #expect(result == .error)
+        #expect(rig.queue.stored == 5)
+        #expect(rig.sender.all.isEmpty)
+    }
+
     // SPEC W1: bodies of 1400 bytes and more are gzip-compressed; 1399 are not.
     @Test func theGzipThresholdIs1400Bytes() {
         for (size, compressed) in [(1399, false), (1400, true)] {

@@ -166,7 +166,7 @@ final class DeliveryDriver {
 
     private func handle(_ event: DeliveryMachine.Event) {
         assertOwner()
-        guard !isClosed else { return }
+        // After close the machine is shut down and refuses what comes (answering waiters): it is still asked.
         if isHandling { deferredEvents.append(event); return }
         isHandling = true
         defer { isHandling = false }

@@ -179,14 +179,34 @@ struct DeliveryMachine: Sendable {
         var open = true
     }
 
+    /// What holds delivery back apart from its schedule. They are independent — paused while offline, stopped by the
+    /// server and then opted out — so each keeps its own reason, and lifting one leaves the others.
+    struct Holds: Equatable, Sendable {
+        /// SPEC C5: the host paused sending.
+        var paused = false
+        /// SPEC R7: no network (the watcher's or the host's word, N2).
+        var offline = false
+        /// SPEC T6: the user opted out; nothing stored is kept.
+        var optedOut = false
+        /// SPEC R5, R1: the server's answers stopped sending (a probe may go through after exhausted retries).
+        var stop: Stop?
+        /// SPEC R4: a server's `Retry-After` holds the whole pipeline until then (monotonic).
+        var pipelinePausedUntilMs: Int64?
+
+        /// The host or the network keeps anything from being claimed or resent.
+        var keepOffTheWire: Bool { paused || offline || optedOut }
+    }
+
+    /// The machine's mode. Shut down is for good: what comes after is refused (`handle`), not half-carried out.
+    enum Mode: Equatable, Sendable {
+        case running(Holds)
+        /// SPEC C8.
+        case shutDown
+    }
+
     let settings: Settings
     private(set) var flights: [BatchKey: Flight] = [:]
-    private(set) var stop: Stop?
-    private(set) var isPaused = false
-    private(set) var isOnline = true
-    private(set) var isOptedOut = false
-    private(set) var isShutDown = false
-    private(set) var pipelinePausedUntilMs: Int64?
+    private(set) var mode: Mode = .running(Holds())
     /// Retries consumed since start (`outbox emit`'s `retries`).
     private(set) var retries = 0
     private(set) var counters = DeliveryCounters()
@@ -213,6 +233,20 @@ struct DeliveryMachine: Sendable {
         if let interval = settings.dispatchIntervalMs, interval > 0 { nextPeriodicMs = nowMs + interval }
     }
 
+    /// The holds while running (read and changed in place); none once shut down, where changes are dropped.
+    private var holds: Holds {
+        get {
+            guard case .running(let holds) = mode else { return Holds() }
+            return holds
+        }
+        set {
+            guard case .running = mode else { return }
+            mode = .running(newValue)
+        }
+    }
+
+    var isShutDown: Bool { mode == .shutDown }
+    var stop: Stop? { holds.stop }
     var disabledReason: String? { stop?.description }
     var inFlightBatches: Int { flights.count }
 
@@ -221,6 +255,7 @@ struct DeliveryMachine: Sendable {
     /// Handles `event` at `now`; the store holds `waiting`. Returns what to do, in order. Then, once those actions
     /// are carried out, `decide` says what to send with the queue's counts as they have become.
     mutating func handle(_ event: Event, now: DeliveryNow, waiting: Waiting) -> [Action] {
+        guard !isShutDown else { return refuse(event) }
         var actions: [Action] = []
         observe(waiting, nowMs: now.monoMs)
         switch event {
@@ -231,8 +266,8 @@ struct DeliveryMachine: Sendable {
         case .transferOutcome(let key, let outcome):
             finished(key, outcome, now: now, into: &actions)
         case .reachability(let online):
-            let cameOnline = online && !isOnline
-            isOnline = online
+            let cameOnline = online && holds.offline
+            holds.offline = !online
             actions.append(.log(LogLine(level: .info, message: "network \(online ? "online" : "offline")")))
             if cameOnline { resetBackOff(nowMs: now.monoMs) }
         case .networkChanged:
@@ -244,16 +279,16 @@ struct DeliveryMachine: Sendable {
         case .retryNow:
             resetBackOff(nowMs: now.monoMs)
         case .pause:
-            isPaused = true
+            holds.paused = true
         case .resume:
-            isPaused = false
+            holds.paused = false
         case .optOut:
             optOut(into: &actions)
         case .optIn:
-            isOptedOut = false
+            holds.optedOut = false
         case .reconfigured:
             // SPEC R8: a channel stopped by the server's answer starts again under the new settings.
-            stop = nil
+            holds.stop = nil
             resetBackOff(nowMs: now.monoMs)
         case .shutdown:
             shutdown(into: &actions)
@@ -304,7 +339,7 @@ struct DeliveryMachine: Sendable {
     private mutating func dispatch(_ waiter: WaiterID?, waiting: Waiting, into actions: inout [Action]) {
         dispatchRequested = waiting.total > 0
         guard let waiter else { return }
-        guard isOnline, !isPaused, !isOptedOut, stop == nil else {
+        guard !holds.keepOffTheWire, holds.stop == nil else {
             actions.append(.notify([waiter], .error))
             return
         }
@@ -408,7 +443,7 @@ struct DeliveryMachine: Sendable {
             var retryAt = nowMs + delay
             if let pause = settings.retry.pipelinePause(retryAfterMs: retryAfterMs, scheduledMs: delay) {
                 // SPEC R4: the whole pipeline waits for the server.
-                pipelinePausedUntilMs = max(pipelinePausedUntilMs ?? 0, nowMs + pause)
+                holds.pipelinePausedUntilMs = max(holds.pipelinePausedUntilMs ?? 0, nowMs + pause)
                 retryAt = nowMs + pause
             }
             flight.phase = .waitingRetry(atMs: retryAt)
@@ -489,7 +524,7 @@ struct DeliveryMachine: Sendable {
     }
 
     private mutating func setStop(_ newStop: Stop?, into actions: inout [Action]) {
-        stop = newStop
+        holds.stop = newStop
         if newStop != nil {
             // SPEC R5, R1: batches waiting for a retry give their rows back (nothing is deleted); otherwise they
             // would hold their leases forever and the probe, which waits until no batch holds one, never goes.
@@ -509,9 +544,9 @@ struct DeliveryMachine: Sendable {
     /// server's answer stays until the configuration changes (R8) or a restart.
     private mutating func resetBackOff(nowMs: Int64) {
         if case .retriesExhausted = stop {
-            stop = nil
+            holds.stop = nil
         }
-        pipelinePausedUntilMs = nil
+        holds.pipelinePausedUntilMs = nil
         for key in flights.keys {
             flights[key]?.failedAttempts = 0
             if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: nowMs) }
@@ -520,17 +555,29 @@ struct DeliveryMachine: Sendable {
 
     // MARK: - Opt-out and shutdown
 
+    /// After shutdown nothing is carried out: a waiter is answered at once (a dispatch fails, an idle waiter is told
+    /// nothing is in flight), a batch claimed then goes back, and everything else is dropped — an opt-out would
+    /// otherwise delete the store of an engine that is closing.
+    private func refuse(_ event: Event) -> [Action] {
+        switch event {
+        case .dispatch(let waiter?): return [.notify([waiter], .error)]
+        case .whenIdle(let waiter): return [.notifyIdle([waiter])]
+        case .claimed(let batch?): return [.release(batchID: batch.batchID, seqs: batch.logs.map(\.seq))]
+        default: return []
+        }
+    }
+
     /// SPEC T6: opt-out is total. Batches waiting for a retry are dropped, transfers in flight cancelled (their
     /// late answers find no batch), and every stored log deleted.
     private mutating func optOut(into actions: inout [Action]) {
-        isOptedOut = true
+        holds.optedOut = true
         for (key, flight) in flights.sorted(by: { $0.key < $1.key }) where flight.phase == .inFlight {
             actions.append(.cancel(key))
         }
         flights = [:]
         deliveredBatch = nil
         dispatchRequested = false
-        pipelinePausedUntilMs = nil
+        holds.pipelinePausedUntilMs = nil
         actions.append(.deleteAll)
         let owed = dispatches.map(\.waiter)
         dispatches = []
@@ -540,7 +587,7 @@ struct DeliveryMachine: Sendable {
     /// SPEC C8: cancels what is in flight (the rows return to pending; the attempt does not count) and answers every
     /// waiter.
     private mutating func shutdown(into actions: inout [Action]) {
-        isShutDown = true
+        mode = .shutDown
         if let batch = deliveredBatch { actions.append(.complete(batchID: batch, seqs: [])) }
         deliveredBatch = nil
         for (key, flight) in flights.sorted(by: { $0.key < $1.key }) {
@@ -564,14 +611,14 @@ struct DeliveryMachine: Sendable {
         var wake: Int64?
         func earliest(_ time: Int64?) { if let time { wake = min(wake ?? time, time) } }
 
-        if isOnline && !isPaused && !isOptedOut {  // SPEC R7, C5, T6
-            if let until = pipelinePausedUntilMs, nowMs >= until { pipelinePausedUntilMs = nil }
-            if let until = pipelinePausedUntilMs {
+        if !holds.keepOffTheWire {  // SPEC R7, C5, T6
+            if let until = holds.pipelinePausedUntilMs, nowMs >= until { holds.pipelinePausedUntilMs = nil }
+            if let until = holds.pipelinePausedUntilMs {
                 earliest(until)
             } else if stop == nil {
                 resendDue(now: now, earliest: &wake, into: &actions)
             }
-            if pipelinePausedUntilMs == nil, shouldClaim(nowMs: nowMs, waiting: waiting, earliest: &wake) {
+            if holds.pipelinePausedUntilMs == nil, shouldClaim(nowMs: nowMs, waiting: waiting, earliest: &wake) {
                 actions.append(.claim(limit: settings.batchSize, completing: deliveredBatch))
                 return
             }
@@ -587,7 +634,7 @@ struct DeliveryMachine: Sendable {
                 actions.append(.notifyIdle(idleWaiters))
                 idleWaiters = []
             }
-        } else if !dispatches.isEmpty && (waiting.total == 0 || !isOnline || isPaused || stop != nil) {
+        } else if !dispatches.isEmpty && (waiting.total == 0 || holds.offline || holds.paused || stop != nil) {
             // Nothing more will be claimed for these dispatches: they wait only for the batches they hold.
             closeDispatches()
             notifySettledDispatches(into: &actions)

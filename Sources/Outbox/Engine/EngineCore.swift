@@ -4,6 +4,10 @@ import Synchronization
 
 /// Everything the loop thread owns (docs/ARCHITECTURE.md, "Who owns what"): the store, the id generator, the counters.
 /// Only the loop thread calls into it, except `init`, which runs before the loop starts.
+///
+/// A dispatcher: group commit's decisions are `CommitMachine`'s, delivery's `DeliveryMachine`'s; this carries out
+/// their actions against the intake, the store and the loop's handles. Reachability (`EngineReachability`),
+/// building and updating delivery (`DeliverySetup`) and the minute chores (`Housekeeping`) are their own types.
 final class EngineCore {
     let loop: EventLoop
     let store: LogStore
@@ -14,12 +18,8 @@ final class EngineCore {
     private let boot: Int64
     private var async: LoopAsync?
     private var commitTimer: LoopTimer?
-    private var housekeeping: LoopTimer?
-    private var commitTimerArmed = false
-    /// True while `commitNow` drains the intake (see there).
-    private var committing = false
-    private var lastCommitNs: Int64 = 0
-    private let windowNs: Int64
+    private var housekeeping: Housekeeping?
+    private var commits: CommitMachine
     /// Logs a failed transaction could not store; retried first at the next commit (never dropped).
     private var retryBuffer: [NewLog] = []
     /// At most this many logs wait in `retryBuffer` (SPEC S2: the oldest beyond it are counted as rejected).
@@ -27,12 +27,10 @@ final class EngineCore {
     /// Event names of a failed transaction; persisted with the next one (SPEC T4 remembers them across restarts).
     private var retryNames: [String] = []
     private(set) var counters = EngineCounters()
-    private(set) var isStopped = false
+    var isStopped: Bool { commits.isStopped }
     /// Present when the configuration names an endpoint.
     private(set) var delivery: DeliveryDriver?
-    private var watcher: ReachabilityWatcher?
-    /// SPEC N2: the host's override; nil lets the watcher decide.
-    private var reachabilityOverride: Reachability?
+    private var reachability: EngineReachability?
     /// Sessions, lifecycle and user (SPEC A1–A3, A5, A8), fed in queue order: see EngineCore+Analytics.swift.
     var analytics = AnalyticsState()
     /// Whether a session is open, for callers on other threads (the C interface refuses to end none, SPEC E5):
@@ -52,105 +50,74 @@ final class EngineCore {
         self.store = store
         self.intake = intake
         self.boot = BootID.current
-        self.windowNs = configuration.groupCommitWindow.milliseconds * 1_000_000
+        self.commits = CommitMachine(settings: .init(windowNs: configuration.groupCommitWindow.milliseconds * 1_000_000,
+                                                     threshold: intake.commitThreshold))
         self.ids = configuration.testingIDSeed.map(IDGenerator.init(seed:)) ?? IDGenerator()
     }
 
     /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
     func start(installID: UUID) throws {
-        let loop = self.loop
-        store.assertOwner = { loop.assertOnLoopThread() }
         device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                        appNamespace: configuration.appNamespace)
-        if configuration.endpoint != nil {
-            let transport = try makeSender(configuration)
-            let wire = configuration.wire(installID: installID)
-            let delivery = DeliveryDriver(
-                queue: store, sender: transport, timer: LoopTimer(loop: loop), settings: configuration.deliverySettings,
-                request: wire.request(endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
-                clock: configuration.clock, logger: logger, device: device,
-                clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
-                bodyCompression: configuration.bodyCompression, boot: boot, wire: wire,
-                assertOwner: { loop.assertOnLoopThread() })
+        if let endpoint = configuration.endpoint {
+            let delivery = try DeliverySetup(loop: loop, logger: logger)
+                .makeDriver(configuration, store: store, installID: installID, device: device, boot: boot)
             self.delivery = delivery
-            // SPEC N1: a loopback endpoint is always reachable; otherwise rtnetlink tells.
-            if configuration.watchesNetwork && !Self.isLoopback(configuration.endpoint ?? "") {
-                do {
-                    let watcher = try ReachabilityWatcher(loop: loop, logger: logger) { [unowned self] state in
-                        self.networkStateChanged(state)
-                    }
-                    self.watcher = watcher
-                    if !watcher.state.online { delivery.reachability(online: false) }
-                } catch {
-                    logger.warning("no reachability watcher; assuming online", metadata: ["outbox.error": "\(error)"])
-                }
+            reachability = EngineReachability(loop: loop, delivery: delivery, endpoint: endpoint,
+                                              watches: configuration.watchesNetwork, logger: logger) { [unowned self] type in
+                self.setNetworkType(type)
             }
         }
-        startDeviceContext(networkType: watcher?.state.networkType)
+        startDeviceContext(networkType: reachability?.watchedNetworkType)
         let async = LoopAsync(loop: loop) { [unowned self] in self.onWake() }
         self.async = async
         intake.setWake { async.send() }
-        commitTimer = LoopTimer(loop: loop) { [unowned self] in
-            self.commitTimerArmed = false
-            let committed = self.commitNow()
-            self.delivery?.stored()
-            self.keepPolling(after: committed)
-        }
-        let housekeeping = LoopTimer(loop: loop) { [unowned self] in self.runHousekeeping() }
-        housekeeping.unref()
-        housekeeping.start(afterMs: 60_000, repeatMs: 60_000)
-        self.housekeeping = housekeeping
-        // A backlog from an earlier run is due at once; the first pump runs inside the loop.
-        if delivery != nil { commitTimer?.start(afterMs: 0) }
+        commitTimer = LoopTimer(loop: loop) { [unowned self] in self.drive(.timerFired) }
+        housekeeping = Housekeeping(loop: loop) { [unowned self] in self.runHousekeeping() }
+        perform(commits.start(withDelivery: delivery != nil))
     }
 
-    // MARK: - Group commit (SPEC T5)
+    // MARK: - Group commit (SPEC T5): carrying out CommitMachine's actions
 
-    /// The async callback: commit now when something urgent waits, the queue is long, or the window since the
-    /// last commit has passed; otherwise arm a timer for the end of the window so that small trickles share one
-    /// transaction.
     private func onWake() {
         let (count, urgent, closed, full) = intake.peek()
-        if closed { stop(); return }
-        guard count > 0 else { return }
-        let now = configuration.clock.monoNs()
-        if urgent || full || count >= intake.commitThreshold || now - lastCommitNs >= windowNs {
-            keepPolling(after: commitNow())
-        } else if !commitTimerArmed, let commitTimer {
-            commitTimerArmed = true
-            commitTimer.start(afterMs: UInt64(max(1, (lastCommitNs + windowNs - now) / 1_000_000)))
+        drive(.wake(.init(count: count, urgent: urgent, closed: closed, full: full), nowNs: configuration.clock.monoNs()))
+    }
+
+    private func drive(_ event: CommitMachine.Event) {
+        perform(commits.handle(event))
+    }
+
+    private func perform(_ actions: [CommitMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .commit:
+                let taken = drainIntake()
+                drive(.committed(taken: taken, nowNs: configuration.clock.monoNs()))
+            case .armTimer(let afterMs):
+                commitTimer?.start(afterMs: afterMs)
+            case .startPolling:
+                _ = intake.setLoopPolling(true)
+            case .stopPolling:
+                drive(.pollingStopped(admitted: intake.setLoopPolling(false)))
+            case .pumpDelivery:
+                delivery?.stored()
+            case .close:
+                close()
+            }
         }
     }
 
-    /// While logs keep arriving, drain on a short timer instead of being woken for each first log after a drain;
-    /// once a tick finds nothing, go back to waiting for a wake-up. The poll interval stays inside the window.
-    private func keepPolling(after committed: Int) {
-        guard !isStopped, let commitTimer else { return }
-        if committed > 0 {
-            _ = intake.setLoopPolling(true)
-            if !commitTimerArmed {
-                commitTimerArmed = true
-                commitTimer.start(afterMs: UInt64(max(1, min(windowNs / 1_000_000, 5))))
-            }
-        } else if intake.setLoopPolling(false) > 0 {
-            // Items admitted between the drain and the switch did not wake us: take them now.
-            keepPolling(after: commitNow())
-        }
+    /// Stores what the intake holds now, for a caller on the loop thread (host mode: a critical log, a status read,
+    /// a dispatch, a drain). Inside a commit (a callback the commit runs) it does nothing: the later items would be
+    /// stored before the rest of that commit's.
+    func commitNow() {
+        loop.assertOnLoopThread()
+        drive(.commitRequested)
     }
 
     /// Drains the intake and stores everything in one transaction per run of events. Returns how many items it took.
-    @discardableResult
-    func commitNow() -> Int {
-        loop.assertOnLoopThread()
-        // A host's call made from inside a commit (a callback the commit runs) finds its items taken already: a
-        // nested drain would store the later ones before the rest of this batch.
-        guard !committing else { return 0 }
-        committing = true
-        defer { committing = false }
-        // An armed commit timer is left to fire: while the loop polls, admits do not wake it, and this timer is
-        // what drains them. Stopping it here, as a direct commit (host mode: a critical log, a status call, a
-        // drain, on the loop thread) once did, left the intake polling with no timer, and the next normal logs
-        // waited for an unrelated wake-up. A tick that finds nothing just ends the polling.
+    private func drainIntake() -> Int {
         var batch = intake.takeAll()
         defer { intake.recycle(&batch) }
         guard !batch.items.isEmpty || !retryBuffer.isEmpty else { return 0 }
@@ -186,7 +153,6 @@ final class EngineCore {
             }
         }
         flush(&logs, &names, &waiters)
-        lastCommitNs = configuration.clock.monoNs()
         for barrier in barriers { barrier.signal(nil) }
         return batch.items.count
     }
@@ -249,10 +215,7 @@ final class EngineCore {
                 "outbox.error": "\(failure)", "outbox.rejected": "\(dropped)",
                 "outbox.retrying": "\(retryBuffer.count)",
             ])
-            if let commitTimer, !commitTimerArmed {
-                commitTimerArmed = true
-                commitTimer.start(afterMs: 1000)
-            }
+            drive(.failed)
         }
         logs.removeAll(keepingCapacity: true)
         names.removeAll()
@@ -277,74 +240,15 @@ final class EngineCore {
         }
     }
 
-    // MARK: - Runtime reconfiguration (SPEC R8)
+    // MARK: - Runtime reconfiguration (SPEC R8), reachability (SPEC N2)
 
-    /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
-    /// old settings. A new transport only when its own settings changed (it keeps its connections otherwise).
     func reconfigure(_ updated: Configuration, installID: UUID, previous: Configuration) {
-        loop.assertOnLoopThread()
-        guard let delivery, let endpoint = updated.endpoint else { return }
-        var sender: (any HTTPSender)?
-        if updated.caFile != previous.caFile || updated.requestTimeout != previous.requestTimeout {
-            do {
-                sender = try makeSender(updated)
-            } catch {
-                logger.error("the updated transport settings could not be applied; the old ones stay",
-                             metadata: ["outbox.error": "\(error)"])
-            }
-        }
-        // The wire is a value built from the configuration: the updated one replaces it whatever changed.
-        let wire = updated.wire(installID: installID)
-        delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
-                             sender: sender, wire: wire)
-        logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
-                                                        "outbox.destination": "\(updated.destination)"])
+        guard let delivery else { return }
+        DeliverySetup(loop: loop, logger: logger).reconfigure(delivery, to: updated, installID: installID, previous: previous)
     }
 
-    /// The engine's lane on the loop's shared transport when the host gave one (SPEC F4), else a transport of its own.
-    private func makeSender(_ configuration: Configuration) throws -> any HTTPSender {
-        let options = transportOptions(configuration)
-        if let shared = configuration.sharedTransport {
-            if loop.isHosted, shared.loop.raw == loop.raw, let lane = try shared.lane(options: options, logger: logger) {
-                return lane
-            }
-            logger.warning("the shared transport belongs to another loop, is closed or has other settings; this engine uses its own")
-        }
-        return try Transport(loop: loop, options: options, logger: logger)
-    }
-
-    func transportOptions(_ configuration: Configuration) -> TransportOptions {
-        var options = TransportOptions()
-        options.requestTimeout = configuration.requestTimeout
-        options.caFile = configuration.caFile
-        options.userAgent = "outbox/\(OutboxVersion.string)"
-        return options
-    }
-
-    // MARK: - Reachability (SPEC N1, N2, R6)
-
-    private func networkStateChanged(_ state: NetworkState) {
-        setNetworkType(state.networkType)
-        guard reachabilityOverride == nil else { return }
-        delivery?.reachability(online: state.online)
-        // SPEC R6: the watcher reports a change of the default route's interface too; online, that is a change.
-        if state.online { delivery?.networkChanged() }
-    }
-
-    /// SPEC N2: the host's word overrides the watcher; `.online` after `.offline` is a network change (R6).
     func setReachability(_ reachability: Reachability?) {
-        loop.assertOnLoopThread()
-        reachabilityOverride = reachability
-        switch reachability {
-        case .online?: delivery?.reachability(online: true)
-        case .offline?: delivery?.reachability(online: false)
-        case nil: delivery?.reachability(online: watcher?.state.online ?? true)
-        }
-    }
-
-    static func isLoopback(_ endpoint: String) -> Bool {
-        guard let host = URLComponents(string: endpoint)?.host?.lowercased() else { return false }
-        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
+        self.reachability?.setOverride(reachability)
     }
 
     // MARK: - Housekeeping
@@ -363,11 +267,12 @@ final class EngineCore {
 
     /// Commits what is queued, closes the store and every handle. Runs on the loop thread.
     func stop() {
-        guard !isStopped else { return }
-        isStopped = true
-        commitNow()
+        drive(.shutdown)
+    }
+
+    private func close() {
         delivery?.close()
-        watcher?.close()
+        reachability?.close()
         if !retryBuffer.isEmpty {
             counters.rejected += retryBuffer.count
             logger.error("logs could not be stored before shutdown; counted as rejected", metadata: ["outbox.lost": "\(retryBuffer.count)"])

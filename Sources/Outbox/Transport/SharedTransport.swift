@@ -91,11 +91,9 @@ final class TransportLane: HTTPSender {
     }
 
     func send(_ request: HTTPRequest, completion: @escaping (TransferResult) -> Void) -> TransferID {
-        guard !isClosed else {
-            completion(.failure(.cancelled))
-            return TransferID(rawValue: 0)
-        }
-        return transport.send(request, lane: lane, completion: completion)
+        // A closed lane sends nothing, but answers as a send does: on a later loop turn, never inside this call
+        // (a caller's bookkeeping for the transfer is not done before `send` returns).
+        transport.send(request, lane: lane, refusing: isClosed, completion: completion)
     }
 
     func cancel(_ id: TransferID) {

@@ -144,6 +144,14 @@ final class Transport {
     /// `send` for one engine of a shared transport: at most `laneCap` of a lane's transfers are in curl at once.
     @discardableResult
     func send(_ request: HTTPRequest, lane: Int?, completion: @escaping (TransferResult) -> Void) -> TransferID {
+        send(request, lane: lane, refusing: false, completion: completion)
+    }
+
+    /// `refusing`: the caller (a closed lane) will not send: the transfer is cancelled, its completion runs on the
+    /// next loop turn all the same, as every send's does.
+    func send(_ request: HTTPRequest, lane: Int?, refusing: Bool,
+              completion: @escaping (TransferResult) -> Void) -> TransferID {
+        loop.assertOnLoopThread()
         // `make torture`'s phase file (TestingPhase): the request is in flight until its completion runs.
         let completion = TestingPhase.isOn ? TestingPhase.request(completion) : completion
         let id = TransferID(rawValue: nextID)
@@ -153,6 +161,10 @@ final class Transport {
         guard !isClosed else {
             // No loop handle is left to defer on: the transport is gone, the caller learns it at once.
             completion(.failure(.cancelled))
+            return id
+        }
+        if refusing {
+            completeLater(transfer, .failure(.cancelled))
             return id
         }
         if let problem = request.validationProblem {
@@ -167,6 +179,7 @@ final class Transport {
     /// Stops one transfer, queued or in flight; its completion gets `.cancelled` on the next loop turn. The slot
     /// goes to the next queued transfer. Unknown or finished ids are ignored.
     func cancel(_ id: TransferID) {
+        loop.assertOnLoopThread()
         if let index = queue.firstIndex(where: { $0.id == id }) {
             completeLater(queue.remove(at: index), .failure(.cancelled))
         } else if let transfer = active[id] {
@@ -179,6 +192,7 @@ final class Transport {
     /// Cancels the queued and in-flight transfers of one lane, and only those: an engine leaving a shared transport.
     /// Like `close()`, every completion of the lane has run when this returns (`.cancelled` unless it had finished).
     func cancelAll(lane: Int) {
+        loop.assertOnLoopThread()
         var pending: [(CurlTransfer, TransferResult)] = []
         deferred.removeAll { item in
             guard item.0.lane == lane else { return false }

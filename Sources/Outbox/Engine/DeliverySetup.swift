@@ -1,0 +1,65 @@
+import FoundationEssentials
+import Logging
+
+/// Builds delivery from a configuration, and applies a runtime update to it (SPEC R8): the transport (or the
+/// engine's lane on the host's shared one, SPEC F4), the wire and the request. Owned by the loop thread.
+struct DeliverySetup {
+    let loop: EventLoop
+    let logger: Logger
+
+    func makeDriver(_ configuration: Configuration, store: LogStore, installID: UUID, device: DeviceContext,
+                    boot: Int64) throws -> DeliveryDriver {
+        let loop = self.loop
+        let wire = configuration.wire(installID: installID)
+        return DeliveryDriver(
+            queue: store, sender: try makeSender(configuration), timer: LoopTimer(loop: loop),
+            settings: configuration.deliverySettings,
+            request: wire.request(endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
+            clock: configuration.clock, logger: logger, device: device,
+            clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
+            bodyCompression: configuration.bodyCompression, boot: boot, wire: wire,
+            assertOwner: { loop.assertOnLoopThread() })
+    }
+
+    /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
+    /// old settings. A new transport only when its own settings changed (it keeps its connections otherwise).
+    func reconfigure(_ delivery: DeliveryDriver, to updated: Configuration, installID: UUID, previous: Configuration) {
+        loop.assertOnLoopThread()
+        guard let endpoint = updated.endpoint else { return }
+        var sender: (any HTTPSender)?
+        if updated.caFile != previous.caFile || updated.requestTimeout != previous.requestTimeout {
+            do {
+                sender = try makeSender(updated)
+            } catch {
+                logger.error("the updated transport settings could not be applied; the old ones stay",
+                             metadata: ["outbox.error": "\(error)"])
+            }
+        }
+        // The wire is a value built from the configuration: the updated one replaces it whatever changed.
+        let wire = updated.wire(installID: installID)
+        delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
+                             sender: sender, wire: wire)
+        logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
+                                                        "outbox.destination": "\(updated.destination)"])
+    }
+
+    /// The engine's lane on the loop's shared transport when the host gave one (SPEC F4), else a transport of its own.
+    private func makeSender(_ configuration: Configuration) throws -> any HTTPSender {
+        let options = Self.transportOptions(configuration)
+        if let shared = configuration.sharedTransport {
+            if loop.isHosted, shared.loop.raw == loop.raw, let lane = try shared.lane(options: options, logger: logger) {
+                return lane
+            }
+            logger.warning("the shared transport belongs to another loop, is closed or has other settings; this engine uses its own")
+        }
+        return try Transport(loop: loop, options: options, logger: logger)
+    }
+
+    static func transportOptions(_ configuration: Configuration) -> TransportOptions {
+        var options = TransportOptions()
+        options.requestTimeout = configuration.requestTimeout
+        options.caFile = configuration.caFile
+        options.userAgent = "outbox/\(OutboxVersion.string)"
+        return options
+    }
+}
