@@ -57,6 +57,7 @@ final class EngineCore {
 
     /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
     func start(installID: UUID) throws {
+        store.owner.hand(to: loop)
         device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                        appNamespace: configuration.appNamespace)
         if let endpoint = configuration.endpoint {

@@ -20,7 +20,7 @@ struct LeaseStretch: Equatable, Sendable {
 ///
 /// Leases as stretches rather than one row per log: marking and unmarking 50 logs one row at a time would be most
 /// of SQLite's work per delivered log.
-struct Leases: Sendable {
+struct Leases: Sendable, Equatable {
     /// Per priority (by raw value), sorted by `first`.
     private(set) var byPriority: [[LeaseStretch]] = [[], []]
 

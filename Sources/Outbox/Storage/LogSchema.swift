@@ -1,4 +1,4 @@
-/// The store's schema, its migrations and the SQL of the hot paths.
+/// The store's schema and its migrations; the statements on each table are the table types' (`Tables/`).
 ///
 /// `logs` column order matters: SQLite stores a row's columns in declaration order and spills the tail of a
 /// large row to overflow pages, so the small columns that the claim and eviction queries filter on (`priority`,
@@ -81,74 +81,4 @@ enum LogSchema {
     ])
 
     static var version: Int { migrator.latestVersion }
-
-    static let insertLog = """
-        INSERT INTO logs (seq, priority, wall_ms, mono_ns, boot, context, id, payload)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        """
-
-    /// Columns read into a `StoredLog`, in `LogStore.readLog` order.
-    static let logColumns = "seq, priority, wall_ms, mono_ns, boot, context, id, payload"
-
-    /// Whether the log `logs.seq` (of `priority`) lies in one of that priority's lease stretches.
-    private static func leased(_ priority: Priority) -> String {
-        """
-        EXISTS (SELECT 1 FROM leases WHERE leases.priority = \(priority.rawValue)
-                AND logs.seq BETWEEN leases.first AND leases.last)
-        """
-    }
-
-    // The priority is a literal, not a parameter: only then can the planner prove that `logs_critical`
-    // applies (a partial index is used when the WHERE clause implies the index's own).
-
-    /// The claim's scan: every log of a priority from a seq on, in seq order. Which of them are claimable (not
-    /// leased, due) the claim decides row by row, since it must know where it stepped over one (`LeaseStretch`).
-    /// `next_attempt_ms` follows the `logColumns`.
-    /// Indexed by `Priority.rawValue`: built once, since the claim looks its statement up by this text for every batch.
-    static let claimScan = Priority.allCases.sorted().map { priority in
-        """
-        SELECT \(logColumns), next_attempt_ms FROM logs
-        WHERE priority = \(priority.rawValue) AND seq >= ?1
-        ORDER BY seq
-        """
-    }
-
-    /// The logs of one lease stretch of a priority, `?1` through `?2`: deleted when delivered, given a retry time
-    /// (`?3`) when released. Indexed by `Priority.rawValue`. The priority is a literal here too, for another
-    /// reason: with `priority = ?`, SQLite's planner matches the partial index `logs_critical` against the value
-    /// bound at the time, so each new binding of that parameter expired the statement and SQLite compiled it again
-    /// at its next step (`SQLITE_STMTSTATUS_REPREPARE`) — a full compile once per delivered batch.
-    static let deleteStretch = Priority.allCases.sorted().map {
-        "DELETE FROM logs WHERE priority = \($0.rawValue) AND seq BETWEEN ?1 AND ?2"
-    }
-
-    static let releaseStretch = Priority.allCases.sorted().map {
-        "UPDATE logs SET next_attempt_ms = ?3 WHERE priority = \($0.rawValue) AND seq BETWEEN ?1 AND ?2"
-    }
-
-    static func evictablePending(_ priority: Priority) -> String {
-        """
-        SELECT seq, length(payload) FROM logs
-        WHERE priority = \(priority.rawValue) AND NOT \(leased(priority)) ORDER BY seq
-        """
-    }
-
-    // The in-flight rows are few (at most a few batches): read through the leases.
-    static func evictableInFlight(_ priority: Priority) -> String {
-        """
-        SELECT logs.seq, length(logs.payload) FROM leases
-        JOIN logs ON logs.seq BETWEEN leases.first AND leases.last AND logs.priority = leases.priority
-        WHERE leases.priority = \(priority.rawValue) ORDER BY logs.seq
-        """
-    }
-
-    static func deletePendingThrough(_ priority: Priority) -> String {
-        "DELETE FROM logs WHERE priority = \(priority.rawValue) AND seq <= ? AND NOT \(leased(priority))"
-    }
-
-    /// In-flight logs, and how many of them are critical.
-    static let countInFlight = """
-        SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM leases
-        JOIN logs ON logs.seq BETWEEN leases.first AND leases.last AND logs.priority = leases.priority
-        """
 }

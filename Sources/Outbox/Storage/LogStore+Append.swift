@@ -10,46 +10,9 @@ import Logging
 /// SQLITE_FULL is caught: the transaction is retried with more room asked for. Nothing committed is touched
 /// by a failed attempt, since it rolls back whole.
 extension LogStore {
-    /// Bytes a row takes beyond its payload: record header, the small columns, the 16-byte id, the cell's
-    /// size and rowid varints and its 2-byte pointer.
-    static let rowOverheadBytes = 64
     static let maxAppendAttempts = 6
 
-    /// The hard cap in bytes (`max_page_count × page_size`).
-    var capacityBytes: Int { maxPages * pageSize }
-    /// Room kept below the hard cap for what the estimate does not see: interior b-tree pages, pages left
-    /// partly full, and rows that grow when claimed or released.
-    var reserveBytes: Int { 2 * pageSize + capacityBytes / 64 }
-    /// What the soft check keeps the used bytes under.
-    var budgetBytes: Int { capacityBytes - reserveBytes }
-    /// A log whose row is estimated larger than this can never fit, even in an empty store: `logTooLarge`,
-    /// and nothing is evicted for it (App Center learnt this: CHANGELOG 1.12.0).
-    var maxSingleLogBytes: Int { budgetBytes - baseBytes }
-
-    /// The bytes a row with `payload` bytes takes in a table b-tree, including overflow pages when the row
-    /// does not fit on one page (SQLite keeps between minLocal and maxLocal bytes on the leaf).
-    ///
-    /// Rows appended in order fill leaf pages until the next one does not fit, so a page wastes about half a
-    /// row on average: r²/2U per row of r bytes on pages of U bytes (12 % for 1 KB rows on 4 KiB pages).
-    /// Without that term, appends of large rows near the cap hit SQLITE_FULL and had to be retried.
-    static func estimatedRowBytes(payload: Int, pageSize: Int) -> Int {
-        let record = payload + rowOverheadBytes
-        let maxLocal = pageSize - 35
-        if record <= maxLocal { return record + record * record / (2 * pageSize) }
-        let minLocal = (pageSize - 12) * 32 / 255 - 23
-        let perOverflowPage = pageSize - 4
-        var local = minLocal + (record - minLocal) % perOverflowPage
-        if local > maxLocal { local = minLocal }
-        let overflowPages = (record - local + perOverflowPage - 1) / perOverflowPage
-        return local + overflowPages * pageSize
-    }
-
-    struct Candidate {
-        /// Index in the caller's array.
-        var index: Int
-        var bytes: Int
-        var priority: Priority
-    }
+    typealias Candidate = EvictionPlanner.Candidate
 
     struct EvictionEvent {
         var priority: Priority
@@ -65,17 +28,11 @@ extension LogStore {
         var evictions: [EvictionEvent] = []
     }
 
-    struct EvictableRow {
-        var seq: Int64
-        var bytes: Int
-        var inFlight: Bool
-    }
-
     private struct AppendOutcome {
         var plan: RoomPlan
-        var stored: Int
+        var stored = Waiting()
         var nextSeq: Int64
-        var bound: ExpiryBound
+        var bound = ExpiryBound()
     }
 
     /// Stores `logs` in one transaction (group commit, T5) with one reused insert statement, together with
@@ -88,12 +45,12 @@ extension LogStore {
     @discardableResult
     func append(_ logs: [NewLog], newEventNames: [String] = []) throws(OutboxError) -> AppendResult {
         guard !logs.isEmpty || !newEventNames.isEmpty else { return AppendResult() }
-        if diskCapped || !diskReserveHeld { liftDiskCapIfRoom() }
+        if disk.diskCapped || !disk.reserveHeld { liftDiskCapIfRoom() }
         return try guarded { () throws(OutboxError) -> AppendResult in
             // SPEC S7: on a disk short of room, a transaction's WAL frames and then as many new pages at its
             // checkpoint must fit in what is left; small transactions keep that within the reserve.
             if db.walCheckpointer?.tight == true, logs.count > 1 {
-                return try appendInParts(logs, newEventNames: newEventNames, parts: chunks(of: logs, bytes: diskReserveBytes / 4))
+                return try appendInParts(logs, newEventNames: newEventNames, parts: chunks(of: logs, bytes: disk.diskReserveBytes / 4))
             }
             do throws(OutboxError) {
                 return try appendOnce(logs, newEventNames: newEventNames)
@@ -111,7 +68,7 @@ extension LogStore {
         var start = 0
         var size = 0
         for index in logs.indices {
-            size += logs[index].payload.count + Self.rowOverheadBytes
+            size += logs[index].payload.count + DiskBudget.rowOverheadBytes
             if size >= bytes {
                 parts.append(start ..< index + 1)
                 start = index + 1
@@ -168,11 +125,11 @@ extension LogStore {
         var result = AppendResult()
         var candidates: [Candidate] = []
         candidates.reserveCapacity(logs.count)
-        let largest = maxSingleLogBytes
+        let largest = disk.maxSingleLogBytes
         var totalBytes = 0
         for index in logs.indices {
             let size = logs[index].payload.count
-            let bytes = Self.estimatedRowBytes(payload: size, pageSize: pageSize)
+            let bytes = disk.estimatedRowBytes(payload: size)
             if bytes > largest {
                 result.rejected[index] = .logTooLarge(bytes: size, limit: limits.maxStorageSize)
             } else {
@@ -189,33 +146,24 @@ extension LogStore {
         while true {
             do throws(OutboxError) {
                 let outcome = try db.transaction { () throws(OutboxError) -> AppendOutcome in
-                    if !newEventNames.isEmpty { try insertEventNames(newEventNames) }
+                    if !newEventNames.isEmpty { try eventNamesTable.insert(newEventNames) }
                     let plan = try makeRoom(for: candidates, mandatoryBytes: nameBytes, extraBytes: extra,
                                             overflowMayEvictCritical: false)
                     return try insertRows(logs, candidates, skipping: plan)
                 }
-                nextSeq = outcome.nextSeq
+                ledger.apply(.appended(stored: outcome.stored, nextSeq: outcome.nextSeq, bound: outcome.bound))
                 // After the commit, never before: a mark ahead of its commit would be a false loss (CommitMark).
-                if outcome.stored > 0 { commitMark?.write(nextSeq - 1) }
-                logCount += outcome.stored
-                if outcome.plan.evictions.isEmpty, pending != nil {
-                    for (position, candidate) in candidates.enumerated() where !outcome.plan.rejected.contains(position) {
-                        if candidate.priority == .critical { pending?.critical += 1 } else { pending?.normal += 1 }
-                    }
-                } else {
-                    pending = nil
-                }
-                expiryBound.lower(to: outcome.bound)
+                if outcome.stored.total > 0 { commitMark?.write(outcome.nextSeq - 1) }
                 result.evicted = commitEvictions(outcome.plan.evictions)
                 for position in outcome.plan.rejected {
                     result.rejected[candidates[position].index] = .storageFull
                 }
-                result.stored = outcome.stored
+                result.stored = outcome.stored.total
                 return result
             } catch {
                 guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
                 attempt += 1
-                fullRetriesTotal += 1
+                disk.retriedFull()
                 // SPEC S7: a full disk lowers the cap, so that the retry below evicts down to what the disk holds.
                 if !relieveFullDisk() {
                     // A checkpointed WAL is rewritten from its start instead of grown.
@@ -224,7 +172,7 @@ extension LogStore {
                 // The file could not grow as far as the budget said: this time the batch must fit in what the
                 // store already uses, less a margin that doubles with every failure.
                 let used = try Self.usedBytes(db)
-                extra = max(0, budgetBytes - used) + margin
+                extra = max(0, disk.budgetBytes - used) + margin
                 margin *= 2
                 logger.debug("append hit the storage cap; retrying with more room", metadata: [
                     "outbox.attempt": "\(attempt)", "outbox.extra_bytes": "\(extra)",
@@ -233,144 +181,59 @@ extension LogStore {
         }
     }
 
-    private func insertEventNames(_ names: [String]) throws(OutboxError) {
-        let insert = try db.cachedStatement("INSERT OR IGNORE INTO event_names (name) VALUES (?)")
-        for name in names {
-            try insert.bind(name, at: 1)
-            try insert.run()
-        }
-    }
-
     private func insertRows(_ logs: [NewLog], _ candidates: [Candidate],
                             skipping plan: RoomPlan) throws(OutboxError) -> AppendOutcome {
-        let insert = try db.cachedStatement(LogSchema.insertLog)
-        var seq = nextSeq
-        var bound = ExpiryBound()
-        var stored = 0
+        let table = logsTable
+        let insert = try table.inserter()
+        var outcome = AppendOutcome(plan: plan, nextSeq: ledger.nextSeq)
         let anyRejected = !plan.rejected.isEmpty
         for position in candidates.indices {
             if anyRejected && plan.rejected.contains(position) { continue }
             let log = logs[candidates[position].index]
-            try insert.bind(seq, at: 1)
-            try insert.bind(Int64(log.priority.rawValue), at: 2)
-            try insert.bind(log.wallMs, at: 3)
-            try insert.bind(log.monoNs, at: 4)
-            try insert.bind(log.boot, at: 5)
-            try insert.bind(log.context, at: 6)
-            // Canonical UUID byte order, so the blob reads the same from any tool.
-            try insert.bind(bytesOf: (log.id.high.bigEndian, log.id.low.bigEndian), at: 7)
-            try insert.bind(log.payload, at: 8)
-            try insert.step()
-            insert.reset()
-            seq += 1
-            stored += 1
-            bound.include(wallMs: log.wallMs, monoNs: log.monoNs, sameBoot: log.boot == boot)
+            try table.insert(with: insert, seq: outcome.nextSeq, priority: log.priority, wallMs: log.wallMs,
+                             monoNs: log.monoNs, boot: log.boot, context: log.context, id: log.id, payload: log.payload)
+            outcome.nextSeq += 1
+            if log.priority == .critical { outcome.stored.critical += 1 } else { outcome.stored.normal += 1 }
+            outcome.bound.include(wallMs: log.wallMs, monoNs: log.monoNs, sameBoot: log.boot == boot)
         }
-        return AppendOutcome(plan: plan, stored: stored, nextSeq: seq, bound: bound)
+        return outcome
     }
 
-    /// Evicts (inside the caller's transaction) so that `candidates` plus `mandatoryBytes` fit the budget and
-    /// the count cap, in SPEC order:
-    /// 1. stored normal logs, oldest first (pending before in flight);
-    /// 2. the batch's own normal logs, earliest first, are rejected (`storageFull`): the rest is critical;
-    /// 3. stored critical logs, oldest first — only for the batch's critical logs (S3);
-    /// 4. the batch's earliest critical logs are rejected when even that is not enough.
-    /// This is what inserting the logs one by one would leave, without the churn. `extraBytes` asks for more
-    /// room after an SQLITE_FULL. `overflowMayEvictCritical` lets step 3 run for an overflow that predates
-    /// the call (the cap was lowered).
+    /// Evicts, inside the caller's transaction, what `EvictionPlanner` says must go for `candidates` plus
+    /// `mandatoryBytes` to fit the budget and the count cap; returns the candidates to refuse and what was evicted
+    /// (counted once the transaction commits: `commitEvictions`). `extraBytes` asks for more room after an
+    /// SQLITE_FULL. `overflowMayEvictCritical` lets critical logs go for an overflow that predates the call.
     func makeRoom(for candidates: [Candidate], mandatoryBytes: Int, extraBytes: Int,
                   overflowMayEvictCritical: Bool) throws(OutboxError) -> RoomPlan {
-        var plan = RoomPlan()
         let pages = try db.pragma("page_count")
         let free = try db.pragma("freelist_count")
-        let used = Int(pages - free) * pageSize
-        var needBytes = mandatoryBytes + extraBytes
-        for candidate in candidates { needBytes += candidate.bytes }
-        var byteDeficit = used + needBytes - budgetBytes
-        var countDeficit = limits.maxLogCount.map { logCount + candidates.count - $0 } ?? 0
-        guard byteDeficit > 0 || countDeficit > 0 else { return plan }
-        let reason = byteDeficit > 0 ? (countDeficit > 0 ? "storage and count caps" : "storage cap") : "count cap"
-
-        // 1. Stored normal logs. Evicting old rows frees whole pages only where they empty out, so a little more
-        // than the estimate is taken here (not from critical logs, nor by rejecting): it keeps SQLITE_FULL
-        // retries rare (LogStoreLimitTests fill a small cap with large rows).
-        let slack = byteDeficit > 0 ? needBytes / 16 + pageSize : 0
-        let normalRows = try collectEvictable(.normal, bytes: byteDeficit + slack, count: countDeficit)
-        if !normalRows.isEmpty {
-            let event = try evict(normalRows[...], priority: .normal, reason: reason)
-            plan.evictions.append(event)
-            byteDeficit -= event.bytes
-            countDeficit -= event.count
+        let need = EvictionPlanner.Need(usedBytes: Int(pages - free) * pageSize, extraBytes: mandatoryBytes + extraBytes,
+                                        budgetBytes: disk.budgetBytes, pageSize: pageSize, logCount: ledger.logCount,
+                                        maxLogCount: limits.maxLogCount, overflowMayEvictCritical: overflowMayEvictCritical)
+        let table = logsTable
+        let pageSize = self.pageSize
+        let plan = try EvictionPlanner.plan(for: candidates, need) { (priority, bytes, count) throws(OutboxError) in
+            try table.evictable(priority, bytes: bytes, count: count, pageSize: pageSize)
         }
-
-        // 2. The batch's normal logs, earliest first.
-        for position in candidates.indices where candidates[position].priority == .normal {
-            guard byteDeficit > 0 || countDeficit > 0 else { break }
-            plan.rejected.insert(position)
-            byteDeficit -= candidates[position].bytes
-            countDeficit -= 1
+        var room = RoomPlan(rejected: plan.rejected)
+        for eviction in plan.evictions {
+            room.evictions.append(try evict(eviction.rows, priority: eviction.priority, reason: plan.reason))
         }
-        guard byteDeficit > 0 || countDeficit > 0 else { return plan }
-
-        // 3 and 4. Critical logs make room only for critical logs (S3), never for normal ones.
-        let criticalPositions = candidates.indices.filter { candidates[$0].priority == .critical }
-        guard !criticalPositions.isEmpty || overflowMayEvictCritical else { return plan }
-        let criticalRows = try collectEvictable(.critical, bytes: byteDeficit, count: countDeficit)
-        let evictableBytes = criticalRows.reduce(0) { $0 + $1.bytes }
-        for position in criticalPositions {
-            guard byteDeficit > evictableBytes || countDeficit > criticalRows.count else { break }
-            plan.rejected.insert(position)
-            byteDeficit -= candidates[position].bytes
-            countDeficit -= 1
-        }
-        var take = 0
-        var freedBytes = 0
-        while take < criticalRows.count && (freedBytes < byteDeficit || take < countDeficit) {
-            freedBytes += criticalRows[take].bytes
-            take += 1
-        }
-        if take > 0 {
-            plan.evictions.append(try evict(criticalRows[..<take], priority: .critical, reason: reason))
-        }
-        return plan
+        return room
     }
 
-    /// The rows to evict of one priority, in eviction order, until `bytes` and `count` are covered (or all).
-    private func collectEvictable(_ priority: Priority, bytes: Int, count: Int) throws(OutboxError) -> [EvictableRow] {
-        var rows: [EvictableRow] = []
-        var coveredBytes = 0
-        for inFlight in [false, true] {
-            guard coveredBytes < bytes || rows.count < count else { break }
-            let scan = try db.cachedStatement(inFlight ? LogSchema.evictableInFlight(priority)
-                                                       : LogSchema.evictablePending(priority))
-            defer { scan.reset() }
-            while coveredBytes < bytes || rows.count < count, try scan.step() {
-                let size = Self.estimatedRowBytes(payload: scan.int(at: 1), pageSize: pageSize)
-                rows.append(EvictableRow(seq: scan.int64(at: 0), bytes: size, inFlight: inFlight))
-                coveredBytes += size
-            }
-        }
-        return rows
-    }
-
-    private func evict(_ rows: ArraySlice<EvictableRow>, priority: Priority,
-                       reason: String) throws(OutboxError) -> EvictionEvent {
+    private func evict(_ rows: [EvictionPlanner.Row], priority: Priority, reason: String) throws(OutboxError) -> EvictionEvent {
         var event = EvictionEvent(priority: priority, count: 0, inFlight: 0, bytes: 0, reason: reason)
-        // Pending rows come first and are a prefix, in seq order, of the rows matching the scan's filter: one
-        // range delete with the same filter removes exactly them.
+        // Pending rows come first and are a prefix, in seq order, of the rows matching the scan's filter: one range
+        // delete with the same filter removes exactly them.
         if let lastPending = rows.last(where: { !$0.inFlight }) {
-            try db.execute(LogSchema.deletePendingThrough(priority), [.integer(lastPending.seq)])
-            event.count += db.changes
+            event.count += try logsTable.deletePending(priority, through: lastPending.seq)
         }
         let inFlight = rows.filter(\.inFlight)
         if !inFlight.isEmpty {
-            let delete = try db.cachedStatement("DELETE FROM logs WHERE seq = ?")
-            for row in inFlight {
-                try delete.bind(row.seq, at: 1)
-                try delete.run()
-                event.count += db.changes
-                event.inFlight += db.changes
-            }
+            let deleted = try logsTable.delete(seqs: inFlight.lazy.map(\.seq))
+            event.count += deleted
+            event.inFlight += deleted
         }
         try keepSeqHigh(deletingThrough: rows.lazy.map(\.seq).max())
         event.bytes = rows.reduce(0) { $0 + $1.bytes }
@@ -391,9 +254,7 @@ extension LogStore {
                 "outbox.reason": "\(reason ?? event.reason)",
             ])
         }
-        logCount -= total
-        evictedTotal += total
-        if total > 0 { pending = nil }
+        ledger.apply(.evicted(count: total))
         return total
     }
 
@@ -402,7 +263,7 @@ extension LogStore {
     /// not fail because logs filled the store: meta, device contexts, and claim marks — a store too full to
     /// mark a batch in flight could never send anything again, so this may evict even a critical log.
     func withRoom<T>(bytes: Int, _ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
-        var margin = bytes + reserveBytes
+        var margin = bytes + disk.slackBytes
         var attempt = 1
         var relieved = false
         while true {
@@ -411,7 +272,7 @@ extension LogStore {
                 let value = try db.transaction { () throws(OutboxError) -> T in
                     if attempt > 1 {
                         let used = try Self.usedBytes(db)
-                        events = try makeRoom(for: [], mandatoryBytes: 0, extraBytes: max(0, budgetBytes - used) + margin,
+                        events = try makeRoom(for: [], mandatoryBytes: 0, extraBytes: max(0, disk.budgetBytes - used) + margin,
                                               overflowMayEvictCritical: true).evictions
                     }
                     return try body()
@@ -420,7 +281,7 @@ extension LogStore {
                 return value
             } catch {
                 guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
-                fullRetriesTotal += 1
+                disk.retriedFull()
                 // SPEC S7: a full disk first gets its room back (reserve, WAL) and the same write is tried again
                 // without evicting: what failed was the WAL's growth, which eviction cannot help.
                 if !relieved && relieveFullDisk() {

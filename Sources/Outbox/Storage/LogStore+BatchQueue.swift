@@ -1,10 +1,10 @@
 /// `LogStore` is delivery's queue: the counts delivery decides on are the store's own, never a copy kept apart.
 extension LogStore: BatchQueue {
     func waiting() throws(OutboxError) -> Waiting {
-        if let pending { return pending }
+        if let pending = ledger.pending { return pending }
         let counted = try waitingCounts()
         let fresh = Waiting(normal: counted.normal, critical: counted.critical)
-        pending = fresh
+        ledger.apply(.recounted(fresh))
         return fresh
     }
 
@@ -15,8 +15,7 @@ extension LogStore: BatchQueue {
 
     func expire(seqs: [Int64]) throws(OutboxError) -> Int {
         guard !seqs.isEmpty else { return 0 }
-        let expired = try complete(seqs: seqs)
-        expiredTotal += expired
+        let expired = try delete(seqs: seqs, expired: true)
         logger.info("deleted logs older than the maximum age before sending them (SPEC S4)",
                     metadata: ["outbox.expired": "\(expired)"])
         return expired

@@ -27,7 +27,7 @@ extension LogStore {
                     // At the cap a letter may not fit where its log was (page fragmentation): make room in the
                     // dead-letter table first, and as a last resort drop the new letters, loudly and counted.
                     guard error.isStorageFull, let next = mode.fallback else { throw error }
-                    fullRetriesTotal += 1
+                    disk.retriedFull()
                     mode = next
                 }
             }
@@ -51,57 +51,30 @@ extension LogStore {
         let atMs = clock.wallMs()
         let cap = deadLetterCap
         let (moved, dropped) = try db.transaction { () throws(OutboxError) -> (Int, Int) in
+            let logs = logsTable, letters = deadLettersTable
             var dropped = 0
-            if mode != .keep {
-                try db.execute("DELETE FROM dead_letters")
-                dropped += db.changes
-            }
-            let select = try db.cachedStatement("SELECT priority, wall_ms, id, payload FROM logs WHERE seq = ?")
-            let delete = try db.cachedStatement("DELETE FROM logs WHERE seq = ?")
-            let insert = try db.cachedStatement("""
-                INSERT INTO dead_letters (log_seq, priority, wall_ms, status, at_ms, reason, id, payload)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+            if mode != .keep { dropped += try letters.deleteAll() }
+            let insert = try letters.inserter()
             var moved = 0
             var highestMoved: Int64?
             for seq in seqs {
-                try select.bind(seq, at: 1)
-                guard try select.step() else {
-                    select.reset()
-                    continue
-                }
-                let priority = select.int64(at: 0)
-                let wallMs = select.int64(at: 1)
-                let id = select.blob(at: 2)
-                let payload = select.blob(at: 3)
-                select.reset()
+                guard let log = try logs.letterFields(seq: seq) else { continue }
                 // The log goes first, so that its pages are free for the letter.
-                try delete.bind(seq, at: 1)
-                try delete.run()
+                _ = try logs.delete(seqs: CollectionOfOne(seq))
                 moved += 1
                 highestMoved = max(highestMoved ?? seq, seq)
-                if mode == .dropNewLetters || payload.count > cap {
+                if mode == .dropNewLetters || log.payload.count > cap {
                     dropped += 1
                     continue
                 }
-                try insert.bind(seq, at: 1)
-                try insert.bind(priority, at: 2)
-                try insert.bind(wallMs, at: 3)
-                try insert.bind(status, at: 4)
-                try insert.bind(atMs, at: 5)
-                try insert.bind(reason, at: 6)
-                try insert.bind(id, at: 7)
-                try insert.bind(payload, at: 8)
-                try insert.run()
+                try letters.insert(with: insert, logSeq: seq, priority: log.priority, wallMs: log.wallMs, status: status,
+                                   atMs: atMs, reason: reason, id: log.id, payload: log.payload)
             }
             try keepSeqHigh(deletingThrough: highestMoved)
-            dropped += try trimDeadLetters()
+            dropped += try letters.trim(toBytes: cap)
             return (moved, dropped)
         }
-        logCount -= moved
-        pending = nil
-        deadLetteredTotal += moved
-        deadLettersDroppedTotal += dropped
+        ledger.apply(.deadLettered(moved: moved, dropped: dropped))
         if moved > 0 {
             logger.info("moved refused logs to the dead-letter table (SPEC R2)", metadata: [
                 "outbox.dead_lettered": "\(moved)", "outbox.status": "\(status)",
@@ -116,80 +89,17 @@ extension LogStore {
     }
 
     /// Deletes the oldest letters until the payload bytes fit the cap. Returns how many were dropped.
-    private func trimDeadLetters() throws(OutboxError) -> Int {
-        let cap = deadLetterCap
-        let total = Int(try db.int64("SELECT coalesce(sum(length(payload)), 0) FROM dead_letters") ?? 0)
-        guard total > cap else { return 0 }
-        var excess = total - cap
-        var lastDropped: Int64?
-        let scan = try db.cachedStatement("SELECT seq, length(payload) FROM dead_letters ORDER BY seq")
-        defer { scan.reset() }
-        while excess > 0, try scan.step() {
-            lastDropped = scan.int64(at: 0)
-            excess -= scan.int(at: 1)
-        }
-        scan.reset()
-        guard let lastDropped else { return 0 }
-        try db.execute("DELETE FROM dead_letters WHERE seq <= ?", [.integer(lastDropped)])
-        return db.changes
-    }
-
     /// Dead letters, oldest first.
     func deadLetters(limit: Int = .max) throws(OutboxError) -> [DeadLetter] {
-        try guarded { () throws(OutboxError) -> [DeadLetter] in
-            let select = try db.cachedStatement(
-                "SELECT id, status, reason, at_ms, payload FROM dead_letters ORDER BY seq LIMIT ?")
-            defer { select.reset() }
-            try select.bind(Int64(clamping: limit), at: 1)
-            var letters: [DeadLetter] = []
-            while try select.step() {
-                letters.append(DeadLetter(id: Self.readID(select, column: 0), status: select.int(at: 1),
-                                          reason: select.string(at: 2), atMs: select.int64(at: 3),
-                                          payload: select.blob(at: 4)))
-            }
-            return letters
-        }
+        try guarded { () throws(OutboxError) -> [DeadLetter] in try deadLettersTable.list(limit: limit) }
     }
 
     // MARK: Listing, requeue and purge (SPEC R2, X6)
 
-    static let deadLetterColumns = "seq, log_seq, priority, wall_ms, status, at_ms, reason, id, payload"
-
     /// Dead letters with what a requeue needs, oldest first; `ids` limits them to those logs (an id that is
     /// not there is skipped).
     func deadLetterRows(ids: [UUIDBytes]? = nil) throws(OutboxError) -> [DeadLetterRow] {
-        try guarded { () throws(OutboxError) -> [DeadLetterRow] in try Self.readDeadLetterRows(db, ids: ids) }
-    }
-
-    /// Reads dead-letter rows on `db` (the store's connection or a read-only one, SPEC X6), oldest first.
-    static func readDeadLetterRows(_ db: Database, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRow] {
-        var rows: [DeadLetterRow] = []
-        func readAll(_ select: Statement) throws(OutboxError) {
-            while try select.step() {
-                rows.append(DeadLetterRow(
-                    seq: select.int64(at: 0), logSeq: select.int64(at: 1), id: readID(select, column: 7),
-                    priority: Priority(rawValue: select.int(at: 2)) ?? .normal, wallMs: select.int64(at: 3),
-                    status: select.int(at: 4), reason: select.string(at: 6), atMs: select.int64(at: 5),
-                    payload: select.blob(at: 8)))
-            }
-        }
-        guard let ids else {
-            let select = try db.cachedStatement("SELECT \(deadLetterColumns) FROM dead_letters ORDER BY seq")
-            defer { select.reset() }
-            try readAll(select)
-            return rows
-        }
-        // The table is small (capped at 1 MiB of payload) and has no index on `id`: one scan per asked id
-        // beats an index that every dead-lettering would have to maintain.
-        let select = try db.cachedStatement("SELECT \(deadLetterColumns) FROM dead_letters WHERE id = ? ORDER BY seq")
-        defer { select.reset() }
-        for id in Set(ids) {
-            try select.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 1)
-            try readAll(select)
-            select.reset()
-        }
-        rows.sort { $0.seq < $1.seq }
-        return rows
+        try guarded { () throws(OutboxError) -> [DeadLetterRow] in try deadLettersTable.rows(ids: ids) }
     }
 
     /// The dead letters as `DeadLetterRecord`s: each log's JSON as it is sent, with the latest device context.
@@ -212,11 +122,9 @@ extension LogStore {
     }
 
     private static func records(_ db: Database, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
-        let rows = try readDeadLetterRows(db, ids: ids)
+        let rows = try DeadLettersTable(db: db).rows(ids: ids)
         guard !rows.isEmpty else { return [] }
-        let select = try db.cachedStatement("SELECT json FROM contexts ORDER BY id DESC LIMIT 1")
-        let device = try select.step() ? select.blob(at: 0) : nil
-        select.reset()
+        let device = try ContextsTable(db: db).latest()?.json
         return rows.map { row in
             DeadLetterRecord(id: row.id.uuid, status: row.status, reason: row.reason, deadLetteredAtMs: row.atMs,
                              log: String(decoding: sentJSON(of: row, device: device), as: UTF8.self))
@@ -251,10 +159,10 @@ extension LogStore {
                 } catch {
                     guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
                     attempt += 1
-                    fullRetriesTotal += 1
+                    disk.retriedFull()
                     // As an append: the file could not grow as far as the budget said, so ask for more room.
                     let used = try Self.usedBytes(db)
-                    extra = max(0, budgetBytes - used) + margin
+                    extra = max(0, disk.budgetBytes - used) + margin
                     margin *= 2
                 }
             }
@@ -270,20 +178,17 @@ extension LogStore {
 
     private func requeueOnce(ids: [UUIDBytes]?, extraBytes: Int) throws(OutboxError) -> DeadLetterRequeue {
         let outcome = try db.transaction { () throws(OutboxError) -> RequeueOutcome in
-            var outcome = RequeueOutcome(nextSeq: nextSeq)
-            let rows = try Self.readDeadLetterRows(db, ids: ids)
+            var outcome = RequeueOutcome(nextSeq: ledger.nextSeq)
+            let logs = logsTable, letters = deadLettersTable
+            let rows = try letters.rows(ids: ids)
             guard !rows.isEmpty else { return outcome }
             // The letters go first, so that their pages count as free when room is made for the logs.
-            let delete = try db.cachedStatement("DELETE FROM dead_letters WHERE seq = ?")
-            for row in rows {
-                try delete.bind(row.seq, at: 1)
-                try delete.run()
-            }
+            for row in rows { try letters.delete(seq: row.seq) }
             var candidates: [Candidate] = []
             var keep: [Int] = []
-            let largest = maxSingleLogBytes
+            let largest = disk.maxSingleLogBytes
             for index in rows.indices {
-                let bytes = Self.estimatedRowBytes(payload: rows[index].payload.count, pageSize: pageSize)
+                let bytes = disk.estimatedRowBytes(payload: rows[index].payload.count)
                 if bytes > largest {
                     keep.append(index)
                 } else {
@@ -294,47 +199,23 @@ extension LogStore {
                                     overflowMayEvictCritical: false)
             outcome.evictions = plan.evictions
             keep += plan.rejected.map { candidates[$0].index }
-            let insert = try db.cachedStatement(LogSchema.insertLog)
+            let insert = try logs.inserter()
             for position in candidates.indices where !plan.rejected.contains(position) {
                 let row = rows[candidates[position].index]
-                try insert.bind(outcome.nextSeq, at: 1)
-                try insert.bind(Int64(row.priority.rawValue), at: 2)
-                try insert.bind(row.wallMs, at: 3)
-                try insert.bind(Int64(0), at: 4)
-                try insert.bind(Int64(0), at: 5)
-                try insert.bind(Int64(0), at: 6)
-                try insert.bind(bytesOf: (row.id.high.bigEndian, row.id.low.bigEndian), at: 7)
-                try insert.bind(row.payload, at: 8)
-                try insert.run()
+                // No boot id, no monotonic time, context 0: the letter kept none of them.
+                try logs.insert(with: insert, seq: outcome.nextSeq, priority: row.priority, wallMs: row.wallMs, monoNs: 0,
+                                boot: 0, context: 0, id: row.id, payload: row.payload)
                 outcome.nextSeq += 1
                 outcome.minWallMs = min(outcome.minWallMs ?? row.wallMs, row.wallMs)
                 if row.priority == .critical { outcome.result.critical += 1 } else { outcome.result.normal += 1 }
             }
             // What the store cannot take stays where it was, as it was.
-            let restore = try db.cachedStatement("""
-                INSERT INTO dead_letters (\(Self.deadLetterColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-            for index in keep.sorted() {
-                let row = rows[index]
-                try restore.bind(row.seq, at: 1)
-                try restore.bind(row.logSeq, at: 2)
-                try restore.bind(Int64(row.priority.rawValue), at: 3)
-                try restore.bind(row.wallMs, at: 4)
-                try restore.bind(row.status, at: 5)
-                try restore.bind(row.atMs, at: 6)
-                try restore.bind(row.reason, at: 7)
-                try restore.bind(bytesOf: (row.id.high.bigEndian, row.id.low.bigEndian), at: 8)
-                try restore.bind(row.payload, at: 9)
-                try restore.run()
-            }
+            for index in keep.sorted() { try letters.restore(rows[index]) }
             outcome.result.kept = keep.count
             return outcome
         }
-        nextSeq = outcome.nextSeq
-        logCount += outcome.result.requeued
         // Requeued logs carry no boot id (the dead letters do not keep it): they age on the wall clock (SPEC S4).
-        expiryBound.lower(to: ExpiryBound(otherBootWallMs: outcome.minWallMs))
-        if outcome.result.requeued > 0 { pending = nil }
+        ledger.apply(.requeued(count: outcome.result.requeued, nextSeq: outcome.nextSeq, oldestWallMs: outcome.minWallMs))
         var result = outcome.result
         result.evicted = commitEvictions(outcome.evictions, reason: "requeued dead letters")
         if result.requeued > 0 {
@@ -354,20 +235,7 @@ extension LogStore {
     @discardableResult
     func purgeDeadLetters(ids: [UUIDBytes]? = nil) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
-            let purged = try db.transaction { () throws(OutboxError) -> Int in
-                guard let ids else {
-                    try db.execute("DELETE FROM dead_letters")
-                    return db.changes
-                }
-                let delete = try db.cachedStatement("DELETE FROM dead_letters WHERE id = ?")
-                var purged = 0
-                for id in Set(ids) {
-                    try delete.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 1)
-                    try delete.run()
-                    purged += db.changes
-                }
-                return purged
-            }
+            let purged = try db.transaction { () throws(OutboxError) -> Int in try deadLettersTable.purge(ids: ids) }
             if purged > 0 {
                 logger.info("purged dead letters (SPEC R2)", metadata: ["outbox.purged": "\(purged)"])
             }

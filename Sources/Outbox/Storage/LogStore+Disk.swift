@@ -15,25 +15,15 @@ import Logging
 ///   checkpoint needs stays within the reserve.
 /// When the disk has room again, the reserve is taken back and the cap raised (`liftDiskCapIfRoom`).
 extension LogStore {
-    /// By default at least 256 KiB, and 64 pages: a tight WAL cycle (half of it) plus the transaction that crosses it.
-    /// A configured size (`Configuration.diskReserveSize`) keeps at least 16 pages: the tight cycle (`diskWatch`,
-    /// never below 8 pages) shrinks with it and stays half of it, as at the default size.
-    var diskReserveBytes: Int {
-        guard let configured = limits.diskReserveBytes else { return max(256 * 1024, 64 * pageSize) }
-        return max(configured, 16 * pageSize)
-    }
     var reservePath: String { path + "-reserve" }
     var diskDirectory: String { FileSystem.directory(of: path) }
-    /// `liftDiskCapIfRoom` reads the disk at most this often.
-    static let diskCheckIntervalNs: Int64 = 500_000_000
-
     /// A disk with less room than a whole WAL cycle at the normal size (the WAL's pages, then as many in the database
     /// file at the checkpoint) and twice the reserve is short of room.
     var diskWatch: WALCheckpointer.DiskWatch {
         WALCheckpointer.DiskWatch(
             directory: diskDirectory,
-            lowWaterBytes: 2 * walAutocheckpointPages * pageSize + 2 * diskReserveBytes,
-            tightPages: Int32(max(8, diskReserveBytes / (2 * pageSize))))
+            lowWaterBytes: 2 * disk.walAutocheckpointPages * pageSize + 2 * disk.diskReserveBytes,
+            tightPages: Int32(max(8, disk.diskReserveBytes / (2 * pageSize))))
     }
 
     /// At open, before SQLite needs room for the -shm and -wal files: on a disk with less room than the reserve,
@@ -48,15 +38,16 @@ extension LogStore {
     /// Allocates the reserve file when it is missing and the disk has `leaving` bytes beyond it (best effort: a disk
     /// already full gets none until it has room; the store's own writes come first).
     func holdDiskReserve(leaving: Int) {
-        if (FileSystem.size(reservePath) ?? 0) >= diskReserveBytes {
-            diskReserveHeld = true
+        let bytes = disk.diskReserveBytes
+        if (FileSystem.size(reservePath) ?? 0) >= bytes {
+            disk.reserveHeld = true
             return
         }
         let available = FileSystem.availableBytes(diskDirectory) ?? 0
-        diskReserveHeld = available >= diskReserveBytes + leaving && FileSystem.allocate(reservePath, bytes: diskReserveBytes)
-        if !diskReserveHeld {
+        disk.reserveHeld = available >= bytes + leaving && FileSystem.allocate(reservePath, bytes: bytes)
+        if !disk.reserveHeld {
             logger.info("no room on the disk for the store's reserve; taken when there is", metadata: [
-                "outbox.store": "\(path)", "outbox.bytes": "\(diskReserveBytes)",
+                "outbox.store": "\(path)", "outbox.bytes": "\(bytes)",
             ])
         }
     }
@@ -66,14 +57,13 @@ extension LogStore {
     /// was full (the caller then tries again; S2 eviction does the rest).
     @discardableResult
     func relieveFullDisk() -> Bool {
-        let pagesBefore = (try? db.pragma("page_count")).map(Int.init) ?? maxPages
+        let pagesBefore = (try? db.pragma("page_count")).map(Int.init) ?? disk.maxPages
         // The cap was not reached if the disk could not have held what the cap still allows.
         guard let available = FileSystem.availableBytes(diskDirectory),
-              available < max(0, maxPages - pagesBefore) * pageSize + diskReserveBytes else { return false }
-        diskFullTotal += 1
-        if diskReserveHeld {
+              disk.diskIsShort(pages: pagesBefore, availableBytes: available) else { return false }
+        if disk.reserveHeld {
             FileSystem.remove(reservePath)
-            diskReserveHeld = false
+            disk.reserveHeld = false
         }
         db.walCheckpointer?.tight = true
         // What the WAL holds goes into the file (the reserve's bytes are for the file's growth), then the WAL file is
@@ -85,20 +75,19 @@ extension LogStore {
             checkpointed = false
         }
         let pages = (try? db.pragma("page_count")).map(Int.init) ?? pagesBefore
-        let room = max(0, (FileSystem.availableBytes(diskDirectory) ?? 0) - 2 * diskReserveBytes) / pageSize
-        let cap = min(configuredMaxPages, pages + room)
-        if cap < maxPages {
+        let cap = disk.capOnFullDisk(pages: pages, availableBytes: FileSystem.availableBytes(diskDirectory) ?? 0)
+        let wasCapped = disk.diskCapped
+        disk.diskFull(cap: cap)
+        if let cap {
             // SQLite keeps the larger of this and the page count: the file never has to grow past what it has.
             try? db.exec("PRAGMA max_page_count = \(cap)")
-            if !diskCapped {
+            if !wasCapped {
                 logger.warning("the disk is full: the store keeps to the space it has, evicting the oldest logs for new ones (SPEC S7)", metadata: [
                     "outbox.store": "\(path)", "outbox.bytes": "\(cap * pageSize)", "outbox.checkpointed": "\(checkpointed)",
                 ])
             }
-            maxPages = cap
-            diskCapped = true
         }
-        if diskCapped { db.walCheckpointer?.everyCommit = true }
+        if disk.diskCapped { db.walCheckpointer?.everyCommit = true }
         return true
     }
 
@@ -106,20 +95,18 @@ extension LogStore {
     /// reserve back and raises the cap as far as the disk's room allows, up to the configured one.
     func liftDiskCapIfRoom() {
         let now = clock.monoNs()
-        guard now - lastDiskCheckNs >= Self.diskCheckIntervalNs || lastDiskCheckNs == 0 else { return }
-        lastDiskCheckNs = now
+        guard disk.checkDue(nowNs: now) else { return }
+        disk.lastCheckNs = now
         guard var available = FileSystem.availableBytes(diskDirectory) else { return }
-        if !diskReserveHeld && available >= 3 * diskReserveBytes {
-            holdDiskReserve(leaving: 2 * diskReserveBytes)
-            if diskReserveHeld { available -= diskReserveBytes }
+        let reserve = disk.diskReserveBytes
+        if !disk.reserveHeld && available >= 3 * reserve {
+            holdDiskReserve(leaving: 2 * reserve)
+            if disk.reserveHeld { available -= reserve }
         }
-        guard diskCapped, let pages = try? db.pragma("page_count") else { return }
-        let cap = min(configuredMaxPages, Int(pages) + max(0, available - 2 * diskReserveBytes) / pageSize)
-        guard cap > maxPages else { return }
+        guard disk.diskCapped, let pages = try? db.pragma("page_count"),
+              let cap = disk.capWithRoom(pages: Int(pages), availableBytes: available) else { return }
         try? db.exec("PRAGMA max_page_count = \(cap)")
-        maxPages = cap
-        if cap == configuredMaxPages {
-            diskCapped = false
+        if disk.lift(to: cap) {
             db.walCheckpointer?.everyCommit = false
             logger.info("the disk has room again; the store is back to its configured cap (SPEC S7)", metadata: [
                 "outbox.store": "\(path)", "outbox.bytes": "\(cap * pageSize)",
@@ -137,7 +124,7 @@ extension LogStore {
             } catch {
                 guard error.isStorageFull, attempt < 3, relieveFullDisk() else { throw error }
                 attempt += 1
-                fullRetriesTotal += 1
+                disk.retriedFull()
             }
         }
     }

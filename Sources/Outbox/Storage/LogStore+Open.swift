@@ -10,7 +10,7 @@ extension LogStore {
         guard db.isOpen, !db.isInTransaction else { return }
         do throws(OutboxError) {
             try db.transaction { () throws(OutboxError) in
-                try writeMeta(StoreOpener.closedCleanlyKey, String(try db.pragma("page_count")))
+                try metaTable.set(StoreOpener.closedCleanlyKey, String(try db.pragma("page_count")))
             }
         } catch {
             logger.debug("could not mark the store closed cleanly; the next open checks it", metadata: ["outbox.error": "\(error)"])
@@ -20,21 +20,19 @@ extension LogStore {
     /// Per-connection settings, then the start-up duties: in-flight rows back to pending (S6, C9), the cap
     /// re-applied (S2, after a configuration change), expiry (S4).
     func configureOpenedDatabase() throws(OutboxError) {
-        pageSize = Int(try db.pragma("page_size"))
+        let pageSize = Int(try db.pragma("page_size"))
         guard pageSize > 0 else {
             throw .storage(code: SQLITE_CORRUPT, message: "page size of \(path) reads as 0")
         }
-        maxPages = max(1, limits.maxStorageSize / pageSize)
-        configuredMaxPages = maxPages
-        diskCapped = false
+        disk.opened(pageSize: pageSize)
         // max_page_count is not stored in the file: it must be set on every open. SQLite refuses to go below
         // the current page count, which `enforceCapAtOpen` then fixes.
-        try db.exec("PRAGMA max_page_count = \(maxPages)")
-        try db.exec("PRAGMA journal_size_limit = \(walSizeLimit)")
-        holdDiskReserve(leaving: 2 * diskReserveBytes)
+        try db.exec("PRAGMA max_page_count = \(disk.maxPages)")
+        try db.exec("PRAGMA journal_size_limit = \(disk.walSizeLimit)")
+        holdDiskReserve(leaving: 2 * disk.diskReserveBytes)
         let checkpointer = WALCheckpointer(
-            walPath: db.walPath, checkpointPages: walAutocheckpointPages,
-            writeBackPages: WALCheckpointer.writeBackPages(checkpointPages: walAutocheckpointPages, pageSize: pageSize),
+            walPath: db.walPath, checkpointPages: disk.walAutocheckpointPages,
+            writeBackPages: WALCheckpointer.writeBackPages(checkpointPages: disk.walAutocheckpointPages, pageSize: pageSize),
             disk: diskWatch)
         checkpointer.keepsDescriptor = !limits.exclusiveLock
         db.setWALCheckpointer(checkpointer)
@@ -42,50 +40,37 @@ extension LogStore {
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")
 
-        let flagged = try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.retryTimesKey)]) != nil
+        let flagged = try metaTable.value(Self.retryTimesKey) != nil
         try db.transaction { () throws(OutboxError) in
             // C9, S6: whatever was in flight when the last process stopped is sent again; and the retry
             // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
             // in the old process's clock anyway. Only a store flagged by a release that set one holds any.
-            try db.execute("DELETE FROM leases")
+            try leasesTable.deleteAll()
             // From the first write on, the file is no longer as the clean close left it.
-            try writeMeta(StoreOpener.closedCleanlyKey, nil)
+            try metaTable.set(StoreOpener.closedCleanlyKey, nil)
             if flagged {
-                try db.execute("UPDATE logs SET next_attempt_ms = 0 WHERE next_attempt_ms <> 0")
-                try writeMeta(Self.retryTimesKey, nil)
+                try logsTable.clearRetryTimes()
+                try metaTable.set(Self.retryTimesKey, nil)
             }
         }
-        retryTimesFlagged = false
-        leases.removeAll()
-        claimFloor = [0, 0]
-        baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
-        try loadCounters()
-        checkCommitMark()
+        disk.baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
+        checkCommitMark(held: try loadCounters())
         try enforceCapAtOpen()
         _ = try expireOnce(nowMs: clock.wallMs())
         try pruneContexts()
     }
 
-    func loadCounters() throws(OutboxError) {
-        let scan = try db.prepare("""
-            SELECT count(*), max(seq), min(CASE WHEN boot != ?1 THEN wall_ms END), min(CASE WHEN boot = ?1 THEN mono_ns END)
-            FROM logs
-            """)
-        try scan.bind(boot, at: 1)
-        if try scan.step() {
-            logCount = scan.int(at: 0)
-            nextSeq = (scan.optionalInt64(at: 1) ?? 0) + 1
-            expiryBound = ExpiryBound(otherBootWallMs: scan.optionalInt64(at: 2), thisBootMonoNs: scan.optionalInt64(at: 3))
-        }
+    /// Returns the highest seq the file holds or ever held.
+    func loadCounters() throws(OutboxError) -> Int64 {
+        let counts = try logsTable.openingCounts(boot: boot)
         // Numbering goes on above every seq this file ever held, delivered ones included, so that the commit mark
         // (CommitMark) and the database count the same way across sessions.
-        if let high = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.seqHighKey)]) ?? "") {
-            nextSeq = max(nextSeq, high + 1)
-        }
-        pending = nil
-        // The stored value is a reservation (`batchIDBlock`): numbering goes on above it.
-        lastBatchID = Int64(try db.string("SELECT value FROM meta WHERE key = ?", [.text(Self.lastBatchKey)]) ?? "") ?? 0
-        reservedBatchID = lastBatchID
+        let high = Int64(try metaTable.value(Self.seqHighKey) ?? "") ?? 0
+        // The stored batch id is a reservation (`batchIDBlock`): numbering goes on above it.
+        let reservation = Int64(try metaTable.value(Self.lastBatchKey) ?? "") ?? 0
+        let held = max(counts.highestSeq, high)
+        ledger.apply(.opened(logCount: counts.count, highestSeq: held, batchReservation: reservation, bound: counts.bound))
+        return held
     }
 
     /// When the cap was lowered since the file was written, evicts down to it and rebuilds the file so that it
@@ -93,35 +78,26 @@ extension LogStore {
     func enforceCapAtOpen() throws(OutboxError) {
         let pageCount = Int(try db.pragma("page_count"))
         let used = try Self.usedBytes(db)
-        let countOver = limits.maxLogCount.map { logCount > $0 } ?? false
-        guard pageCount > maxPages || used > budgetBytes || countOver else { return }
+        let countOver = limits.maxLogCount.map { ledger.logCount > $0 } ?? false
+        guard pageCount > disk.maxPages || used > disk.budgetBytes || countOver else { return }
         let evicted = try db.transaction { () throws(OutboxError) -> [EvictionEvent] in
             try makeRoom(for: [], mandatoryBytes: 0, extraBytes: 0, overflowMayEvictCritical: true).evictions
         }
         commitEvictions(evicted, reason: "cap lowered")
-        if pageCount > maxPages {
+        if pageCount > disk.maxPages {
             try db.exec("VACUUM")
             try db.checkpoint(.truncate)
-            try db.exec("PRAGMA max_page_count = \(maxPages)")
+            try db.exec("PRAGMA max_page_count = \(disk.maxPages)")
         }
     }
 
     /// Device contexts no log refers to any more, except the latest (which new logs will use).
     func pruneContexts() throws(OutboxError) {
-        try db.transaction { () throws(OutboxError) in
-            try db.execute("""
-                DELETE FROM contexts WHERE id <> (SELECT max(id) FROM contexts)
-                AND id NOT IN (SELECT context FROM logs)
-                """)
-        }
+        try db.transaction { () throws(OutboxError) in try contextsTable.prune() }
     }
 
     /// Mid-session corruption (S7): the same treatment as at open, keeping the lock.
     func recoverFromCorruption(cause: OutboxError) throws(OutboxError) {
-        // The engine may still hold seqs and batch ids of the lost file: numbering continues above them, so a
-        // late complete(seqs:) or complete(batchID:) cannot touch a row of the fresh file.
-        let previousSeq = nextSeq
-        let previousBatch = lastBatchID
         db.close()
         let moved = try StoreOpener.moveAside(path: path, clock: clock)
         StoreOpener.reportCorruption(path: path, movedTo: moved, cause: cause, logger: logger)
@@ -129,31 +105,25 @@ extension LogStore {
         db = opened.db
         checkedAtOpen = opened.checked
         recoveredFromCorruption = moved
+        // The engine may still hold seqs and batch ids of the lost file: the ledger's numbering continues above them
+        // (`.opened`), so a late complete(seqs:) or complete(batchID:) cannot touch a row of the fresh file. The mark
+        // stays at what the fresh file holds (`checkCommitMark`): raised to the lost file's seqs, it would report the
+        // loss again at the next open, though the move aside has reported it already.
         try configureOpenedDatabase()
-        nextSeq = max(nextSeq, previousSeq)
-        // The mark stays at what the fresh file holds (`checkCommitMark`): raised to the lost file's seqs, it would
-        // report the loss again at the next open, though the move aside has reported it already.
-        lastBatchID = max(lastBatchID, previousBatch)
     }
 }
 
 /// The commit mark (SPEC S7, see `CommitMark`): how far the appends went, checked at open against the database.
 extension LogStore {
-    /// The highest seq ever deleted from `logs` when it was the highest one there (`keepSeqHigh`, in the deleting
-    /// transaction): with `max(seq)`, the highest seq the file ever held, which delivery, eviction, expiry,
-    /// dead-lettering and opt-out never lower.
-    static let seqHighKey = "store.seq_high"
-
     var commitMarkPath: String { path + "-mark" }
 
-    /// At open, after `loadCounters`: when the mark says appends committed seqs the database does not hold, their
+    /// At open, with `held` the highest seq the file holds or ever held (`loadCounters`): when the mark says appends committed seqs the database does not hold, their
     /// commits were cut from the WAL while the engine was stopped (or lost with the power): reports them once,
     /// then brings the mark in line, so the next open reports nothing. A store just moved aside (S7) has reported
     /// its loss already and starts its mark afresh, as do a store file created now and a missing or garbled mark.
-    func checkCommitMark() {
+    func checkCommitMark(held: Int64) {
         if commitMark == nil { commitMark = CommitMark(path: commitMarkPath) }
         guard let commitMark else { return }
-        let held = nextSeq - 1
         if recoveredFromCorruption == nil, !createdAtOpen, let marked = commitMark.read(), marked > held {
             let lost = Int(marked - held)
             lostAtOpen += lost

@@ -45,10 +45,10 @@ enum StoreInspector {
             // Older versions (a store an older engine wrote, read by `inspect` without migrating) kept leases in
             // `in_flight` (2) or `logs` (1).
             let version = try db.userVersion
-            let inFlightSQL = version >= 3 ? LogSchema.countInFlight : version == 2
+            let inFlightSQL = version >= 3 ? LogsTable.countInFlight : version == 2
                 ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
                 : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
-            let split = try LogStore.splitByState(db, total: total, inFlightSQL: inFlightSQL)
+            let split = try LogsTable(db: db).splitByState(total: total, inFlightSQL: inFlightSQL)
             counts.inFlight = split.inFlight
             counts.pendingCritical = split.pendingCritical
             counts.pendingNormal = split.pendingNormal
