@@ -5,17 +5,10 @@ enum EvictionPlanner {
     /// A log an append wants to store.
     struct Candidate: Sendable, Equatable {
         /// Index in the caller's array.
-        var index: Int
+        let index: Int
         /// Its estimated row size (`DiskBudget.estimatedRowBytes`).
-        var bytes: Int
-        var priority: Priority
-    }
-
-    /// A stored log that eviction may take.
-    struct Row: Sendable, Equatable {
-        var seq: Int64
-        var bytes: Int
-        var inFlight: Bool
+        let bytes: Int
+        let priority: Priority
     }
 
     /// What must fit.
@@ -32,6 +25,13 @@ enum EvictionPlanner {
         /// Lets stored critical logs go for an overflow that predates the call (the cap was lowered, a claim at a
         /// full cap), not only for the candidates' critical logs.
         var overflowMayEvictCritical = false
+    }
+
+    /// A stored log that eviction may take.
+    struct Row: Sendable, Equatable {
+        let seq: Int64
+        let bytes: Int
+        let inFlight: Bool
     }
 
     struct Plan: Sendable, Equatable {

@@ -26,19 +26,13 @@ struct DeadLettersTable {
         try insert.run()
     }
 
-    /// Puts a row back as it was (a requeue that found no room for it).
+    /// Puts a row back as it was (a requeue that found no room for it; rare, so not a cached statement).
     func restore(_ row: DeadLetterRow) throws(OutboxError) {
-        let restore = try db.cachedStatement("INSERT INTO dead_letters (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        try restore.bind(row.seq, at: 1)
-        try restore.bind(row.logSeq, at: 2)
-        try restore.bind(Int64(row.priority.rawValue), at: 3)
-        try restore.bind(row.wallMs, at: 4)
-        try restore.bind(row.status, at: 5)
-        try restore.bind(row.atMs, at: 6)
-        try restore.bind(row.reason, at: 7)
-        try restore.bind(bytesOf: (row.id.high.bigEndian, row.id.low.bigEndian), at: 8)
-        try restore.bind(row.payload, at: 9)
-        try restore.run()
+        let id = withUnsafeBytes(of: (row.id.high.bigEndian, row.id.low.bigEndian)) { Array($0) }
+        try db.execute("INSERT INTO dead_letters (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            .integer(row.seq), .integer(row.logSeq), .integer(Int64(row.priority.rawValue)), .integer(row.wallMs),
+            .integer(Int64(row.status)), .integer(row.atMs), .text(row.reason), .blob(id), .blob(row.payload),
+        ])
     }
 
     func delete(seq: Int64) throws(OutboxError) {
