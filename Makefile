@@ -14,9 +14,15 @@ NODE ?= node
 export NODE
 # Package.swift: the mock optimised in debug builds, for this repository's own tests (SPEC P3 keeps it out otherwise).
 export OUTBOX_OPTIMIZE_MOCK := 1
-# `make test` has built the debug mock and the release library once when it calls the C, install and Node checks;
-# a no-op `swift build --product …` still costs 10–30 s of planning here, so they skip it then (BUILT=1).
+# `make test` has built the debug mock, CLI and library once when it calls the CLI, C, install and Node checks; a no-op
+# `swift build --product …` still costs 10–30 s of planning here, so they skip it then (BUILT=1).
 BUILD_MOCK = $(if $(BUILT),:,$(SWIFT) build --product outbox-mock)
+# The build those checks use: release (as shipped) when run alone, debug inside `make test`, whose own build made it
+# already — no product is built twice there. The release build is exercised by `make bench`, `make deb` and
+# `make torture`.
+CHECK_CONFIG ?= release
+export CHECK_CONFIG
+CLIB = .build/$(CHECK_CONFIG)/libOutboxC.so
 
 .PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app deb deb-check c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
@@ -46,17 +52,17 @@ deps:
 build: deps
 	$(SWIFT) build
 
-# Checks the documents first (`make doc-check`, a second), then builds everything (tests, the CLI, the mock server and
-# the crash child), runs every test, then builds the release CLI as shipped and checks it end to end over HTTP and
-# HTTPS (`make cli-check`).
+# Checks the documents first (`make doc-check`, a second), then builds everything once, in debug (tests, the CLI, the
+# mock server, the crash child, libOutbox), runs every test, then checks the CLI end to end over HTTP and HTTPS
+# (`make cli-check`), the C interface, the install, Node and a Swift package depending on Outbox with that build.
 test: deps vendor-venv rotel
 	$(MAKE) doc-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
-	$(MAKE) cli-check
-	$(MAKE) c-test BUILT=1
-	$(MAKE) install-check BUILT=1 BUILT_CLIB=1
-	$(MAKE) node-test BUILT=1 BUILT_CLIB=1
+	$(MAKE) cli-check BUILT=1 CHECK_CONFIG=debug
+	$(MAKE) c-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
+	$(MAKE) install-check BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
+	$(MAKE) node-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
 	$(MAKE) swift-app
 
 # Documents and comments point only at what the repository holds, Markdown code fences pair up, relative links
@@ -95,18 +101,19 @@ unit: deps
 demo: build
 	$(SWIFT) run outbox demo
 
-# The release CLI (Debian's libcurl) against a local server over HTTP and HTTPS, with and without --ca-file.
+# The CLI (Debian's libcurl; release unless CHECK_CONFIG says otherwise) against a local server over HTTP and HTTPS,
+# with and without --ca-file.
 cli-check: deps
 	$(call install-missing,python3 openssl nginx,cli-check)
-	$(SWIFT) build -c release --product outbox
-	scripts/cli-check.sh .build/release/outbox
+	$(if $(BUILT),:,$(SWIFT) build -c $(CHECK_CONFIG) --product outbox)
+	scripts/cli-check.sh .build/$(CHECK_CONFIG)/outbox
 
-# SPEC E: libOutbox.so (the OutboxC product), release build.
+# SPEC E: libOutbox.so (the OutboxC product), a release build unless CHECK_CONFIG says otherwise.
 c-lib: deps
-	$(if $(BUILT_CLIB),:,$(SWIFT) build -c release --product OutboxC)
+	$(if $(BUILT_CLIB),:,$(SWIFT) build -c $(CHECK_CONFIG) --product OutboxC)
 
 install: c-lib
-	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(PREFIX)"
+	SWIFT="$(SWIFT)" scripts/install-c.sh $(CLIB) "$(PREFIX)"
 
 # SPEC P5: removes exactly what `make install PREFIX=…` wrote (its lib/outbox/MANIFEST); nothing without one.
 uninstall:
@@ -116,11 +123,11 @@ uninstall:
 # into a temporary prefix, against outbox-mock; the prefix must be empty afterwards.
 install-check: c-lib
 	$(BUILD_MOCK)
-	scripts/install-check.sh .build/debug/outbox-mock
+	BUILT_CLIB=$(BUILT_CLIB) scripts/install-check.sh .build/debug/outbox-mock
 
 c-install: c-lib
 	rm -rf "$(C_PREFIX)"
-	SWIFT="$(SWIFT)" scripts/install-c.sh .build/release/libOutboxC.so "$(C_PREFIX)"
+	SWIFT="$(SWIFT)" scripts/install-c.sh $(CLIB) "$(C_PREFIX)"
 
 # SPEC E1–E3 from C: Tests/C/outbox_c_test.c, built only against the installed header, library and outbox.pc, on
 # its own uv_loop_t and in own-thread mode, against outbox-mock. C_SANITIZE=address runs it under AddressSanitizer.
@@ -128,15 +135,15 @@ c-test: c-install
 	$(BUILD_MOCK)
 	scripts/c-test.sh "$(C_PREFIX)" .build/debug/outbox-mock
 
-# SPEC P3: examples/swift-app depends on Outbox as another package does (by path here, with the manifest a URL
-# dependent sees: no OUTBOX_OPTIMIZE_MOCK) and tests itself against the mock in-process; no library product but
-# OutboxC carries an unsafe flag (scripts/manifest-check.py reads `swift package dump-package`). It builds in this
-# repository's .build, where the dependencies are compiled already (55 s instead of 3 min on 2 cores); the next
-# build of the repository itself recompiles OutboxMock once (about a minute).
+# SPEC P3: examples/swift-app depends on Outbox as another package does (by path here) and tests itself against the
+# mock in-process. What a URL dependent's manifest holds (OUTBOX_OPTIMIZE_MOCK unset) — no unsafe flag on any library
+# product but OutboxC — scripts/manifest-check.py reads from `swift package dump-package`. The app builds in
+# this repository's .build with this repository's settings, so the targets compiled already are not compiled again
+# (the mock, once more, took a minute per `make test`).
 swift-app: deps
 	python3 scripts/manifest-check.py "$(SWIFT)"
-	env -u OUTBOX_OPTIMIZE_MOCK $(SWIFT) build --package-path examples/swift-app --scratch-path .build --build-tests
-	env -u OUTBOX_OPTIMIZE_MOCK $(SWIFT) test --package-path examples/swift-app --scratch-path .build --skip-build
+	$(SWIFT) build --package-path examples/swift-app --scratch-path .build --build-tests
+	$(SWIFT) test --package-path examples/swift-app --scratch-path .build --skip-build
 
 # SPEC P4: the Debian packages (outbox, liboutbox0, liboutbox-dev) in .build/deb, checked by lintian. The commands
 # are built with the Swift runtime linked in statically, in their own scratch path (.build/deb-build).

@@ -17,7 +17,10 @@ commands=$(sed -n '/<!-- install-check/,/<!-- \/install-check -->/p' "$root/docs
 install_part=$(grep -v '^make uninstall' <<<"$commands")
 uninstall_part=$(grep '^make uninstall' <<<"$commands")
 substitute() { sed -e "s|/opt/outbox|$prefix|g" -e "s|http://127.0.0.1:8080|$url|g" -e "s|/tmp/host.outbox|$work/host.outbox|g" -e "s|-o host|-o $work/host|" -e "s|^\./host|$work/host|"; }
-clean_shell() { (cd "$root" && env -i PATH="$PATH" HOME="$work" SWIFT="${SWIFT:-swift}" bash -euo pipefail -c "$1"); }
+# The build configuration and "built already" are passed on, so that EMBEDDING's `make install` installs the library
+# this run checks (debug inside `make test`) instead of building another.
+clean_shell() { (cd "$root" && env -i PATH="$PATH" HOME="$work" SWIFT="${SWIFT:-swift}" CHECK_CONFIG="${CHECK_CONFIG:-release}" \
+  BUILT_CLIB="${BUILT_CLIB:-}" bash -euo pipefail -c "$1"); }
 
 output=$(clean_shell "$(substitute <<<"$install_part")")
 grep -q "uv_loop_close: 0" <<<"$output" || { echo "install-check: FAIL the host did not end clean:"; echo "$output"; exit 1; }
@@ -37,7 +40,7 @@ grep -q "no Outbox installation" "$work/err" && [[ -e "$prefix/lib/theirs.so" ]]
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   chmod 755 "$work" && mkdir -m 755 "$work/readonly"
   if setpriv --reuid=65534 --regid=65534 --clear-groups env PATH="$PATH" "$root/scripts/install-c.sh" \
-      "$root/.build/release/libOutboxC.so" "$work/readonly/prefix" 2>"$work/err"; then
+      "$root/.build/${CHECK_CONFIG:-release}/libOutboxC.so" "$work/readonly/prefix" 2>"$work/err"; then
     echo "install-check: FAIL an install without write access succeeded"; exit 1
   fi
   grep -q "cannot write under .*sudo make install" "$work/err" && [[ -z $(ls -A "$work/readonly") ]] \

@@ -40,16 +40,14 @@ final class ConnectionHandler: ChannelInboundHandler {
     private let inflater: BodyInflater
     /// The event loop's batcher: answers are written at once and flushed together at the end of the loop's turn.
     private let flushes: FlushBatcher?
+    /// The request being read.
     private var current: Incoming?
-    private var waiting = CircularBuffer<Incoming>()
-    private var busy = false
-    /// No more reading or answering: closing, closed, hanging, or after a fault.
-    private var done = false
+    /// Whether requests read are processed now, wait behind an owed answer, or are dropped (ConnectionState.swift).
+    private var state = ConnectionState<Incoming>()
     private var heldSlots = 0
-    private var cutoff: ReportingCutoff
-    /// Reused from request to request: the JSON tape's storage and the body buffer keep their capacity,
-    /// so steady traffic allocates (and page-faults) almost nothing per request.
-    private var tokens = JSONTokenStorage()
+    /// What the wires read with, reused from request to request (the JSON tape's storage keeps its capacity).
+    private var wireContext: WireContext
+    /// The body buffer, reused likewise: steady traffic allocates (and page-faults) almost nothing per request.
     private var spareBody: ByteBuffer?
     private static let maxRetained = 4 * 1024 * 1024
     private var dateCache: (second: Int64, text: String) = (-1, "")
@@ -61,13 +59,14 @@ final class ConnectionHandler: ChannelInboundHandler {
         self.guardHandler = guardHandler
         self.inflater = inflater
         self.flushes = flushes
-        self.cutoff = ReportingCutoff(timeZone: core.configuration.reportTimeZone)
+        self.wireContext = WireContext(cutoff: ReportingCutoff(timeZone: core.configuration.reportTimeZone),
+                                       appSecret: core.configuration.appSecret)
     }
 
     // MARK: - Reading
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !done else { return }
+        guard !state.isFinished else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             let startNs = core.clock.monotonicNs()
@@ -85,7 +84,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             current = Incoming(head: head, startNs: startNs, isIngestion: isIngestion,
                                body: body, holdsSlot: isIngestion, headVerdict: headVerdict)
             if let headVerdict {
-                if headVerdict.dropsBeforeBody, !busy, waiting.isEmpty, let request = current {
+                if headVerdict.dropsBeforeBody, state.isIdle, let request = current {
                     // SPEC M8: close before reading a byte of the body. A pipelined request behind others is
                     // dropped in its turn instead, so the answers before it still go out.
                     current = nil
@@ -94,7 +93,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 }
                 if headVerdict.readKbps != nil { current?.headBytes = Self.wireSize(of: head) }
             }
-            if head.headers.first(name: "expect")?.lowercased() == "100-continue", !busy {
+            if head.headers.first(name: "expect")?.lowercased() == "100-continue", state.mode == .ready {
                 if expected <= core.configuration.bodyLimit {
                     context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(
                         string: "HTTP/1.1 100 Continue\r\n\r\n")), promise: nil)
@@ -124,15 +123,14 @@ final class ConnectionHandler: ChannelInboundHandler {
             guard var request = current else { return }
             current = nil
             request.wireBytes = guardHandler.wireBytes
-            if busy {
-                waiting.append(request)
-            } else if let kbps = request.headVerdict?.readKbps,
-                      case let due = Self.due(request, bytes: request.wireBytes, kbps: kbps),
-                      case let now = core.clock.monotonicNs(), due > now {
+            guard let request = state.requestRead(request) else { return }
+            if let kbps = request.headVerdict?.readKbps,
+               case let due = Self.due(request, bytes: request.wireBytes, kbps: kbps),
+               case let now = core.clock.monotonicNs(), due > now {
                 // SPEC M8 kbps: the request is read at the rate, so it is complete no sooner than this.
-                busy = true
+                state.answerDeferred()
                 context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(due - now))) {
-                    self.busy = false
+                    self.state.deferralEnded()
                     self.process(request, context: context)
                 }
             } else {
@@ -179,8 +177,8 @@ final class ConnectionHandler: ChannelInboundHandler {
             fail(.badEncoding("body: not a valid \(current?.head.headers.first(name: "content-encoding") ?? "gzip") stream"))
         case is HTTPParserError:
             // Not HTTP: answer once and hang up, as the decoder cannot find the next request.
-            guard !done else { return }
-            done = true
+            guard !state.isFinished else { return }
+            state.finish()
             releaseSlots()
             var buffer = context.channel.allocator.buffer(capacity: 256)
             HTTPResponse.json(400, "Invalid", reason: "malformed HTTP request")
@@ -189,7 +187,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 context.close(promise: nil)
             }
         default:
-            done = true
+            state.finish()
             context.close(promise: nil)
         }
     }
@@ -201,7 +199,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        done = true
+        state.finish()
         releaseSlots()
         context.fireChannelInactive()
     }
@@ -221,7 +219,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 spareBody = request.body
             }
         }
-        guard !done else { return }
+        guard !state.isFinished else { return }
         if !request.isIngestion {
             let response = ControlAPI.handle(core: core, head: request.head, body: request.body)
             write(response, for: request, skewMs: core.skewMs(), context: context)
@@ -238,9 +236,9 @@ final class ConnectionHandler: ChannelInboundHandler {
         switch verdict.action {
         case .respond(let response, let delayMs):
             if delayMs > 0 {
-                busy = true
+                state.answerDeferred()
                 context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delayMs))) {
-                    self.busy = false
+                    self.state.deferralEnded()
                     self.answer(response, request, verdict, context: context)
                 }
             } else {
@@ -271,7 +269,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
         case .hang:
             // The slot stays held: a hanging request is in flight until the client gives up.
-            done = true
+            state.finish()
             core.appendRequestEntry(entry(request, verdict, status: nil))
         case .malformed:
             finishFault(request, verdict)
@@ -291,14 +289,14 @@ final class ConnectionHandler: ChannelInboundHandler {
                 at: at, method: request.head.method.rawValue, path: request.head.uri,
                 install: request.head.headers.first(name: "install-id"), bytes: 0,
                 contentEncoding: request.head.headers.first(name: "content-encoding"), logs: 0, logIds: [],
-                response: nil, action: "drop_before_body", durationSeconds: nil, fault: verdict.fault))
+                response: nil, action: FaultKind.dropBeforeBody.rawValue, durationSeconds: nil, fault: verdict.fault?.rawValue))
         }
         finishFault(request, verdict)
         context.close(promise: nil)
     }
 
     private func finishFault(_ request: Incoming, _ verdict: Verdict) {
-        done = true
+        state.finish()
         releaseSlot(of: request, entry: entry(request, verdict, status: nil))
     }
 
@@ -312,18 +310,9 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     private func entry(_ request: Incoming, _ verdict: Verdict, status: Int?) -> MockRequest {
-        let action: String? = switch verdict.action {
-        case .respond: nil
-        case .refuse: "refuse"
-        case .reset: "reset"
-        case .dropAfterBody: "drop_after_body"
-        case .dropBeforeBody: "drop_before_body"
-        case .hang: "hang"
-        case .malformed: "malformed"
-        }
         let elapsed = Double(core.clock.monotonicNs() - request.startNs) / 1_000_000
         return MockRequest(at: verdict.at, install: request.head.headers.first(name: "install-id"),
-                           logs: verdict.logCount, status: status, action: action,
+                           logs: verdict.logCount, status: status, action: verdict.action.name,
                            durationMs: (elapsed * 1000).rounded() / 1000)
     }
 
@@ -336,7 +325,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func write(_ response: HTTPResponse, for request: Incoming, skewMs: Int64,
                        network: Scenario.Network? = nil, context: ChannelHandlerContext) {
-        guard !done else { return }
+        guard !state.isFinished else { return }
         // A byte limit or a slow close ends the connection: the answer says so.
         let shapedClose = network?.limitBytes != nil || network?.slowCloseMs != nil
         let close = !request.head.isKeepAlive || request.failure != nil || shapedClose
@@ -347,7 +336,7 @@ final class ConnectionHandler: ChannelInboundHandler {
             return
         }
         if close {
-            done = true
+            state.finish()
             context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
@@ -359,7 +348,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         } else {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         }
-        if let next = waiting.popFirst() {
+        if let next = state.answered() {
             process(next, context: context)
         }
     }
@@ -383,26 +372,26 @@ final class ConnectionHandler: ChannelInboundHandler {
             if !pieces.isEmpty { waitMs += Double(network.sliceDelayMs ?? 0) }
             pieces.append((piece, Int64(waitMs * 1_000_000)))
         }
-        busy = true
+        state.answerDeferred()
         let loop = context.eventLoop.assumeIsolated()
         func finish() {
             if let slowClose = network.slowCloseMs {
-                done = true
+                state.finish()
                 loop.scheduleTask(in: .milliseconds(Int64(slowClose))) { context.close(promise: nil) }
             } else if close {
-                done = true
+                state.finish()
                 context.close(promise: nil)
             } else {
-                busy = false
-                if let next = waiting.popFirst() { process(next, context: context) }
+                state.deferralEnded()
+                if let next = state.answered() { process(next, context: context) }
             }
         }
         func send(_ k: Int) {
-            guard !done else { return }
+            guard !state.isFinished else { return }
             guard k < pieces.count else { return finish() }
             let (piece, waitNs) = pieces[k]
             let step = {
-                guard !self.done else { return }
+                guard !self.state.isFinished else { return }
                 context.writeAndFlush(self.wrapOutboundOut(piece), promise: nil)
                 send(k + 1)
             }
@@ -421,6 +410,8 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     // MARK: - Normal handling (SPEC W1, M1)
 
+    /// The request as its wire reads it (`Vendors/`: App Center's and every other vendor's alike); a path no wire
+    /// owns gets the 404 of the default wire.
     private func prepare(_ request: Incoming) -> PreparedRequest {
         let head = request.head
         let path = Self.path(of: head.uri)
@@ -429,54 +420,22 @@ final class ConnectionHandler: ChannelInboundHandler {
             method: head.method, uri: head.uri, path: path, install: install, normal: .success, logs: [],
             cutoffs: [], logCount: 0, logNames: [], wireBytes: request.wireBytes,
             contentEncoding: head.headers.first(name: "content-encoding"), startNs: request.startNs)
-
-        // Other vendors' wires (SPEC V1–V4) decode, validate and answer in Vendors/.
-        if let vendor = Vendor.route(path: path), vendor != .appcenter {
-            let failure: (status: Int, reason: String)? = switch request.failure {
-            case .tooLarge(let reason)?: (413, reason)
-            case .badEncoding(let reason)?: (400, reason)
-            case nil: nil
-            }
-            let batch = request.body.withUnsafeReadableBytes { raw in
-                VendorWires.decode(vendor, head: head, path: path, body: raw.bindMemory(to: UInt8.self),
-                                   failure: failure)
-            }
-            prepared.vendor = vendor
-            prepared.vendorBatch = batch
-            if batch.renderedWhenRead != nil, !batch.events.isEmpty { prepared.storedBody = Self.kept(request) }
-            prepared.normal = batch.normal
-            prepared.logCount = batch.eventCount
-            prepared.logNames = batch.names
-            prepared.cutoffs = batch.events.map { $0.timestampMs.map { cutoff.cutoff(forTimestamp: $0) } ?? .max }
+        guard let vendor = Vendor.route(path: path) else {
+            prepared.normal = AppCenterWire.notFound(path)
             return prepared
         }
-        if path == "/logs" { prepared.vendor = .appcenter }
-
-        // The body is parsed whatever the headers say, so that `min_logs` and `log_name` rules see it.
-        var check: LogValidator.BatchCheck?
-        if request.failure == nil, head.method == .POST, path == "/logs" {
-            let c = request.body.withUnsafeReadableBytes { raw in
-                LogValidator.check(body: raw.bindMemory(to: UInt8.self), storage: tokens)
-            }
-            if tokens.byteCount > Self.maxRetained { tokens = JSONTokenStorage() }
-            prepared.logCount = c.logCount
-            if c.failure == nil {
-                prepared.logNames = c.logs.compactMap(\.name)
-            }
-            check = c
+        prepared.vendor = vendor
+        let failure: (status: Int, reason: String)? = switch request.failure {
+        case .tooLarge(let reason)?: (413, reason)
+        case .badEncoding(let reason)?: (400, reason)
+        case nil: nil
         }
-
-        if let refusal = refusal(head: head, path: path, install: install, failure: request.failure) {
-            prepared.normal = refusal
-        } else if let check {
-            if let failure = check.failure {
-                prepared.normal = .invalid(failure)
-            } else {
-                prepared.logs = check.logs
-                prepared.cutoffs = check.logs.map { cutoff.cutoff(forTimestamp: $0.timestampMs) }
-                prepared.storedBody = Self.kept(request)
-                prepared.minify = check.hasInnerWhitespace
-            }
+        request.body.withUnsafeReadableBytes { raw in
+            let input = WireInput(
+                request: VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers,
+                                       body: raw.bindMemory(to: UInt8.self)),
+                head: head, install: install, kept: { Self.kept(request) })
+            vendor.wire.prepare(input, failure: failure, into: &prepared, context: &wireContext)
         }
         return prepared
     }
@@ -492,54 +451,12 @@ final class ConnectionHandler: ChannelInboundHandler {
         return .plain(body.getBytes(at: body.readerIndex, length: body.readableBytes) ?? [])
     }
 
-    /// Everything a healthy server refuses before looking at the logs, in this order: path, method,
-    /// api-version, App-Secret, Install-ID, Content-Type, Content-Encoding, size, gzip data.
-    private func refusal(head: HTTPRequestHead, path: String, install: String?, failure: BodyFailure?)
-        -> HTTPResponse? {
-        guard path == "/logs" else {
-            return .json(404, "NotFound", reason: "no such path \(path): logs go to POST /logs?api-version=1.0.0")
-        }
-        guard head.method == .POST else {
-            var r = HTTPResponse.json(405, "MethodNotAllowed", reason: "/logs only accepts POST")
-            r.headers.append(("Allow", "POST"))
-            return r
-        }
-        guard Self.query(of: head.uri, "api-version") == "1.0.0" else {
-            return .json(400, "Invalid", reason: "api-version: must be 1.0.0", extra: #","field":"api-version""#)
-        }
-        guard let secret = head.headers.first(name: "app-secret"), !secret.isEmpty else {
-            return .json(401, "Unauthorized", reason: "App-Secret header missing")
-        }
-        if let expected = core.configuration.appSecret, secret != expected {
-            return .json(401, "Unauthorized", reason: "App-Secret does not match")  // never echo secrets
-        }
-        guard let install, !install.isEmpty else {
-            return .json(401, "Unauthorized", reason: "Install-ID header missing")
-        }
-        guard UUIDKey(install) != nil else {
-            return .json(401, "Unauthorized", reason: "Install-ID is not a UUID")
-        }
-        let contentType = head.headers.first(name: "content-type")?.lowercased() ?? ""
-        guard contentType.hasPrefix("application/json") else {
-            return .json(415, "UnsupportedMediaType",
-                         reason: "Content-Type must be application/json, got \(contentType.isEmpty ? "none" : contentType)")
-        }
-        if let encoding = head.headers.first(name: "content-encoding")?.lowercased(),
-           !["gzip", "deflate", "identity"].contains(encoding) {
-            return .json(415, "UnsupportedMediaType", reason: "Content-Encoding \(encoding) is not supported (gzip is)")
-        }
-        switch failure {
-        case .tooLarge(let reason)?: return .json(413, "TooLarge", reason: reason)
-        case .badEncoding(let reason)?: return .json(400, "Invalid", reason: reason, extra: #","field":"body""#)
-        case nil: return nil
-        }
-    }
-
     private func exchange(_ r: PreparedRequest, _ v: Verdict) -> RecordedExchange {
         var e = RecordedExchange(at: v.at, method: r.method.rawValue, path: r.uri, install: r.install,
                                  bytes: r.wireBytes, contentEncoding: r.contentEncoding, logs: r.logCount,
                                  logIds: r.logs.map(\.id.uuidString), response: nil, action: nil,
-                                 durationSeconds: nil, fault: v.fault)
+                                 durationSeconds: nil, fault: v.fault?.rawValue)
+        e.action = v.action.name
         switch v.action {
         case .respond(let response, let delayMs):
             let headers = Dictionary(response.headers, uniquingKeysWith: { a, _ in a })
@@ -547,13 +464,9 @@ final class ConnectionHandler: ChannelInboundHandler {
                                            body: String(decoding: response.body, as: UTF8.self), delayMs: delayMs)
             e.network = v.network
         case .refuse(_, let seconds):
-            e.action = "refuse"
             e.durationSeconds = seconds
-        case .reset: e.action = "reset"
-        case .dropAfterBody: e.action = "drop_after_body"
-        case .dropBeforeBody: e.action = "drop_before_body"
-        case .hang: e.action = "hang"
-        case .malformed: e.action = "malformed"
+        case .reset, .dropAfterBody, .dropBeforeBody, .hang, .malformed:
+            break
         }
         return e
     }

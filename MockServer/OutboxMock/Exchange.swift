@@ -25,11 +25,12 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
     public var logIds: [String]
     /// What was answered (status, extra headers, body, delay) — absent for a fault action.
     public var response: Scenario.Response?
-    /// `refuse`, `reset`, `drop_before_body`, `drop_after_body`, `hang`, `malformed` — absent when a response was written.
+    /// A `FaultKind` that answers nothing usable (`refuse`, `reset`, `drop_before_body`, `drop_after_body`, `hang`,
+    /// `malformed`) — absent when a response was written.
     public var action: String?
     /// For `refuse`: how long the port stayed closed.
     public var durationSeconds: Double?
-    /// The scenario outcome kind when a rule (not the normal handling) decided.
+    /// The `FaultKind` of the scenario outcome when a rule (not the normal handling) decided.
     public var fault: String?
     /// The deciding rule's network faults (SPEC M8). A replay shapes the answer with them, except for the latency:
     /// the one drawn is already in `response.delay_ms`.
@@ -42,15 +43,15 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
 
     /// The outcome to reproduce when replaying this exchange.
     var replayOutcome: Scenario.Outcome? {
-        switch action {
-        case nil: response.map { .respond($0) }
-        case "refuse": .refuse(durationSeconds: durationSeconds ?? 1)
-        case "reset": .reset
-        case "drop_after_body": .dropAfterBody
-        case "drop_before_body": .dropBeforeBody
-        case "hang": .hang
-        case "malformed": .malformed
-        default: nil
+        guard let action else { return response.map { .respond($0) } }
+        switch FaultKind(rawValue: action) {
+        case .refuse?: return .refuse(durationSeconds: durationSeconds ?? 1)
+        case .reset?: return .reset
+        case .dropAfterBody?: return .dropAfterBody
+        case .dropBeforeBody?: return .dropBeforeBody
+        case .hang?: return .hang
+        case .malformed?: return .malformed
+        case .respond?, .latency?, .bandwidth?, .slice?, .limitBytes?, .slowClose?, nil: return nil
         }
     }
 

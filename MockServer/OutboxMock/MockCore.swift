@@ -26,6 +26,8 @@ struct PreparedRequest {
     var vendor: Vendor?
     /// Another vendor's decoded request (its events, refusals and answers); nil for App Center.
     var vendorBatch: VendorBatch?
+    /// How the request's wire answers a status a scenario injects without a body (SPEC V2).
+    var injected: @Sendable (Int) -> HTTPResponse = AppCenterWire.response(status:)
 }
 
 /// What is settled when an ingestion request's head arrives: its number, and the verdict when a rule that
@@ -34,7 +36,7 @@ struct HeadVerdict {
     var number: Int
     var elapsedSeconds: Double
     /// The outcome, the fault kind to record, and the rule (nil for a replayed exchange).
-    var decided: (outcome: Scenario.Outcome, fault: String?, rule: Int?)?
+    var decided: (outcome: Scenario.Outcome, fault: FaultKind?, rule: Int?)?
     /// The first rule still to try once the body is read.
     var resumeAt: Int
 
@@ -52,13 +54,28 @@ struct Verdict {
         case respond(HTTPResponse, delayMs: Int)
         case refuse(untilNs: UInt64, durationSeconds: Double)
         case reset, dropAfterBody, dropBeforeBody, hang, malformed
+
+        var kind: FaultKind {
+            switch self {
+            case .respond: .respond
+            case .refuse: .refuse
+            case .reset: .reset
+            case .dropAfterBody: .dropAfterBody
+            case .dropBeforeBody: .dropBeforeBody
+            case .hang: .hang
+            case .malformed: .malformed
+            }
+        }
+
+        /// What `/_mock/requests` and a recording call the `action`: the fault's kind, nil for an answer.
+        var name: String? { kind.isAction ? kind.rawValue : nil }
     }
 
     var action: Action
     /// How the answer travels (SPEC M8): bandwidth, slices, a byte limit, a slow close. Latency is in `delayMs`.
     var network: Scenario.Network?
     /// The scenario outcome kind when a rule or a replayed fault decided; nil for normal handling.
-    var fault: String?
+    var fault: FaultKind?
     /// ms since start or reset when the head arrived.
     var at: Int64
     /// Logs in the body (for `/_mock/requests`).
@@ -110,7 +127,7 @@ final class MockCore: Sendable {
             if s.replayCursor < replay.count {
                 let exchange = replay[s.replayCursor]
                 s.replayCursor += 1
-                head.decided = exchange.replayOutcome.map { ($0, exchange.fault, nil) }
+                head.decided = exchange.replayOutcome.map { ($0, exchange.fault.flatMap(FaultKind.init(rawValue:)), nil) }
                 head.resumeAt = Int.max
                 head.replayNetwork = exchange.network
                 head.readKbps = exchange.network?.kbps
@@ -151,127 +168,90 @@ final class MockCore: Sendable {
         return Int64((skew * 1000).rounded())
     }
 
-    /// Decides the request's fate (unless its head did) and records what it delivered, in one critical
-    /// section (SPEC M2, M3, M8).
-    func decide(_ r: PreparedRequest, head: HeadVerdict) -> Verdict {
-        let now = clock.monotonicNs()
-        let wall = clock.wallMs()
-        return state.withLockedValue { s in
-            s.wireBytes += r.wireBytes
-            let at = r.startNs >= s.epochNs ? Int64((r.startNs - s.epochNs) / 1_000_000) : 0
-            var outcome: Scenario.Outcome?
-            var fault: String?
-            var rule: Int?
-            if let decided = head.decided {
-                (outcome, fault, rule) = decided
-            } else if head.resumeAt < s.engine.scenario.rules.count {
-                let facts = RequestFacts(number: head.number, elapsedSeconds: s.elapsedMs(now) / 1000,
-                                         install: r.install, path: r.path, logCount: r.logCount,
-                                         logNames: r.logNames, vendor: r.vendor)
-                if let decided = s.engine.decide(facts, from: head.resumeAt) {
-                    outcome = decided.outcome
-                    fault = decided.outcome.kind
-                    rule = decided.rule
-                }
-            }
-            // A scenario swapped since the head arrived may have fewer rules.
-            let decidingRule = rule.flatMap { $0 < s.engine.scenario.rules.count ? s.engine.scenario.rules[$0] : nil }
-            let ruleUntil = decidingRule?.match.untilSeconds
-            let network = decidingRule?.network ?? (rule == nil ? head.replayNetwork : nil)
-            var latencyMs = 0
-            if let network = decidingRule?.network { latencyMs = s.engine.latencyMs(network) }
-            var kinds: [String] = []
-            if let decidingRule, decidingRule.network != nil {
-                kinds = decidingRule.faultKinds
-                fault = kinds.first
-            } else {
-                kinds = fault.map { [$0] } ?? []
-                for kind in network?.kinds ?? [] where !kinds.contains(kind) { kinds.append(kind) }
-            }
-            for kind in kinds { s.faults[kind, default: 0] += 1 }
-            // A vendor's accepted events are recorded even beside a 4xx (Mixpanel's /import ingests the
-            // valid records of a partly refused batch).
-            let accepted = r.vendorBatch.map { !$0.events.isEmpty } ?? (r.normal.status == 200 && !r.logs.isEmpty)
-            var action: Verdict.Action
-            var record = false
-            // Whether the healthy server's handling (and so its refusals) is what the client gets.
-            var normalHandling = false
-            switch outcome {
-            case nil:
-                action = .respond(r.normal, delayMs: 0)
-                record = accepted
-                normalHandling = true
-            case .respond(let spec)?:
-                let response = spec.status == nil ? r.normal : Self.response(for: spec, batch: r.vendorBatch)
-                normalHandling = spec.status == nil
-                action = .respond(response, delayMs: spec.delayMs + latencyMs)
-                // Only an answer the client takes as delivered records the logs: after any other
-                // answer the client sends them again. The normal answer (a slow healthy server) records
-                // what the healthy server does, Mixpanel's partly refused /import included.
-                record = accepted && (normalHandling || (200..<300).contains(response.status))
-            case .refuse(let duration)?:
-                let elapsed = s.elapsedMs(now) / 1000
-                // duration_s, else until the rule's window ends (Scenario.check demands one of them).
-                let seconds = duration ?? ruleUntil.map { max(0, $0 - elapsed) } ?? 1
-                action = .refuse(untilNs: now + UInt64(seconds * 1e9), durationSeconds: seconds)
-            case .reset?: action = .reset
-            case .dropAfterBody?:
-                action = .dropAfterBody
-                record = accepted
-                normalHandling = true
-            case .hang?: action = .hang
-            case .malformed?: action = .malformed
-            case .dropBeforeBody?: action = .dropBeforeBody
-            }
-            if record {
-                let arrival = wall + Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded())
-                if let batch = r.vendorBatch {
-                    s.record(vendor: batch.vendor, batch.events, body: r.storedBody, otlp: batch.renderedWhenRead,
-                             cutoffs: r.cutoffs, arrivalMs: arrival)
-                } else {
-                    s.record(r.logs, body: r.storedBody, minify: r.minify, cutoffs: r.cutoffs, install: r.install ?? "",
-                             arrivalMs: arrival)
-                }
-            }
-            if normalHandling {
-                let refused = r.vendorBatch?.refused ?? (r.normal.status == 400 ? r.logCount : 0)
-                if refused > 0, let vendor = r.vendor { s.vendorCounts[vendor, default: .zero].eventsRefused += refused }
-            }
-            if case .respond(let response, _) = action { s.statusCounts[response.status, default: 0] += 1 }
-            return Verdict(action: action, network: network, fault: fault, at: at, logCount: r.logCount,
-                           skewMs: Int64((s.engine.scenario.clockSkewSeconds * 1000).rounded()))
+    /// What the scenario decided for a request: the outcome (nil: normal handling), the faults to count, and how the
+    /// answer travels. Taken under the state's lock, since deciding counts matches and draws from the seeded random
+    /// source (SPEC M3, M8).
+    struct Decision {
+        var outcome: Scenario.Outcome?
+        /// The fault recorded for the request (the outcome's kind, or a network-only rule's first network fault).
+        var fault: FaultKind?
+        /// Every fault kind counted for it.
+        var faults: [FaultKind] = []
+        var network: Scenario.Network?
+        var latencyMs = 0
+        /// For `refuse`: `duration_s`, else until the rule's window ends.
+        var refuseSeconds: Double = 1
+        var nowNs: UInt64
+        var atMs: Int64
+        var skewMs: Int64
+    }
+
+    /// A request's fate once the scenario decided: what the client gets, and whether its logs count as delivered.
+    /// A pure function of the decision and the request (SPEC M2, M3, M8, V2), tested without a server or a lock.
+    struct Fate {
+        var action: Verdict.Action
+        /// The logs are recorded: the answer is one the client takes as delivered, or a lost acknowledgement.
+        var records: Bool
+        /// The healthy server's handling (and so its refusals) is what the client gets.
+        var normalHandling: Bool
+    }
+
+    static func fate(of r: PreparedRequest, _ d: Decision) -> Fate {
+        // A vendor's accepted events are recorded even beside a 4xx (Mixpanel's /import ingests the valid records of
+        // a partly refused batch).
+        let accepted = r.vendorBatch.map { !$0.events.isEmpty } ?? (r.normal.status == 200 && !r.logs.isEmpty)
+        switch d.outcome {
+        case nil:
+            return Fate(action: .respond(r.normal, delayMs: 0), records: accepted, normalHandling: true)
+        case .respond(let spec)?:
+            let response = spec.status == nil ? r.normal : response(for: spec, injected: r.injected)
+            let normal = spec.status == nil
+            // Only an answer the client takes as delivered records the logs: after any other answer the client sends
+            // them again. The normal answer (a slow healthy server) records what the healthy server does, Mixpanel's
+            // partly refused /import included.
+            return Fate(action: .respond(response, delayMs: spec.delayMs + d.latencyMs),
+                        records: accepted && (normal || (200..<300).contains(response.status)), normalHandling: normal)
+        case .refuse?:
+            return Fate(action: .refuse(untilNs: d.nowNs + UInt64(d.refuseSeconds * 1e9), durationSeconds: d.refuseSeconds),
+                        records: false, normalHandling: false)
+        case .dropAfterBody?:
+            return Fate(action: .dropAfterBody, records: accepted, normalHandling: true)
+        case .reset?: return Fate(action: .reset, records: false, normalHandling: false)
+        case .hang?: return Fate(action: .hang, records: false, normalHandling: false)
+        case .malformed?: return Fate(action: .malformed, records: false, normalHandling: false)
+        case .dropBeforeBody?: return Fate(action: .dropBeforeBody, records: false, normalHandling: false)
         }
     }
 
-    /// A scenario's answer; without a body, in the shape of the request's vendor (SPEC V2).
-    static func response(for spec: Scenario.Response, batch: VendorBatch? = nil) -> HTTPResponse {
+    /// Decides the request's fate (unless its head did), then records what it delivered: the scenario's decision
+    /// under the state's lock, the fate outside it (`fate`, pure), the recording under the lock again (SPEC M2, M3,
+    /// M8).
+    func decide(_ r: PreparedRequest, head: HeadVerdict) -> Verdict {
+        let now = clock.monotonicNs()
+        let decision = state.withLockedValue { s in s.decide(r, head: head, nowNs: now) }
+        let fate = Self.fate(of: r, decision)
+        let wall = clock.wallMs()
+        state.withLockedValue { s in s.record(r, decision, fate, wallMs: wall) }
+        return Verdict(action: fate.action, network: decision.network, fault: decision.fault, at: decision.atMs,
+                       logCount: r.logCount, skewMs: decision.skewMs)
+    }
+
+    /// A scenario's answer; without a body, in the shape of the request's wire (SPEC V2).
+    static func response(for spec: Scenario.Response,
+                         injected: @Sendable (Int) -> HTTPResponse = AppCenterWire.response(status:)) -> HTTPResponse {
         let status = spec.status ?? 200
         var headers = spec.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        let body: String
-        if let given = spec.body {
-            body = given
-        } else if let batch {
-            var shaped = batch.injected(status)
+        guard let body = spec.body else {
+            var shaped = injected(status)
             let named = Set(headers.map { $0.0.lowercased() })
             shaped.headers = headers + shaped.headers.filter { !named.contains($0.0.lowercased()) }
             return shaped
-        } else {
-            return appCenterResponse(status: status, headers: headers)
         }
         if !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
             let looksJSON = body.first == "{" || body.first == "["
             headers.append(("Content-Type", looksJSON ? "application/json" : "text/plain; charset=utf-8"))
         }
         return HTTPResponse(status: status, headers: headers, body: Array(body.utf8))
-    }
-
-    /// App Center's shape of an injected status: `{"status":"Success"}` or `{"status":"Error","reason":…}`.
-    static func appCenterResponse(status: Int, headers: [(String, String)] = []) -> HTTPResponse {
-        let body = (200..<300).contains(status) ? #"{"status":"Success"}"#
-            : #"{"status":"Error","reason":"\#(status) injected by the scenario"}"#
-        let typed = headers.contains { $0.0.lowercased() == "content-type" }
-        return HTTPResponse(status: status, headers: typed ? headers : headers + [("Content-Type", "application/json")],
-                            body: Array(body.utf8))
     }
 
     // MARK: - Scenario and reset

@@ -35,7 +35,7 @@ struct RecordedState {
     /// Ingestion request bodies' bytes as they came over the wire (compressed), for benchmarks; not in `MockStats`.
     var wireBytes = 0
     var statusCounts: [Int: Int] = [:]
-    var faults: [String: Int] = [:]
+    var faults: [FaultKind: Int] = [:]
     var logsReceived = 0
     var seen = UUIDSet()
     var logs: [StoredLog] = []
@@ -61,6 +61,63 @@ struct RecordedState {
     }
 
     func elapsedMs(_ now: UInt64) -> Double { Double(now &- epochNs) / 1_000_000 }
+
+    /// The scenario's decision on a request whose body was read (unless its head settled it): the rule's or the
+    /// replay's outcome, its faults and network shaping (SPEC M3, M8). Counts matches and draws from the random source.
+    mutating func decide(_ r: PreparedRequest, head: HeadVerdict, nowNs: UInt64) -> MockCore.Decision {
+        var decision = MockCore.Decision(nowNs: nowNs, atMs: r.startNs >= epochNs ? Int64((r.startNs - epochNs) / 1_000_000) : 0,
+                                         skewMs: Int64((engine.scenario.clockSkewSeconds * 1000).rounded()))
+        var rule: Int?
+        if let decided = head.decided {
+            (decision.outcome, decision.fault, rule) = decided
+        } else if head.resumeAt < engine.scenario.rules.count {
+            let facts = RequestFacts(number: head.number, elapsedSeconds: elapsedMs(nowNs) / 1000, install: r.install,
+                                     path: r.path, logCount: r.logCount, logNames: r.logNames, vendor: r.vendor)
+            if let decided = engine.decide(facts, from: head.resumeAt) {
+                decision.outcome = decided.outcome
+                decision.fault = decided.outcome.kind
+                rule = decided.rule
+            }
+        }
+        // A scenario swapped since the head arrived may have fewer rules.
+        let decidingRule = rule.flatMap { $0 < engine.scenario.rules.count ? engine.scenario.rules[$0] : nil }
+        decision.network = decidingRule?.network ?? (rule == nil ? head.replayNetwork : nil)
+        if let network = decidingRule?.network { decision.latencyMs = engine.latencyMs(network) }
+        if let decidingRule, decidingRule.network != nil {
+            decision.faults = decidingRule.faultKinds
+            decision.fault = decision.faults.first
+        } else {
+            decision.faults = decision.fault.map { [$0] } ?? []
+            for kind in decision.network?.kinds ?? [] where !decision.faults.contains(kind) { decision.faults.append(kind) }
+        }
+        if case .refuse(let duration)? = decision.outcome {
+            // duration_s, else until the rule's window ends (Scenario.check demands one of them).
+            let elapsed = elapsedMs(nowNs) / 1000
+            decision.refuseSeconds = duration ?? decidingRule?.match.untilSeconds.map { max(0, $0 - elapsed) } ?? 1
+        }
+        return decision
+    }
+
+    /// Records what a decided request did: its bytes, faults, delivered logs, refusals and answer (SPEC M2, M4, V4).
+    mutating func record(_ r: PreparedRequest, _ decision: MockCore.Decision, _ fate: MockCore.Fate, wallMs: Int64) {
+        wireBytes += r.wireBytes
+        for kind in decision.faults { faults[kind, default: 0] += 1 }
+        if fate.records {
+            let arrival = wallMs + Int64((engine.scenario.clockSkewSeconds * 1000).rounded())
+            if let batch = r.vendorBatch {
+                record(vendor: batch.vendor, batch.events, body: r.storedBody, otlp: batch.renderedWhenRead,
+                       cutoffs: r.cutoffs, arrivalMs: arrival)
+            } else {
+                record(r.logs, body: r.storedBody, minify: r.minify, cutoffs: r.cutoffs, install: r.install ?? "",
+                       arrivalMs: arrival)
+            }
+        }
+        if fate.normalHandling {
+            let refused = r.vendorBatch?.refused ?? (r.normal.status == 400 ? r.logCount : 0)
+            if refused > 0, let vendor = r.vendor { vendorCounts[vendor, default: .zero].eventsRefused += refused }
+        }
+        if case .respond(let response, _) = fate.action { statusCounts[response.status, default: 0] += 1 }
+    }
 
     /// Records an accepted batch: de-duplication by id, per-install counts, delays, late logs (SPEC M2, M7).
     mutating func record(_ batch: [ValidatedLog], body: StoredBody.Bytes, minify: Bool, cutoffs: [Int64],
@@ -138,7 +195,7 @@ struct RecordedState {
             logsReceived: logsReceived,
             logsUnique: seen.count,
             logsDuplicate: logsReceived - seen.count,
-            faults: faults,
+            faults: Dictionary(uniqueKeysWithValues: faults.map { ($0.key.rawValue, $0.value) }),
             installs: installs,
             lateLogs: lateLogs,
             delayMs: .zero,

@@ -49,8 +49,8 @@ public struct Scenario: Codable, Sendable, Equatable {
 
         /// The names under which this rule's faults are counted (`faults`, later `outbox_mock_faults_total{kind}`):
         /// the outcome's kind — unless it is the plain answer a `network`-only rule shapes — then each network fault.
-        var faultKinds: [String] {
-            var kinds: [String] = []
+        var faultKinds: [FaultKind] {
+            var kinds: [FaultKind] = []
             if !(outcome == .respond(Response()) && network != nil) { kinds.append(outcome.kind) }
             kinds += network?.kinds ?? []
             return kinds
@@ -124,13 +124,13 @@ public struct Scenario: Codable, Sendable, Equatable {
         }
 
         /// The fault kinds present, as counted in `faults`.
-        var kinds: [String] {
-            var kinds: [String] = []
-            if latencyMs != nil || jitterMs != nil { kinds.append("latency") }
-            if kbps != nil { kinds.append("bandwidth") }
-            if sliceBytes != nil || sliceDelayMs != nil { kinds.append("slice") }
-            if limitBytes != nil { kinds.append("limit_bytes") }
-            if slowCloseMs != nil { kinds.append("slow_close") }
+        var kinds: [FaultKind] {
+            var kinds: [FaultKind] = []
+            if latencyMs != nil || jitterMs != nil { kinds.append(.latency) }
+            if kbps != nil { kinds.append(.bandwidth) }
+            if sliceBytes != nil || sliceDelayMs != nil { kinds.append(.slice) }
+            if limitBytes != nil { kinds.append(.limitBytes) }
+            if slowCloseMs != nil { kinds.append(.slowClose) }
             return kinds
         }
 
@@ -231,16 +231,16 @@ public struct Scenario: Codable, Sendable, Equatable {
         /// is recorded. Decided when the head arrives.
         case dropBeforeBody
 
-        /// The name used in `faults`, `/_mock/requests` and recordings.
-        public var kind: String {
+        /// Its kind in the fault vocabulary (`faults`, `/_mock/requests`, recordings).
+        public var kind: FaultKind {
             switch self {
-            case .respond: "respond"
-            case .refuse: "refuse"
-            case .reset: "reset"
-            case .dropAfterBody: "drop_after_body"
-            case .hang: "hang"
-            case .malformed: "malformed"
-            case .dropBeforeBody: "drop_before_body"
+            case .respond: .respond
+            case .refuse: .refuse
+            case .reset: .reset
+            case .dropAfterBody: .dropAfterBody
+            case .hang: .hang
+            case .malformed: .malformed
+            case .dropBeforeBody: .dropBeforeBody
             }
         }
     }
@@ -377,7 +377,7 @@ public struct Scenario: Codable, Sendable, Equatable {
             if let network = rule.network {
                 if let problem = network.problem() { throw bad(problem) }
                 guard case .respond = rule.outcome else {
-                    throw bad("network combines with respond (or the default answer), not with action \"\(rule.outcome.kind)\"")
+                    throw bad("network combines with respond (or the default answer), not with action \"\(rule.outcome.kind.rawValue)\"")
                 }
             }
             if rule.isHeadRule {

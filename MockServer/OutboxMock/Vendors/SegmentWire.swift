@@ -24,14 +24,14 @@ enum SegmentWire {
         HTTPResponse(status: status, body: #"{"code":\#(jsonString(code)),"message":\#(jsonString(message))}"#)
     }
 
-    @Sendable static func injected(_ status: Int) -> HTTPResponse {
+    @Sendable static func injectedStatus(_ status: Int) -> HTTPResponse {
         (200..<300).contains(status) ? HTTPResponse(status: status, body: #"{"success":true}"#)
             : error(status, "injected", "\(status) injected by the scenario")
     }
 
     static func decode(_ request: VendorRequest) -> VendorBatch {
         func refuse(_ status: Int, _ code: String, _ message: String, events: Int = 0) -> VendorBatch {
-            .refusedWhole(.segment, error(status, code, message), events: events, injected: injected)
+            .refusedWhole(.segment, error(status, code, message), events: events, injected: injectedStatus)
         }
         guard request.method == .POST else {
             var r = error(405, "method_not_allowed", "\(request.path) only accepts POST")
@@ -49,7 +49,7 @@ enum SegmentWire {
             guard let key = request.basicUser ?? bodyKey, !key.isEmpty else {
                 return refuse(401, "unauthorized", "write key missing: send it as the HTTP Basic user or as writeKey")
             }
-            var batch = VendorBatch(vendor: .segment, normal: success, injected: injected)
+            var batch = VendorBatch(vendor: .segment, normal: success, injected: injectedStatus)
             if isBatch {
                 guard let list = doc.member(0, "batch"), doc[list].kind == .array else {
                     return refuse(400, "invalid_request", "batch: missing or not an array")

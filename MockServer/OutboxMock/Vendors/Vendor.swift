@@ -15,20 +15,6 @@ public enum Vendor: String, CaseIterable, Codable, Sendable {
     case mixpanel
     /// OpenTelemetry's OTLP/HTTP: `/v1/logs`, `/v1/traces`, `/v1/metrics`.
     case otlp
-
-    /// The vendor whose ingestion API owns `path` (without its query), nil when none does. Routing is by
-    /// path alone: a wrong method on a known path gets that vendor's 405, not App Center's 404.
-    static func route(path: String) -> Vendor? {
-        switch path {
-        case "/logs": .appcenter
-        case _ where SegmentWire.paths.contains(path): .segment
-        case _ where PostHogWire.paths.contains(path): .posthog
-        case SnowplowWire.postPath, SnowplowWire.getPath: .snowplow
-        case _ where MixpanelWire.paths.contains(path): .mixpanel
-        case "/v1/logs", "/v1/traces", "/v1/metrics": .otlp
-        default: nil
-        }
-    }
 }
 
 /// The part of a request a vendor's decoder reads: its head and its body, already decompressed
@@ -120,63 +106,33 @@ struct VendorBatch {
     }
 }
 
-/// Decodes a request for the vendor `route` found (SPEC V1–V3).
+/// Decodes a request for the vendor `route` found (SPEC V1–V3), through its wire.
 enum VendorWires {
     /// Decodes a request whose body was read; `failure` is what went wrong reading it (too large, not
     /// valid gzip), answered in the vendor's error shape.
     static func decode(_ vendor: Vendor, head: HTTPRequestHead, path: String, body: UnsafeBufferPointer<UInt8>,
                        failure: (status: Int, reason: String)?) -> VendorBatch {
-        let request = VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers, body: body)
+        decode(vendor, VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers, body: body),
+               failure: failure)
+    }
+
+    static func decode(_ vendor: Vendor, _ request: VendorRequest, failure: (status: Int, reason: String)?) -> VendorBatch {
+        let wire = vendor.wire
         if let failure {
-            return .refusedWhole(vendor, error(vendor, failure.status, failure.reason, request),
-                                 injected: injected(vendor, request))
+            return .refusedWhole(vendor, wire.error(failure.status, failure.reason, request), injected: wire.injected(request))
         }
         // The pipeline inflates gzip and deflate; anything else (PostHog v1's zstd) would reach the decoder as
         // bytes it cannot read.
-        if let encoding = head.headers.first(name: "content-encoding")?.lowercased(),
+        if let encoding = request.headers.first(name: "content-encoding")?.lowercased(),
            !["gzip", "deflate", "identity"].contains(encoding) {
-            return .refusedWhole(vendor, error(vendor, 415, "Content-Encoding \(encoding) is not supported (gzip and deflate are)",
-                                               request), injected: injected(vendor, request))
+            return .refusedWhole(vendor, wire.error(415, "Content-Encoding \(encoding) is not supported (gzip and deflate are)",
+                                                    request), injected: wire.injected(request))
         }
-        return decode(vendor, request)
-    }
-
-    /// How the vendor answers a status a scenario injects without a body (SPEC V2).
-    static func injected(_ vendor: Vendor, _ request: VendorRequest) -> @Sendable (Int) -> HTTPResponse {
-        switch vendor {
-        case .segment: SegmentWire.injected
-        case .posthog: PostHogWire.injected(request)
-        case .snowplow: SnowplowWire.injected(request)
-        case .mixpanel: MixpanelWire.injected(request)
-        case .otlp: OTLPHTTPWire.injected(request)
-        case .appcenter: { MockCore.appCenterResponse(status: $0) }
+        guard let batchWire = wire as? any VendorBatchWire.Type else {
+            // App Center's logs are validated in place (`AppCenterWire.prepare`), never as a vendor batch.
+            return .refusedWhole(vendor, AppCenterWire.notFound(request.path), injected: wire.injected(request))
         }
-    }
-
-    /// The vendor's error shape for a request refused before its body could be read.
-    static func error(_ vendor: Vendor, _ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse {
-        switch vendor {
-        case .segment: SegmentWire.error(status, status == 413 ? "payload_too_large" : "invalid_request", reason)
-        case .posthog: PostHogWire.error(status, reason)
-        case .snowplow: SnowplowWire.error(status, reason)
-        case .mixpanel: MixpanelWire.error(status, reason, request)
-        case .otlp: OTLPHTTPWire.error(status, reason, request)
-        case .appcenter: .json(status, status == 413 ? "TooLarge" : "Invalid", reason: reason)
-        }
-    }
-
-    static func decode(_ vendor: Vendor, _ request: VendorRequest) -> VendorBatch {
-        switch vendor {
-        case .segment: SegmentWire.decode(request)
-        case .posthog: PostHogWire.decode(request)
-        case .snowplow: SnowplowWire.decode(request)
-        case .mixpanel: MixpanelWire.decode(request)
-        case .otlp: OTLPHTTPWire.decode(request)
-        case .appcenter:
-            // App Center's wire is the connection handler's own (LogValidator); it never routes here.
-            .refusedWhole(vendor, .json(404, "NotFound", reason: "no vendor wire for \(request.path)"),
-                          injected: { MockCore.appCenterResponse(status: $0) })
-        }
+        return batchWire.decode(request)
     }
 }
 
