@@ -63,14 +63,20 @@ let package = Package(
                                            "-Xlinker", "-soname=libOutbox.so.0", "-no-toolchain-stdlib-rpath",
                                            "-Xlinker", "-rpath=$ORIGIN/outbox"])]
         ),
-        .executableTarget(
-            name: "outbox",
-            dependencies: ["Outbox", "OutboxMock", "CLibUV", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Logging", package: "swift-log"),
+        // `outbox fleet` (SPEC F1–F4): plan, run, account, report; the CLI parses its options and calls it.
+        .target(
+            name: "OutboxFleet",
+            dependencies: ["Outbox", "OutboxMock", "CLibUV", .product(name: "Logging", package: "swift-log"),
                            .product(name: "Histogram", package: "hdrhistogram-swift"),
-                           // `fleet --metrics-port`'s HTTP server: the mock's SwiftNIO, already linked through OutboxMock.
+                           // `--metrics-port`'s HTTP server: the mock's SwiftNIO, already linked through OutboxMock.
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio")],
+            path: "Sources/OutboxFleet"
+        ),
+        .executableTarget(
+            name: "outbox",
+            dependencies: ["Outbox", "OutboxMock", "OutboxFleet", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
             path: "Sources/outbox",
             // Release: GNU ld, for packed relative relocations (DT_RELR, glibc 2.36+) that the default gold cannot
             // write, and no dynamic export of the executable's own symbols: both cut what every process maps at start.

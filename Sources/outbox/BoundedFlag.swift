@@ -1,5 +1,6 @@
 import ArgumentParser
 import Outbox
+import OutboxFleet
 
 /// A flag that sets a bounded configuration field, checked in the flag's own unit against the field's bounds in
 /// `BoundedField` (SPEC X3a): the message names the flag and its unit, not the library field in milliseconds, and says

@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 import Outbox
+import OutboxFleet
 
 /// SPEC X6: lists the dead letters of a store as JSON lines, or puts them back in the queue, or deletes them.
 struct DeadLetters: ParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 import Outbox
+import OutboxFleet
 import OutboxMock
 import Synchronization
 

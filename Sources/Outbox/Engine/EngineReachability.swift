@@ -57,8 +57,11 @@ final class EngineReachability {
         watcher = nil
     }
 
-    static func isLoopback(_ endpoint: String) -> Bool {
-        guard let host = URLComponents(string: endpoint)?.host?.lowercased() else { return false }
-        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
-    }
+    static func isLoopback(_ endpoint: String) -> Bool { isLoopbackEndpoint(endpoint) }
+}
+
+/// Whether `endpoint`'s host is this machine, always reachable (SPEC N1): the one answer for the engine and the fleet.
+package func isLoopbackEndpoint(_ endpoint: String) -> Bool {
+    guard let host = URLComponents(string: endpoint)?.host?.lowercased() else { return false }
+    return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
 }

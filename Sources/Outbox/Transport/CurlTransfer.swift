@@ -14,6 +14,8 @@ final class EasyHandle {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     /// Whether `CURLOPT_FRESH_CONNECT` is on (only for a request sent again after a kept-alive connection failed).
     private var freshConnect = false
+    /// The method the handle is set up for (`configure` sets POST).
+    private var method = HTTPRequest.Method.post
 
     /// A new handle with the transport's options set, or why there is none.
     static func make(options: TransportOptions, share: UnsafeMutableRawPointer?) -> Result<EasyHandle, TransportFailure> {
@@ -118,10 +120,17 @@ final class EasyHandle {
             headerList = list
             headers = request.headers
         }
+        if method != request.method {
+            rc = outbox_easy_setopt_long(easy, request.method == .get ? CURLOPT_HTTPGET : CURLOPT_POST, 1)
+            guard rc == CURLE_OK else { return rc }
+            method = request.method
+        }
         switch request.method {
         case .post:
             rc = outbox_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
             if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, body.baseAddress) }
+        case .get:
+            break
         }
         if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, transfer) }
         if rc == CURLE_OK { rc = outbox_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, transfer) }
@@ -342,6 +351,10 @@ final class CurlTransfer {
     /// would abort the transfer with a write error, and the status is what matters).
     func received(body data: UnsafeMutablePointer<CChar>?, count: Int) -> Int {
         responseBytes += count
+        if let sink = request.bodySink {
+            if let data { sink(UnsafeRawBufferPointer(start: data, count: count)) }
+            return count
+        }
         let room = bodyCap - responseBody.count
         if room > 0, let data {
             UnsafeRawPointer(data).withMemoryRebound(to: UInt8.self, capacity: count) { bytes in

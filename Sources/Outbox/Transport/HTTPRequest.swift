@@ -8,9 +8,11 @@
 ///                           body: body)
 /// ```
 struct HTTPRequest: Sendable {
-    /// The methods the transport supports; the wire protocol only needs POST (SPEC W1).
+    /// The methods the transport supports: the wire protocol needs POST (SPEC W1); the fleet reads a mock's control
+    /// API with GET.
     enum Method: String, Sendable {
         case post = "POST"
+        case get = "GET"
     }
 
     var method: Method
@@ -19,12 +21,17 @@ struct HTTPRequest: Sendable {
     /// Sent in this order; names may repeat. Set `Content-Encoding: gzip` here when the body is compressed.
     var headers: [(String, String)]
     var body: [UInt8]
+    /// Gets the answer's body as it arrives, in pieces, instead of the response keeping it (an answer too large to
+    /// hold: a mock's `/_mock/logs`). Runs on the loop thread.
+    var bodySink: (@Sendable (UnsafeRawBufferPointer) -> Void)?
 
-    init(method: Method = .post, url: String, headers: [(String, String)] = [], body: [UInt8] = []) {
+    init(method: Method = .post, url: String, headers: [(String, String)] = [], body: [UInt8] = [],
+         bodySink: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.bodySink = bodySink
     }
 
     /// Why curl must not be given this request, or nil. A CR or LF in a header would let a value inject

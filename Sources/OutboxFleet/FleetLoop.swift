@@ -132,7 +132,7 @@ final class FleetLoop: @unchecked Sendable {
     private func threadMain(_ specs: [FleetDeviceSpec]) {
         let rc = uv_loop_init(raw)
         guard rc == 0 else {
-            startError = CLIError(description: "outbox fleet: uv_loop_init failed: \(String(cString: uv_strerror(rc)))")
+            startError = FleetError("outbox fleet: uv_loop_init failed: \(String(cString: uv_strerror(rc)))")
             ready.signal()
             finished.signal()
             return
@@ -375,7 +375,7 @@ struct Unchecked<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
-func monotonicNs() -> UInt64 {
+package func monotonicNs() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)

@@ -4,50 +4,30 @@ import Outbox
 import OutboxMock
 
 /// What the fleet reads from an `outbox-mock`'s control API (SPEC X1): `GET /_mock/stats` during the run (progress,
-/// the report's time series) and `GET /_mock/logs` at the end (SPEC F2). A tiny HTTP/1.1 client over a socket:
-/// the CLI must not link Foundation's networking (megabytes mapped in every process), and libcurl is the engine's.
+/// the report's time series) and `GET /_mock/logs` at the end (SPEC F2), through the engine's own transport (curl,
+/// `BlockingHTTPClient`): no second HTTP client, and no Foundation networking (megabytes mapped in every process).
 /// Plain `http://` only: an `https://` endpoint is not an outbox-mock as far as loss accounting goes.
 struct FleetMockClient: Sendable {
-    let host: String
-    let port: UInt16
+    /// `http://HOST[:PORT]`: the control API is at the server's root, whatever path the endpoint has.
+    let origin: String
+    let http: BlockingHTTPClient
 
-    /// nil when `endpoint` is not `http://HOST[:PORT][/…]`.
-    init?(endpoint: String) {
-        guard endpoint.hasPrefix("http://") else { return nil }
-        var rest = Substring(endpoint.dropFirst("http://".count))
-        if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
-        var host: Substring
-        var portText: Substring? = nil
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return nil }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() }
-        } else if let colon = rest.lastIndex(of: ":") {
-            host = rest[..<colon]
-            portText = rest[rest.index(after: colon)...]
-        } else {
-            host = rest
-        }
-        guard !host.isEmpty else { return nil }
-        if let portText {
-            guard let port = UInt16(portText) else { return nil }
-            self.port = port
-        } else {
-            self.port = 80
-        }
-        self.host = String(host)
+    /// nil when `endpoint` is not an `http://` URL with a host.
+    init?(endpoint: String, http: BlockingHTTPClient) {
+        guard let url = URLComponents(string: endpoint), url.scheme?.lowercased() == "http",
+              let host = url.host, !host.isEmpty else { return nil }
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        origin = "http://\(bracketed)" + (url.port.map { ":\($0)" } ?? "")
+        self.http = http
     }
 
     enum Failure: Error, CustomStringConvertible {
         case connect(String)
-        case protocolError(String)
         case status(Int)
 
         var description: String {
             switch self {
             case .connect(let message): return "cannot reach the server: \(message)"
-            case .protocolError(let message): return "not an HTTP answer: \(message)"
             case .status(let status): return "answered HTTP \(status)"
             }
         }
@@ -55,125 +35,36 @@ struct FleetMockClient: Sendable {
 
     /// `GET path`; the whole body (small answers: stats).
     func get(_ path: String) throws -> [UInt8] {
-        var body: [UInt8] = []
-        try get(path) { body.append(contentsOf: $0) }
-        return body
+        let answer: (status: Int, body: [UInt8])
+        do {
+            answer = try http.get(origin + path)
+        } catch {
+            throw Failure.connect(error.description)
+        }
+        guard answer.status == 200 else { throw Failure.status(answer.status) }
+        return answer.body
     }
 
-    /// `GET path`, the body handed over in chunks as it arrives (`/_mock/logs` can be hundreds of megabytes).
-    /// Throws unless the answer is 200.
-    func get(_ path: String, body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let fd = try connectSocket()
-        defer { close(fd) }
-        let request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-        try writeAll(fd, Array(request.utf8))
-
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        var head: [UInt8] = []
-        var bodyRemaining: Int? = nil
-        var inBody = false
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { throw Failure.connect(String(cString: strerror(errno))) }
-            if n == 0 {
-                if !inBody { throw Failure.protocolError("the connection closed before the answer's head ended") }
-                if let remaining = bodyRemaining, remaining > 0 {
-                    throw Failure.protocolError("the connection closed \(remaining) bytes before the body's end")
-                }
-                return
+    /// `GET path`, the body handed over in chunks as it arrives (`/_mock/logs` can be hundreds of megabytes), on the
+    /// transport's thread while this one waits. Throws unless the answer is 200, or what `body` threw.
+    func get(_ path: String, body: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        final class Reader: @unchecked Sendable {
+            let body: (UnsafeRawBufferPointer) throws -> Void
+            var failure: (any Error)?
+            init(_ body: @escaping (UnsafeRawBufferPointer) throws -> Void) { self.body = body }
+        }
+        let reader = Reader(body)
+        let status: Int
+        do {
+            status = try http.get(origin + path) { chunk in
+                guard reader.failure == nil else { return }
+                do { try reader.body(chunk) } catch { reader.failure = error }
             }
-            var chunk = buffer[0..<n]
-            if !inBody {
-                head.append(contentsOf: chunk)
-                guard let end = Self.headEnd(head) else {
-                    if head.count > 64 * 1024 { throw Failure.protocolError("an answer head of more than 64 KiB") }
-                    continue
-                }
-                let (status, length, chunked) = try Self.parseHead(head[0..<end])
-                guard status == 200 else { throw Failure.status(status) }
-                // The mock always sends Content-Length; a chunked answer is from some other server.
-                if chunked { throw Failure.protocolError("a chunked answer (outbox-mock sends Content-Length)") }
-                bodyRemaining = length
-                inBody = true
-                let rest = Array(head[(end + 4)...])
-                head = []
-                chunk = rest[...]
-            }
-            if let remaining = bodyRemaining {
-                let take = min(remaining, chunk.count)
-                if take > 0 { try chunk.prefix(take).withUnsafeBytes { try body($0) } }
-                bodyRemaining = remaining - take
-                if remaining - take == 0 { return }
-            } else if !chunk.isEmpty {
-                try chunk.withUnsafeBytes { try body($0) }
-            }
+        } catch {
+            throw Failure.connect(error.description)
         }
-    }
-
-    private func connectSocket() throws -> Int32 {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_family = AF_UNSPEC
-        var list: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(host, String(port), &hints, &list)
-        guard rc == 0, let first = list else {
-            throw Failure.connect("\(host): \(String(cString: gai_strerror(rc)))")
-        }
-        defer { freeaddrinfo(list) }
-        var lastError = "no address"
-        var cursor: UnsafeMutablePointer<addrinfo>? = first
-        while let info = cursor {
-            cursor = info.pointee.ai_next
-            let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), info.pointee.ai_protocol)
-            guard fd >= 0 else { lastError = String(cString: strerror(errno)); continue }
-            // A server that accepts and never answers must not hang the fleet's end.
-            var timeout = timeval(tv_sec: 60, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            if connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return fd }
-            lastError = String(cString: strerror(errno))
-            close(fd)
-        }
-        throw Failure.connect("\(host):\(port): \(lastError)")
-    }
-
-    private func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw Failure.connect(String(cString: strerror(errno))) }
-            offset += n
-        }
-    }
-
-    /// Index of the `\r\n\r\n` that ends the head.
-    static func headEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
-        }
-        return nil
-    }
-
-    static func parseHead(_ head: ArraySlice<UInt8>) throws -> (status: Int, length: Int?, chunked: Bool) {
-        let text = String(decoding: head, as: UTF8.self)
-        let lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
-        guard let statusLine = lines.first, statusLine.hasPrefix("HTTP/1."), statusLine.count >= 12,
-              let status = Int(statusLine.dropFirst(9).prefix(3)) else {
-            throw Failure.protocolError("status line '\(lines.first.map(String.init)?.prefix(40) ?? "")'")
-        }
-        var length: Int? = nil
-        var chunked = false
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingSpaceAndTab
-            if name == "content-length" { length = Int(value) }
-            if name == "transfer-encoding", value.lowercased().contains("chunked") { chunked = true }
-        }
-        return (status, length, chunked)
+        if let failure = reader.failure { throw failure }
+        guard status == 200 else { throw Failure.status(status) }
     }
 }
 

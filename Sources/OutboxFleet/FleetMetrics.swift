@@ -1,4 +1,3 @@
-import ArgumentParser
 import Glibc
 import Histogram
 import NIOCore
@@ -264,7 +263,7 @@ extension FleetMetricsServer {
             return server
         } catch {
             writeStandardError("outbox fleet: \(error)\n")
-            throw ExitCode(3)
+            throw FleetExit(code: 3)
         }
     }
 }

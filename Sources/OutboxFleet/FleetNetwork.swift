@@ -57,14 +57,6 @@ final class FleetNetwork: @unchecked Sendable {
         }
         closed.wait()
     }
-
-    /// SPEC N1: a loopback endpoint is always reachable.
-    static func isLoopback(_ endpoint: String) -> Bool {
-        guard let host = FleetMockClient(endpoint: endpoint)?.host.lowercased()
-            ?? (endpoint.hasPrefix("https://") ? FleetMockClient(endpoint: "http://" + endpoint.dropFirst("https://".count))?.host.lowercased() : nil)
-        else { return false }
-        return host == "localhost" || host.hasPrefix("127.") || host == "::1"
-    }
 }
 
 extension FleetDevice {

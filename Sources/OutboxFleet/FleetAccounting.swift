@@ -1,5 +1,7 @@
 import FoundationEssentials
 import Histogram
+import Logging
+import Outbox
 
 /// SPEC F2: every tracked log is delivered (in the mock's records), pending, dead-lettered or evicted; whatever is
 /// none of these is lost. The mock's `/_mock/logs` is read line by line, and a device's delivered events are kept as
@@ -156,32 +158,44 @@ struct FleetAccounting {
 
 }
 
-/// The closing object of SPEC F1, with exactly its keys; `summary.json` holds the same (F2).
-struct FleetSummary {
-    struct Delay { var p50: Int; var p90: Int; var p99: Int; var max: Int }
+extension FleetAccounting {
+    /// What the stores left open at the end hold (SPEC F2): pending, dead-lettered, evicted, expired, refused inside
+    /// accepted requests, and the dead letters' ordinals; by install id. Devices that closed reported theirs already
+    /// (`FleetLoop.closedStores`).
+    static func storeCounts(loops: [FleetLoop], fields: FleetLineFields, logger: Logger) async -> [String: FleetStoreCount] {
+        let engines = await withTaskGroup(of: [OutboxEngine].self) { group in
+            for loop in loops { group.addTask { await loop.openEngines() } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        if !engines.isEmpty {
+            logger.warning("devices left open at the end: their stores hold what they did not deliver (pending) or dead letters",
+                           metadata: ["outbox.devices": "\(engines.count)"])
+        }
+        var stores: [String: FleetStoreCount] = [:]
+        for engine in engines {
+            let install = engine.installID.uuidString.lowercased()
+            guard let status = try? await engine.status() else { continue }
+            var count = FleetStoreCount(pending: status.pendingNormal + status.pendingCritical + status.inFlight,
+                                        deadLettered: status.deadLetters, evicted: status.evicted,
+                                        delivered: status.delivered, deadOrdinals: [],
+                                        expired: status.expired, serverRejected: status.serverRejected)
+            if status.deadLetters > 0, let letters = try? await engine.deadLetters() {
+                count.deadOrdinals = Set(letters.compactMap { ordinal(inLogJSON: $0.log, fields: fields) })
+            }
+            stores[install] = count
+        }
+        return stores
+    }
+}
 
-    var devices: Int
-    var tracked: Int
-    var delivered: Int
-    var duplicates: Int
+/// What one store held at the end (SPEC F2).
+struct FleetStoreCount {
+    var pending: Int
     var deadLettered: Int
     var evicted: Int
-    var pending: Int
-    var lost: Int?
-    var eventsPerSecond: Double
-    var delay: Delay?
-    var peakRSSKiB: Int
-    var cpuSeconds: Double
-
-    var json: String {
-        let delayJSON = delay.map { #"{"p50":\#($0.p50),"p90":\#($0.p90),"p99":\#($0.p99),"max":\#($0.max)}"# } ?? "null"
-        let fields: [(String, String)] = [
-            ("devices", String(devices)), ("tracked", String(tracked)), ("delivered", String(delivered)),
-            ("duplicates", String(duplicates)), ("dead_lettered", String(deadLettered)), ("evicted", String(evicted)),
-            ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
-            ("events_per_s", cFormat("%.1f", eventsPerSecond)), ("delay_ms", delayJSON),
-            ("peak_rss_kib", String(peakRSSKiB)), ("cpu_s", cFormat("%.2f", cpuSeconds)),
-        ]
-        return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
-    }
+    var delivered: Int
+    var deadOrdinals: Set<Int>
+    /// SPEC F2a: too old to send (S4), and refused by the server inside an accepted request (D5): settled, not lost.
+    var expired = 0
+    var serverRejected = 0
 }

@@ -2,6 +2,37 @@ import FoundationEssentials
 import Glibc
 import Histogram
 
+/// The closing object of SPEC F1, with exactly its keys; `summary.json` holds the same (F2). A new figure of the
+/// report is a field here and its key in `json` (and, for the page, a row in `FleetReport.html`).
+struct FleetSummary {
+    struct Delay { var p50: Int; var p90: Int; var p99: Int; var max: Int }
+
+    var devices: Int
+    var tracked: Int
+    var delivered: Int
+    var duplicates: Int
+    var deadLettered: Int
+    var evicted: Int
+    var pending: Int
+    var lost: Int?
+    var eventsPerSecond: Double
+    var delay: Delay?
+    var peakRSSKiB: Int
+    var cpuSeconds: Double
+
+    var json: String {
+        let delayJSON = delay.map { #"{"p50":\#($0.p50),"p90":\#($0.p90),"p99":\#($0.p99),"max":\#($0.max)}"# } ?? "null"
+        let fields: [(String, String)] = [
+            ("devices", String(devices)), ("tracked", String(tracked)), ("delivered", String(delivered)),
+            ("duplicates", String(duplicates)), ("dead_lettered", String(deadLettered)), ("evicted", String(evicted)),
+            ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
+            ("events_per_s", cFormat("%.1f", eventsPerSecond)), ("delay_ms", delayJSON),
+            ("peak_rss_kib", String(peakRSSKiB)), ("cpu_s", cFormat("%.2f", cpuSeconds)),
+        ]
+        return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+    }
+}
+
 /// SPEC F3: `report.html` — self-contained, its plots inline SVG drawn by `SVGChart` — and `summary.json`, the
 /// closing object of the run; with `--metrics-port`, `metrics.prom` too: the last scrape's text, which agrees with
 /// `summary.json` (a scrape can race the process's exit; the file cannot).
