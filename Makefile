@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # nginx and openssl: the transport tests run a real nginx (HTTP/1.1, TLS, HTTP/2) with a throwaway certificate.
 # libdeflate: the compression benchmark's comparison (outbox-bench compression).
-DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev pkg-config nginx openssl
+DEB_PACKAGES := libuv1-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev libdeflate-dev pkg-config nginx openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_DIR ?= /tmp/outbox-demo
 # SPEC E1: where `make install` puts include/outbox.h, lib/libOutbox.so.0 (+ the Swift runtime) and outbox.pc.

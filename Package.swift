@@ -31,6 +31,8 @@ let package = Package(
         .systemLibrary(name: "CLibDeflate", path: "Sources/CLibDeflate", pkgConfig: "libdeflate"),
         // Swift cannot call C variadic functions: curl_easy_setopt & co. get fixed-type wrappers.
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
+        // SPEC K2: a client certificate and its key checked at configuration with libcrypto (curl's own TLS library).
+        .target(name: "CTLSIdentity", path: "Sources/CTLSIdentity", linkerSettings: [.linkedLibrary("crypto")]),
         // rtnetlink socket helpers for the reachability watcher (SPEC N1).
         .target(name: "CNetlink", path: "Sources/CNetlink"),
         .target(name: "CFileSync", path: "Sources/CFileSync"),
@@ -45,7 +47,7 @@ let package = Package(
         .target(
             name: "Outbox",
             dependencies: [
-                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync",
+                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync", "CTLSIdentity",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Outbox"

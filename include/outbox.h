@@ -84,6 +84,7 @@ typedef struct outbox_engine outbox_engine;
  *   "criticalTransmissionIntervalMs"      "retryIntervalsMs" (array)     "maxRetryAfterMs"
  *   "probeIntervalMs" (or null)           "dispatchIntervalMs" (or null: automatic; <= 0: manual)
  *   "requestTimeoutMs"                    "caFile" (or null)             "bodyCompression" ("fast", "zlib:1"…"zlib:9")
+ *   "clientCertificate", "clientKey", "pinnedPublicKey" (SPEC K2: PEM paths; curl's "sha256//..." pins; or null)
  *   "clockSkewThresholdMs"                "watchesNetwork" (boolean)     "appVersion", "appBuild", "appNamespace"
  *   "sessionTimeoutMs"                    "sessionTracking" ("automatic" or "manual")
  *   "tracksAppLifecycle" (boolean)        "testingAllowsValuesBelowBounds" (boolean)
@@ -198,7 +199,8 @@ int outbox_set_enabled(outbox_engine *engine, int enabled);
 
 /*
  * SPEC R8: changes settings of a running engine. config_json holds only the keys to change, among "endpoint",
- * "appSecret", "destination", "otlpEncoding", "headers", "caFile" and "requestTimeoutMs"; any other key (including "storePath") is refused by name with
+ * "appSecret", "destination", "otlpEncoding", "headers", "caFile", "clientCertificate", "clientKey", "pinnedPublicKey" and
+ * "requestTimeoutMs"; any other key (including "storePath") is refused by name with
  * OUTBOX_ECONFIG. Validated here; applied on the loop before the next send; a channel stopped by 401, 403, 404
  * or a redirect starts again. Returns 0, OUTBOX_EINVAL, OUTBOX_ECONFIG, OUTBOX_ECLOSED. Thread: any.
  */

@@ -128,6 +128,9 @@ enum ConfigDecoder {
         case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
         case "requestTimeoutMs": c.requestTimeout = try duration(value, key)
         case "caFile": c.caFile = try optional(value) { v throws(CFailure) in try string(v, key) }
+        case "clientCertificate": c.clientCertificate = try optional(value) { v throws(CFailure) in try string(v, key) }
+        case "clientKey": c.clientKey = try optional(value) { v throws(CFailure) in try string(v, key) }
+        case "pinnedPublicKey": c.pinnedPublicKey = try optional(value) { v throws(CFailure) in try string(v, key) }
         case "bodyCompression":
             let text = try string(value, key)
             guard let compression = BodyCompression(argument: text) else {

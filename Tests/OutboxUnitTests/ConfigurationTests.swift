@@ -81,7 +81,8 @@ struct ConfigurationSchemaTests {
         runtime.appSecret = "s"
         runtime.requestTimeout = .seconds(5)
         #expect(runtime.fixedFieldsChanged(from: base).isEmpty)
-        #expect(Configuration.changeableFields == ["endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding", "headers", "requestTimeout", "caFile"])
+        #expect(Configuration.changeableFields == ["endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding", "headers", "requestTimeout", "caFile",
+                                                  "clientCertificate", "clientKey", "pinnedPublicKey"])
     }
 
     // SPEC X3a: an endpoint must be an absolute http(s) URL with a host (it was accepted when it merely began with

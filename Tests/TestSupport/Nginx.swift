@@ -26,6 +26,12 @@ import Glibc
 /// | `/redirect/301`, `/302`, `/303`, `/307`, `/308` | that status, `Location:` `/ok` on the same origin |
 /// | `/redirect/307-other-origin` | 307 to `/ok` on `.otherOrigin` |
 /// | `/chain/1` … `/chain/4` | 307 to `/chain/N+1` on the same origin; `/chain/5` answers 200 |
+/// | `/logs` | 200 with App Center's `{"status":"Success"}`: an engine delivers to nginx as to an ingestion server |
+///
+/// `NginxServer(mutualTLS: true)` adds a fifth listener (`mutualTLSPort`), HTTPS that demands a client certificate
+/// of its own CA (`ssl_verify_client on`) and answers 403 without one (`error_page 495 496 =403`), with the client
+/// files to use (`clientCertificatePath`, `clientKeyPath`) and a certificate of no CA (`strangerCertificatePath`,
+/// `strangerKeyPath`) — SPEC K2.
 ///
 /// The access log has one line per request (`loggedRequests`), written when nginx finishes the request: read it
 /// after `stop()`, which waits for nginx to finish every request, to count exactly.
@@ -81,6 +87,12 @@ public final class NginxServer: @unchecked Sendable {
     public let certificatePath: String
     public let ports: [Listener: UInt16]
     public let directory: URL
+    /// The mutual-TLS listener's port (`init(mutualTLS: true)`), and the client's files.
+    public private(set) var mutualTLSPort: UInt16?
+    public var clientCertificatePath: String { directory.appendingPathComponent("client-cert.pem").path }
+    public var clientKeyPath: String { directory.appendingPathComponent("client-key.pem").path }
+    public var strangerCertificatePath: String { directory.appendingPathComponent("stranger-cert.pem").path }
+    public var strangerKeyPath: String { directory.appendingPathComponent("stranger-key.pem").path }
 
     private let process: Process
     private let drained = DispatchGroup()
@@ -90,21 +102,23 @@ public final class NginxServer: @unchecked Sendable {
 
     /// Starts nginx and returns once every listener accepts connections. Throws when nginx or openssl is missing
     /// (check `isAvailable` first), or when nginx does not start (its error output is in the error).
-    public init() throws {
+    public init(mutualTLS: Bool = false) throws {
         if let reason = Self.unavailableReason { throw NginxError.unavailable(reason) }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         certificatePath = directory.appendingPathComponent("cert.pem").path
-        let started: (process: Process, ports: [Listener: UInt16], lines: [String], reader: LineReader)
+        let started: (process: Process, ports: [Listener: UInt16], mutualTLSPort: UInt16?, lines: [String], reader: LineReader)
         do {
             try Self.makeCertificate(in: directory)
-            started = try Self.start(directory: directory)
+            if mutualTLS { try Self.makeClientCertificates(in: directory) }
+            started = try Self.start(directory: directory, mutualTLS: mutualTLS)
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
         }
         process = started.process
         ports = started.ports
+        mutualTLSPort = started.mutualTLSPort
         errorLines = started.lines
         drainErrorOutput(started.reader)
         for listener in Listener.allCases {
@@ -156,7 +170,50 @@ public final class NginxServer: @unchecked Sendable {
         drained.wait()
     }
 
+    /// SPEC K2: curl's pin of the server's public key, `sha256//BASE64` of its DER SubjectPublicKeyInfo.
+    public func publicKeyPin() throws -> String {
+        let pipeline = "\(Self.openssl) x509 -in '\(certificatePath)' -pubkey -noout | \(Self.openssl) pkey -pubin -outform der"
+            + " | \(Self.openssl) dgst -sha256 -binary | \(Self.openssl) enc -base64"
+        let run = Process()
+        run.executableURL = URL(fileURLWithPath: "/bin/sh")
+        run.arguments = ["-c", pipeline]
+        let output = Pipe()
+        run.standardOutput = output
+        try run.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        run.waitUntilExit()
+        let digest = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard run.terminationStatus == 0, digest.count == 44 else { throw NginxError.didNotStart("openssl could not pin the key") }
+        return "sha256//" + digest
+    }
+
     // MARK: - Starting
+
+    /// A CA, a client certificate it signed, and a certificate of no CA, each with its key (SPEC K2).
+    private static func makeClientCertificates(in directory: URL) throws {
+        let path = { (name: String) in directory.appendingPathComponent(name).path }
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try runOpenSSL(["req", "-x509"] + ec + ["-keyout", path("client-ca-key.pem"), "-out", path("client-ca.pem"),
+                                                 "-days", "2", "-subj", "/CN=outbox test client CA"])
+        try runOpenSSL(["req"] + ec + ["-keyout", path("client-key.pem"), "-out", path("client.csr"), "-subj", "/CN=outbox host"])
+        try runOpenSSL(["x509", "-req", "-in", path("client.csr"), "-CA", path("client-ca.pem"), "-CAkey", path("client-ca-key.pem"),
+                        "-CAcreateserial", "-out", path("client-cert.pem"), "-days", "2"])
+        try runOpenSSL(["req", "-x509"] + ec + ["-keyout", path("stranger-key.pem"), "-out", path("stranger-cert.pem"),
+                                                 "-days", "2", "-subj", "/CN=stranger"])
+    }
+
+    private static func runOpenSSL(_ arguments: [String]) throws {
+        let run = Process()
+        run.executableURL = URL(fileURLWithPath: openssl)
+        run.arguments = arguments
+        run.standardOutput = FileHandle.nullDevice
+        run.standardError = FileHandle.nullDevice
+        try run.run()
+        run.waitUntilExit()
+        guard run.terminationStatus == 0 else {
+            throw NginxError.didNotStart("openssl \(arguments.first ?? "") exited with \(run.terminationStatus)")
+        }
+    }
 
     private static func makeCertificate(in directory: URL) throws {
         let generate = Process()
@@ -175,11 +232,12 @@ public final class NginxServer: @unchecked Sendable {
         }
     }
 
-    static func configuration(directory: URL, ports: [Listener: UInt16]) -> String {
+    static func configuration(directory: URL, ports: [Listener: UInt16], mutualTLSPort: UInt16? = nil) -> String {
         let prefix = directory.path
         let other = ports[.otherOrigin] ?? 0
         var locations = """
                 location = /ok { return 200; }
+                location = /logs { default_type application/json; return 200 '{"status":"Success"}'; }
                 location = /too-large { return 413; }
                 location = /unauthorized { return 401; }
                 location = /redirect/307-other-origin { return 307 http://127.0.0.1:\(other)/ok; }
@@ -207,6 +265,20 @@ public final class NginxServer: @unchecked Sendable {
             """
         }
 
+        // SPEC K2: a client certificate of the client CA, or 403 (495: a certificate that does not verify; 496: none).
+        let mutual = mutualTLSPort.map { port in """
+                server {
+                    listen 127.0.0.1:\(port) ssl;
+                    ssl_certificate \(prefix)/cert.pem;
+                    ssl_certificate_key \(prefix)/key.pem;
+                    ssl_client_certificate \(prefix)/client-ca.pem;
+                    ssl_verify_client on;
+                    error_page 495 496 =403 /client-certificate-refused;
+                    location = /client-certificate-refused { return 403; }
+            \(locations)    }
+
+            """ } ?? ""
+
         // The pid file and every temp path inside the prefix: other nginx instances on the machine (Debian's own,
         // another test's) must not collide with this one.
         return """
@@ -224,24 +296,26 @@ public final class NginxServer: @unchecked Sendable {
             scgi_temp_path \(prefix)/scgi;
             client_max_body_size 64m;
             default_type text/plain;
-        \(server(.http1, ""))\(server(.https1, " ssl"))\(server(.h2, " ssl http2"))\(server(.otherOrigin, ""))}
+        \(server(.http1, ""))\(server(.https1, " ssl"))\(server(.h2, " ssl http2"))\(server(.otherOrigin, ""))\(mutual)}
 
         """
     }
 
     /// Writes the configuration and starts nginx. Free ports are found by binding port 0 and letting go: another
     /// process may take one in between, and nginx then fails to bind it; another attempt with new ports gets past that.
-    private static func start(directory: URL) throws
-        -> (process: Process, ports: [Listener: UInt16], lines: [String], reader: LineReader) {
+    private static func start(directory: URL, mutualTLS: Bool) throws
+        -> (process: Process, ports: [Listener: UInt16], mutualTLSPort: UInt16?, lines: [String], reader: LineReader) {
         var attempt = 0
         while true {
             attempt += 1
-            let ports = Dictionary(uniqueKeysWithValues: zip(Listener.allCases, try freePorts(count: Listener.allCases.count)))
-            try configuration(directory: directory, ports: ports)
+            let free = try freePorts(count: Listener.allCases.count + 1)
+            let ports = Dictionary(uniqueKeysWithValues: zip(Listener.allCases, free))
+            let mutualTLSPort = mutualTLS ? free.last : nil
+            try configuration(directory: directory, ports: ports, mutualTLSPort: mutualTLSPort)
                 .write(to: directory.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
             let (process, reader) = try launch(directory: directory)
             let outcome = waitUntilStarted(reader)
-            if outcome.started { return (process, ports, outcome.lines, reader) }
+            if outcome.started { return (process, ports, mutualTLSPort, outcome.lines, reader) }
             if process.isRunning { process.terminate() }
             process.waitUntilExit()
             let output = outcome.lines.joined(separator: "\n")

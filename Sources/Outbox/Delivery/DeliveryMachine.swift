@@ -65,6 +65,7 @@ struct DeliveryMachine: Sendable {
         var description: String {
             switch self {
             case .retriesExhausted(_, let error): return "retries exhausted (last error: \(error))"
+            case .refused(0, let reason): return "TLS identity: \(reason)"
             case .refused(let status, let reason): return "server answered \(status): \(reason)"
             }
         }
@@ -495,6 +496,9 @@ struct DeliveryMachine: Sendable {
         switch result {
         case .failure(.cancelled):
             return .cancelled
+        case .failure(.identity(let reason)):
+            // SPEC K2: like a 401 — sending stops with the reason, the data stays, `update` resumes.
+            return .stop(status: 0, reason: reason)
         case .failure(let failure):
             return .retryable(reason: "\(failure)", retryAfterMs: nil)
         case .response(let response):

@@ -91,6 +91,14 @@ public struct Configuration: Sendable {
     /// An extra CA bundle (PEM) for HTTPS endpoints, e.g. a test server's self-signed certificate. Verification
     /// always stays on.
     public var caFile: String? = nil
+    /// SPEC K2: the client certificate (PEM) this host proves its identity with (mutual TLS), and its private key
+    /// (PEM, unencrypted, readable by the engine's user only is wise); both or neither. Checked at configuration: the
+    /// key must be the certificate's.
+    public var clientCertificate: String? = nil
+    public var clientKey: String? = nil
+    /// SPEC K2: the server's public key must match one of these pins, in curl's form: `sha256//BASE64` (the SHA-256 of
+    /// the DER-encoded SubjectPublicKeyInfo), several separated by `;`. A mismatch stops sending like a 401 (R1).
+    public var pinnedPublicKey: String? = nil
     /// SPEC W1: how bodies of 1400 bytes and more are gzip-compressed. `.fast` (default): Outbox's own compressor,
     /// the least CPU on the loop for somewhat larger bodies; `.zlib(level:)` 1–9 for smaller bodies (BENCHMARKS.md).
     public var bodyCompression: BodyCompression = .fast
@@ -169,6 +177,7 @@ public struct Configuration: Sendable {
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             throw .invalidConfiguration("caFile \(caFile) is not a readable file")
         }
+        try TLSIdentity.validate(certificate: clientCertificate, key: clientKey, pins: pinnedPublicKey)
     }
 
     /// Why `endpoint` cannot be sent to, or nil (SPEC X3a): read by curl's own URL parser, as the transport will, so

@@ -27,7 +27,7 @@ struct DeliverySetup {
         loop.assertOnLoopThread()
         guard let endpoint = updated.endpoint else { return }
         var sender: (any HTTPSender)?
-        if updated.caFile != previous.caFile || updated.requestTimeout != previous.requestTimeout {
+        if Self.transportOptions(updated) != Self.transportOptions(previous) {
             do {
                 sender = try makeSender(updated)
             } catch {
@@ -59,6 +59,9 @@ struct DeliverySetup {
         var options = TransportOptions()
         options.requestTimeout = configuration.requestTimeout
         options.caFile = configuration.caFile
+        options.clientCertificate = configuration.clientCertificate
+        options.clientKey = configuration.clientKey
+        options.pinnedPublicKey = configuration.pinnedPublicKey
         options.userAgent = "outbox/\(OutboxVersion.string)"
         return options
     }

@@ -63,6 +63,17 @@ final class EasyHandle {
         set(CURLOPT_SSL_VERIFYPEER, 1)
         set(CURLOPT_SSL_VERIFYHOST, 2)
         if let caFile = options.caFile { set(CURLOPT_CAINFO, string: caFile) }
+        // SPEC K2: TLS 1.2 at least; the host's identity and the pins the server's key must match.
+        set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        if let certificate = options.clientCertificate {
+            set(CURLOPT_SSLCERT, string: certificate)
+            set(CURLOPT_SSLCERTTYPE, string: "PEM")
+        }
+        if let key = options.clientKey {
+            set(CURLOPT_SSLKEY, string: key)
+            set(CURLOPT_SSLKEYTYPE, string: "PEM")
+        }
+        if let pins = options.pinnedPublicKey { set(CURLOPT_PINNEDPUBLICKEY, string: pins) }
         if let proxy = options.proxy { set(CURLOPT_PROXY, string: proxy) }
         set(CURLOPT_HTTP_VERSION, options.httpVersion.curlValue)
         set(CURLOPT_USERAGENT, string: options.userAgent)

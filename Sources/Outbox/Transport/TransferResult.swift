@@ -18,6 +18,9 @@ enum TransportFailure: Error, Equatable, Sendable, CustomStringConvertible {
     case dns
     /// The TLS handshake or the certificate verification failed.
     case tls
+    /// SPEC K2: the server's public key matches no pin, or the host's own certificate or key cannot be used: no retry
+    /// can help, only `update` (R1, R8).
+    case identity(String)
     /// `requestTimeout` or `connectTimeout` ran out.
     case timeout
     /// The engine cancelled the transfer (`cancel`, `cancelAll`, `close`).
@@ -35,6 +38,7 @@ enum TransportFailure: Error, Equatable, Sendable, CustomStringConvertible {
         case .connectionReset: return "connection reset or closed before the answer"
         case .dns: return "host name did not resolve"
         case .tls: return "TLS handshake or certificate verification failed"
+        case .identity(let reason): return reason
         case .timeout: return "timed out"
         case .cancelled: return "cancelled"
         case .malformedResponse: return "the server's answer is not valid HTTP"
@@ -56,8 +60,12 @@ enum TransportFailure: Error, Equatable, Sendable, CustomStringConvertible {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
              CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
              CURLE_SSL_CACERT_BADFILE, CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
-             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+             CURLE_SSL_INVALIDCERTSTATUS, CURLE_USE_SSL_FAILED:
             self = .tls
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            self = .identity("the server's public key matches none of the pinned keys (pinnedPublicKey)")
+        case CURLE_SSL_CERTPROBLEM, CURLE_SSL_CLIENTCERT:
+            self = .identity("the client certificate or key cannot be used: \(message)")
         case CURLE_OPERATION_TIMEDOUT:
             self = .timeout
         case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_UNSUPPORTED_PROTOCOL:

@@ -12,6 +12,10 @@ struct TransportOptions: Sendable, Equatable {
     /// A PEM bundle of trust anchors used instead of the system store (curl's `CURLOPT_CAINFO` replaces, it
     /// does not add) — for tests against a server with a self-signed certificate. Verification stays on.
     var caFile: String? = nil
+    /// SPEC K2: mutual TLS (PEM paths) and public-key pins (`sha256//…`, `;`-separated); TLS 1.2 at least, always.
+    var clientCertificate: String? = nil
+    var clientKey: String? = nil
+    var pinnedPublicKey: String? = nil
     var userAgent: String = "Outbox/1.0 (Linux)"
     /// nil: curl's usual proxy environment variables apply; "": no proxy at all; otherwise the proxy URL.
     var proxy: String? = nil
