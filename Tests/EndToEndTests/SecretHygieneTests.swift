@@ -63,3 +63,92 @@ struct SecretHygieneTests {
         #expect(!handler.text.contains(secret)) // …without the secret
     }
 }
+
+/// SPEC K3: secrets given as files or in the environment, kept out of argv, and out of every output.
+@Suite("Secrets out of argv and every output (SPEC K3)")
+struct SecretsOutOfArgvTests {
+    /// The command line of a running process, its NUL separators as spaces.
+    static func commandLine(of pid: Int32) -> String? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), !data.isEmpty else { return nil }
+        return String(decoding: data.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+    }
+
+    /// Runs `outbox` with `environment` added, reading its /proc/PID/cmdline while it runs; returns the status, its
+    /// outputs and the command lines seen.
+    static func runWatched(_ arguments: [String], environment: [String: String] = [:], in dir: TempDirectory) throws
+        -> (status: Int32, output: String, errors: String, commandLines: [String]) {
+        let outPath = dir.path + "/stdout-\(UUID().uuidString)"
+        let errPath = dir.path + "/stderr-\(UUID().uuidString)"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        var seen: [String] = []
+        while process.isRunning {
+            if let line = commandLine(of: process.processIdentifier) { seen.append(line) }
+            usleep(20_000)
+        }
+        process.waitUntilExit()
+        try out.close()
+        try err.close()
+        return (process.terminationStatus, (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+                (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "", seen)
+    }
+
+    // SPEC K3: `outbox emit` with the app secret in a file, then in the environment: the mock (which checks it)
+    // accepts every log, the running process's command line never holds it, and neither do its trace-level logs, its
+    // output, `outbox status`, `outbox dead-letters` or the fleet's report.
+    @Test func secretsStayOutOfArgvAndEveryOutput() throws {
+        let secret = "k3-\(UUID().uuidString)"
+        let mock = try MockServer(configuration: .init(scenario: Scenario(seed: 1, rules: [
+            // Slow answers keep the process alive long enough to be watched.
+            .init(outcome: .respond(.init(delayMs: 150))),
+        ]), appSecret: secret))
+        try mock.start()
+        defer { try? mock.stop() }
+        let dir = TempDirectory(); defer { dir.remove() }
+        let secretFile = dir.file("secret")
+        try Data((secret + "\n").utf8).write(to: URL(fileURLWithPath: secretFile))
+        let common = ["--count", "120", "--batch-size", "10", "--endpoint", mock.baseURL, "--log-level", "trace",
+                      "--wait-delivered", "--timeout", "60", "--testing", "--interval", "0.05", "--retry-intervals", "0.05"]
+
+        let fromFile = try Self.runWatched(["emit", "--store", dir.file("a.outbox"), "--app-secret-file", secretFile] + common, in: dir)
+        let fromEnvironment = try Self.runWatched(["emit", "--store", dir.file("b.outbox")] + common,
+                                                  environment: ["OUTBOX_APP_SECRET": secret], in: dir)
+        for run in [fromFile, fromEnvironment] {
+            #expect(run.status == 0, "\(run.errors.suffix(500))")
+            #expect(!run.commandLines.isEmpty, "the process was never seen running")
+            #expect(run.commandLines.allSatisfy { !$0.contains(secret) })
+            #expect(run.errors.contains("trace") || run.errors.contains("debug"), "trace-level logs were written")
+            #expect(!run.output.contains(secret) && !run.errors.contains(secret))
+        }
+        #expect(mock.stats().logsUnique >= 200, "the mock checked the secret and accepted the logs")
+
+        let status = try runOutbox(["status", "--store", dir.file("a.outbox")], in: dir)
+        let letters = try runOutbox(["dead-letters", "--store", dir.file("a.outbox")], in: dir)
+        #expect(status.status == 0 && letters.status == 0)
+        for text in [status.output, status.errors, letters.output, letters.errors] { #expect(!text.contains(secret)) }
+
+        // An error message names the flag and the file, never the secret (an empty one here).
+        let empty = dir.file("empty")
+        #expect(FileManager.default.createFile(atPath: empty, contents: Data()))
+        let refused = try runOutbox(["emit", "--store", dir.file("c.outbox"), "--app-secret-file", empty, "--count", "1"], in: dir)
+        #expect(refused.status != 0 && refused.errors.contains("--app-secret-file"))
+
+        let report = dir.path + "/report"
+        let fleet = try Self.runWatched(["fleet", "--devices", "2", "--events", "5", "--endpoint", mock.baseURL,
+                                         "--app-secret-file", secretFile, "--report", report, "--timeout", "60"], in: dir)
+        #expect(fleet.status == 0, "\(fleet.errors.suffix(500))")
+        let summary = (try? String(contentsOfFile: report + "/summary.json", encoding: .utf8)) ?? ""
+        let page = (try? String(contentsOfFile: report + "/report.html", encoding: .utf8)) ?? ""
+        #expect(!summary.isEmpty && !page.isEmpty)
+        for text in [summary, page, fleet.output, fleet.errors] + fleet.commandLines { #expect(!text.contains(secret)) }
+    }
+}
