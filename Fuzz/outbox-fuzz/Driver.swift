@@ -20,6 +20,8 @@ let allTargets: [FuzzTarget] = mockBodyTargets() + [
     scenarioTarget,
     engineResponseTarget,
     otlpResponseTarget,
+    postHogResponseTarget,
+    segmentResponseTarget,
     otlpPayloadTarget,
     gzipTarget,
     storeTarget,

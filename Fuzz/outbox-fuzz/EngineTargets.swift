@@ -196,6 +196,40 @@ let otlpResponseTarget = FuzzTarget(name: "otlp-response",
     }
 }
 
+/// SPEC D5, R1, K5 — any answer of a PostHog or a Segment-compatible server (status, headers, body, or a transport
+/// failure) through the wire's `outcome`: a 2xx is delivered, anything else is not, 401/403/404 stop, nothing crashes.
+func destinationResponseTarget(_ name: String, _ wire: @escaping @Sendable () -> any DeliveryWire) -> FuzzTarget {
+    FuzzTarget(name: "\(name)-response", summary: "any answer of a \(name) server through its wire's outcome") { input in
+        guard input.count >= 3 else { return }
+        let statuses = [200, 201, 202, 204, 301, 307, 400, 401, 403, 404, 408, 413, 422, 429, 500, 501, 503, 505]
+        let status = statuses[Int(input[0]) % statuses.count]
+        let wire = wire()
+        if input[1] == 0 {
+            let outcome = wire.outcome(of: .failure(.connectionReset), nowWallMs: nowWallMs)
+            invariant({ if case .retryable = outcome { return true }; return false }(), "a reset is not retryable: \(outcome)")
+            return
+        }
+        var headers: [(String, String)] = [("Content-Type", input[2] % 2 == 0 ? "application/json" : "text/plain")]
+        let body = Array(input[3...])
+        if input[2] % 3 == 0 { headers.append(("Retry-After", String(decoding: body.prefix(12), as: UTF8.self))) }
+        let response = HTTPResponse(status: status, headers: HTTPHeaders(headers), body: body, bodyBytesReceived: body.count,
+                                    timing: TransferTiming(queued: .zero, connect: .zero, firstByte: .zero, total: .zero),
+                                    reusedConnection: false)
+        let outcome = wire.outcome(of: .response(response), nowWallMs: nowWallMs)
+        switch outcome {
+        case .delivered, .partiallyRejected:
+            invariant((200..<300).contains(status), "a \(status) delivered: \(outcome)")
+        case .stop:
+            invariant([301, 307, 401, 403, 404].contains(status), "a \(status) stopped sending")
+        default:
+            invariant(!(200..<300).contains(status), "a \(status) not delivered: \(outcome)")
+        }
+    }
+}
+
+let postHogResponseTarget = destinationResponseTarget("posthog") { PostHogWire(apiKey: "phc_fuzz", installID: UUID()) }
+let segmentResponseTarget = destinationResponseTarget("segment") { SegmentWire(writeKey: "fuzz", profile: .segment, installID: UUID()) }
+
 /// SPEC D2, D4, K5 — any bytes as a stored payload (a store written by another version, a disk gone bad), beside a
 /// good log, through both OTLP encoders: the protobuf body's lengths nest to its end, the JSON body parses, and the
 /// good log is in both.
