@@ -377,16 +377,16 @@ struct DeliveryEndToEndTests {
         let server = try startMock(scenario: Scenario(seed: 1, rules: [.init(outcome: .hang)]))
         defer { try? server.stop() }
         var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
-        configuration.requestTimeout = .seconds(60 * testTimeScale)
+        configuration.requestTimeout = .seconds(300 * testTimeScale)
         let engine = try OutboxEngine(configuration: configuration)
         try track(engine, count: 30)
         let start = wallMs()
         await engine.shutdown(drainFor: .milliseconds(500))
-        // The hung requests were cancelled, not waited for (their timeout is 60 s). The bound stays well below 60 s
+        // The hung requests were cancelled, not waited for (their timeout is 300 s). The bound stays well below that
         // but is not tight: this task resumes on one of the test runner's 2 shared threads, which the long
-        // blocking tests (crash children, namespaces) can hold for many seconds (20.9 s seen under load; 78 s under TSan,
-        // hence OUTBOX_TIME_SCALE on both the timeout and the bound).
-        #expect(wallMs() - start < 45_000 * testTimeScale)
+        // blocking tests (crash children, namespaces, nginx, the CLI's processes) can hold for many seconds (20.9 s
+        // seen under load, 55 s on a fresh clone's first run; 78 s under TSan, hence OUTBOX_TIME_SCALE on both).
+        #expect(wallMs() - start < 150_000 * testTimeScale)
         #expect(engine.dedicatedLoopCloseResult == 0)
         let report = try StoreReport.read(path: dir.file())
         #expect(report.pendingNormal + report.pendingCritical == 30)
