@@ -35,6 +35,8 @@ struct FleetAccounting {
     }
 
     private(set) var devices: [Device]
+    /// SPEC F6: logs of this run that more than one of the accounting mocks recorded (each counted once per extra mock).
+    private(set) var crossMockDuplicates = 0
     private let deviceOffset: Int
     private let events: Int
     /// Delivery delay (server arrival − the log's timestamp) of this run's unique logs, ms.
@@ -66,8 +68,10 @@ struct FleetAccounting {
                                   p99: Int(histogram.valueAtPercentile(99)), max: Int(histogram.max))
     }
 
-    /// Streams `GET /_mock/logs` and counts this run's logs by device and ordinal.
+    /// Streams `GET /_mock/logs` and counts this run's logs by device and ordinal. Called once per accounting mock
+    /// (SPEC F6): a log already counted from another mock is a cross-mock duplicate (a mock lists each log once).
     mutating func readLogs(client: FleetMockClient, runID: String, fields: FleetLineFields) throws {
+        var crossMockDuplicates = self.crossMockDuplicates
         var splitter = LineSplitter()
         var histogram = self.histogram
         var devices = self.devices
@@ -77,6 +81,8 @@ struct FleetAccounting {
         // sid its events carry, once every line was read — a session log can arrive before the device's events.
         var sessionLogs: [FleetLogLine.SessionLog] = []
         var deviceBySID: [String: Int] = [:]
+        // Sids learnt from a mock read before (SPEC F6): its session logs may be all this one holds of a device.
+        for (index, device) in devices.enumerated() { if let sid = device.sid { deviceBySID[sid] = index } }
         // Devices are numbered offset, offset + 1, …: index by number.
         let consume: (UnsafeRawBufferPointer) -> Void = { line in
             guard let log = FleetLogLine.parse(line, fields: fields) else {
@@ -94,7 +100,10 @@ struct FleetAccounting {
             }
             let word = log.ordinal >> 6
             let bit: UInt64 = 1 << UInt64(log.ordinal & 63)
-            guard devices[index].delivered[word] & bit == 0 else { return }
+            guard devices[index].delivered[word] & bit == 0 else {
+                crossMockDuplicates += 1
+                return
+            }
             devices[index].delivered[word] |= bit
             devices[index].uniqueDelivered += 1
             _ = histogram.record(UInt64(max(0, min(log.delayMs, 24 * 3600 * 1000))))
@@ -106,13 +115,16 @@ struct FleetAccounting {
             switch session.kind {
             case .start where !devices[index].startSessionDelivered: devices[index].startSessionDelivered = true
             case .end where !devices[index].endSessionDelivered: devices[index].endSessionDelivered = true
-            default: continue
+            default:
+                crossMockDuplicates += 1
+                continue
             }
             devices[index].uniqueDelivered += 1
             _ = histogram.record(UInt64(max(0, min(session.delayMs, 24 * 3600 * 1000))))
         }
         self.devices = devices
         self.histogram = histogram
+        self.crossMockDuplicates = crossMockDuplicates
     }
 
     /// SPEC F2: `missing DEVICE LOG-ID` for at most `limit` logs of the devices that lost some. A log that never

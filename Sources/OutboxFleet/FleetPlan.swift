@@ -14,6 +14,9 @@ package struct FleetOptions: Sendable {
     /// The ingestion server; nil: the mock, started in-process (with `scenario`, a file).
     package var endpoint: String?
     package var scenario: String?
+    /// SPEC F6: the mocks whose `/_mock/logs` together hold the run, read directly; empty: the endpoint (or the
+    /// in-process mock).
+    package var accountingEndpoints: [String] = []
     package var offlineFraction: Double = 0
     package var offlineSeconds: Double = 10
     /// Where the devices' stores go; nil: a temporary directory, removed at the end.

@@ -15,6 +15,8 @@ struct FleetSummary {
     var evicted: Int
     var pending: Int
     var lost: Int?
+    /// SPEC F6: logs recorded by more than one accounting mock; nil when the records were not read.
+    var crossMockDuplicates: Int?
     var eventsPerSecond: Double
     var delay: Delay?
     var peakRSSKiB: Int
@@ -26,6 +28,7 @@ struct FleetSummary {
             ("devices", String(devices)), ("tracked", String(tracked)), ("delivered", String(delivered)),
             ("duplicates", String(duplicates)), ("dead_lettered", String(deadLettered)), ("evicted", String(evicted)),
             ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
+            ("cross_mock_duplicates", crossMockDuplicates.map(String.init) ?? "null"),
             ("events_per_s", cFormat("%.1f", eventsPerSecond)), ("delay_ms", delayJSON),
             ("peak_rss_kib", String(peakRSSKiB)), ("cpu_s", cFormat("%.2f", cpuSeconds)),
         ]

@@ -36,7 +36,13 @@ package struct FleetRun {
         let http = try BlockingHTTPClient()
         defer { http.close() }
         let client = FleetMockClient(endpoint: target, http: http)
-        let baseline = try readBaseline(client, target: target)
+        let baseline = try readBaseline(client, target: target, flag: "--endpoint")
+        // SPEC F6: the mocks that account for the run, read directly; by default the one the devices send to.
+        let accountingTargets = options.accountingEndpoints.isEmpty ? [target] : options.accountingEndpoints
+        let accountingClients = accountingTargets.map { FleetMockClient(endpoint: $0, http: http) }
+        let baselines = try zip(accountingTargets, accountingClients).map {
+            try readBaseline($1, target: $0, flag: options.accountingEndpoints.isEmpty ? "--endpoint" : "--accounting-endpoint")
+        }
 
         // The plan.
         var template = options.template
@@ -88,25 +94,29 @@ package struct FleetRun {
         var accounting = FleetAccounting(devices: loops.flatMap(\.finalCounts),
                                          stores: loops.reduce(stores) { $0.merging($1.closedStores) { open, _ in open } },
                                          deviceOffset: options.deviceOffset, events: options.events)
-        let finalStats = client.flatMap { try? FleetMockStats.read($0) }
+        let finalStats = accountingClients.map { $0.flatMap { try? FleetMockStats.read($0) } }
         var recordsRead = false
-        if let client, baseline != nil, finalStats != nil {
+        if baselines.allSatisfy({ $0 != nil }), finalStats.allSatisfy({ $0 != nil }) {
             do {
-                try accounting.readLogs(client: client, runID: plan.runID, fields: fields)
+                for client in accountingClients.compactMap({ $0 }) {
+                    try accounting.readLogs(client: client, runID: plan.runID, fields: fields)
+                }
                 recordsRead = true
             } catch {
                 logger.error("cannot read GET /_mock/logs: \(error)")
             }
         }
+        let duplicates = zip(finalStats, baselines).reduce(0) { $0 + ($1.0?.logsDuplicate ?? 0) - ($1.1?.logsDuplicate ?? 0) }
 
         // The report.
         let seconds = Double(endNs - startNs) / 1e9
         let delivered = recordsRead ? accounting.uniqueDelivered : accounting.engineDelivered
         let summary = FleetSummary(
             devices: devices, tracked: accounting.tracked, delivered: delivered,
-            duplicates: (finalStats?.logsDuplicate ?? 0) - (baseline?.logsDuplicate ?? 0),
+            duplicates: duplicates,
             deadLettered: accounting.deadLettered, evicted: accounting.evicted, pending: accounting.pending,
-            lost: recordsRead ? accounting.lost : nil, eventsPerSecond: seconds > 0 ? Double(delivered) / seconds : 0,
+            lost: recordsRead ? accounting.lost : nil, crossMockDuplicates: recordsRead ? accounting.crossMockDuplicates : nil,
+            eventsPerSecond: seconds > 0 ? Double(delivered) / seconds : 0,
             delay: recordsRead ? accounting.delayPercentiles : nil, peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds)
         let json = summary.json
         metrics.finish(summary, delays: accounting.histogram)
@@ -135,6 +145,11 @@ package struct FleetRun {
         guard recordsRead else { return 2 }
         if accounting.lost != 0 {
             for line in accounting.missingLines(limit: 10) { writeStandardError(line + "\n") }
+            return 1
+        }
+        if accounting.crossMockDuplicates != 0 {
+            writeStandardError("outbox fleet: \(accounting.crossMockDuplicates) logs were recorded by more than one mock "
+                               + "(SPEC F6): route each device to one mock (haproxy: balance hdr(Install-ID))\n")
             return 1
         }
         return 0
@@ -167,14 +182,14 @@ package struct FleetRun {
     }
 
     /// The mock's counts before the run; nil for a server that is not an outbox-mock (loss is then not counted).
-    private func readBaseline(_ client: FleetMockClient?, target: String) throws -> FleetMockStats? {
+    private func readBaseline(_ client: FleetMockClient?, target: String, flag: String) throws -> FleetMockStats? {
         var baseline: FleetMockStats? = nil
         if let client {
             do {
                 baseline = try FleetMockStats.read(client)
-            } catch FleetMockClient.Failure.connect(let reason) where options.endpoint != nil {
+            } catch FleetMockClient.Failure.connect(let reason) where options.endpoint != nil || flag != "--endpoint" {
                 // Said now, not after every device has retried through the whole run.
-                throw FleetError("outbox fleet: cannot reach --endpoint \(target): \(reason); start the server first")
+                throw FleetError("outbox fleet: cannot reach \(flag) \(target): \(reason); start the server first")
             } catch {}
         }
         if baseline == nil {

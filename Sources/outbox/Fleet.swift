@@ -16,6 +16,9 @@ struct Fleet: ParsableCommand {
     @Option(help: "Events per second per device (default: as fast as back-pressure allows).") var rate: Double?
     @Option(help: "Seeds who goes offline and when.") var seed: UInt64 = 1
     @Option(help: "Ingestion server base URL (default: the mock, started in-process).") var endpoint: String?
+    @Option(name: .customLong("accounting-endpoint"),
+            help: ArgumentHelp("An outbox-mock whose records hold part of the run, read directly (repeatable; default the endpoint). A log two of them recorded is a cross-mock duplicate (SPEC F6).", valueName: "url"))
+    var accountingEndpoints: [String] = []
     @Option(help: "Scenario file for the in-process mock (SPEC X2).") var scenario: String?
     @Option(help: "App secret the devices send (default: \(Fleet.testSecret), a fixed test secret; also OUTBOX_APP_SECRET).")
     var appSecret: String?
@@ -56,6 +59,9 @@ struct Fleet: ParsableCommand {
             throw ValidationError("--scenario configures the in-process mock; give an external mock its scenario with PUT /_mock/scenario")
         }
         try DestinationOptions.checkEndpoint(endpoint)
+        for url in accountingEndpoints where !url.lowercased().hasPrefix("http://") {
+            throw ValidationError("--accounting-endpoint takes an outbox-mock's http:// URL, got \(url)")
+        }
         _ = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
         if let metricsPort, !(0...65535).contains(metricsPort) {
             throw ValidationError("--metrics-port takes a TCP port from 0 to 65535, got \(metricsPort)")
@@ -75,6 +81,7 @@ struct Fleet: ParsableCommand {
         options.rate = rate
         options.seed = seed
         options.endpoint = endpoint
+        options.accountingEndpoints = accountingEndpoints
         options.scenario = scenario
         options.offlineFraction = offlineFraction
         options.offlineSeconds = offlineSeconds

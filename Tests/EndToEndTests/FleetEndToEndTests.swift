@@ -7,7 +7,7 @@ import Testing
 struct FleetEndToEndTests {
     /// SPEC F1: the closing object has exactly these keys.
     static let keys: Set<String> = ["devices", "tracked", "delivered", "duplicates", "dead_lettered", "evicted", "pending",
-                                    "lost", "events_per_s", "delay_ms", "peak_rss_kib", "cpu_s"]
+                                    "lost", "cross_mock_duplicates", "events_per_s", "delay_ms", "peak_rss_kib", "cpu_s"]
 
     /// Short intervals and quick retries, so that a fault scenario resolves in seconds.
     static let fast = ["--testing", "--interval", "0.1", "--retry-intervals", "0.1,0.2,0.4", "--batch-size", "10"]
@@ -51,6 +51,31 @@ struct FleetEndToEndTests {
         #expect(stores.count == 20)
         let reserve = try FileManager.default.attributesOfItem(atPath: dir.path + "/stores/device-0/outbox.sqlite-reserve")
         #expect((reserve[.size] as? Int) == 64 * 1024)
+    }
+
+    // SPEC F6: the run's records read from several mocks directly. Two mocks, the devices sending to one: the union
+    // holds everything, nothing is counted twice, exit 0. The same mock named twice holds every log twice: each is a
+    // cross-mock duplicate, and the run fails (exit 1) though nothing is lost.
+    @Test func accountingAcrossMocksCountsCrossMockDuplicates() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let sending = try startMock()
+        defer { try? sending.stop() }
+        let other = try startMock()
+        defer { try? other.stop() }
+        let common = ["fleet", "--devices", "4", "--events", "10", "--endpoint", sending.baseURL, "--timeout", "60"] + Self.fast
+        let union = try runOutbox(common + ["--accounting-endpoint", other.baseURL, "--accounting-endpoint", sending.baseURL], in: dir)
+        #expect(union.status == 0, "stderr: \(union.errors)")
+        let clean = jsonObject(union.output)
+        #expect(clean["lost"] as? Int == 0 && clean["cross_mock_duplicates"] as? Int == 0)
+        #expect(clean["delivered"] as? Int == 4 * (10 + 2))
+
+        let twice = try runOutbox(common + ["--accounting-endpoint", sending.baseURL, "--accounting-endpoint", sending.baseURL], in: dir)
+        #expect(twice.status == 1, "stderr: \(twice.errors)")
+        let doubled = jsonObject(twice.output)
+        #expect(doubled["lost"] as? Int == 0)
+        #expect(doubled["cross_mock_duplicates"] as? Int == 4 * (10 + 2))
+        #expect(twice.errors.contains("recorded by more than one mock"))
+        #expect(try runOutbox(common + ["--accounting-endpoint", "https://x"], in: dir).status != 0)
     }
 
     // SPEC F2: logs the mock forgot (a reset in mid-run) are lost: exit 1, and `missing DEVICE LOG-ID` lines
