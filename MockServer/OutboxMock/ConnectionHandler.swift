@@ -49,7 +49,6 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var wireContext: WireContext
     /// The body buffer, reused likewise: steady traffic allocates (and page-faults) almost nothing per request.
     private var spareBody: ByteBuffer?
-    private static let maxRetained = 4 * 1024 * 1024
     private var dateCache: (second: Int64, text: String) = (-1, "")
     /// Reading is paused until the read rate (`kbps`) catches up with the bytes received.
     private var readPaused = false
@@ -215,7 +214,7 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func process(_ request: Incoming, context: ChannelHandlerContext) {
         defer {
-            if !request.bodyBorrowed, request.body.capacity <= Self.maxRetained, spareBody == nil {
+            if !request.bodyBorrowed, request.body.capacity <= WireContext.maxRetainedBytes, spareBody == nil {
                 spareBody = request.body
             }
         }

@@ -237,8 +237,7 @@ final class MockCore: Sendable {
     }
 
     /// A scenario's answer; without a body, in the shape of the request's wire (SPEC V2).
-    static func response(for spec: Scenario.Response,
-                         injected: @Sendable (Int) -> HTTPResponse = AppCenterWire.response(status:)) -> HTTPResponse {
+    static func response(for spec: Scenario.Response, injected: @Sendable (Int) -> HTTPResponse) -> HTTPResponse {
         let status = spec.status ?? 200
         var headers = spec.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         guard let body = spec.body else {

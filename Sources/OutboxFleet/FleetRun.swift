@@ -37,12 +37,14 @@ package struct FleetRun {
         defer { http.close() }
         let client = FleetMockClient(endpoint: target, http: http)
         let baseline = try readBaseline(client, target: target, flag: "--endpoint")
-        // SPEC F6: the mocks that account for the run, read directly; by default the one the devices send to.
-        let accountingTargets = options.accountingEndpoints.isEmpty ? [target] : options.accountingEndpoints
-        let accountingClients = accountingTargets.map { FleetMockClient(endpoint: $0, http: http) }
-        let baselines = try zip(accountingTargets, accountingClients).map {
-            try readBaseline($1, target: $0, flag: options.accountingEndpoints.isEmpty ? "--endpoint" : "--accounting-endpoint")
-        }
+        // SPEC F6: the mocks that account for the run, read directly; by default the one the devices send to, whose
+        // client and baseline are those above.
+        let accountingClients = options.accountingEndpoints.isEmpty ? [client]
+            : options.accountingEndpoints.map { FleetMockClient(endpoint: $0, http: http) }
+        let baselines = options.accountingEndpoints.isEmpty ? [baseline]
+            : try zip(options.accountingEndpoints, accountingClients).map {
+                try readBaseline($1, target: $0, flag: "--accounting-endpoint")
+            }
 
         // The plan.
         var template = options.template

@@ -56,8 +56,10 @@ func jsonObject(_ text: String) -> [String: Any] {
 func wallMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
 /// Runs the real `outbox` binary to completion; stdout and stderr go to files, so that neither pipe can fill
-/// while the other is read.
-func runOutbox(_ arguments: [String], in dir: TempDirectory) throws -> (status: Int32, output: String, errors: String) {
+/// while the other is read. `environment` is added to this process's; `watch`, when given, sees the child's pid every
+/// 20 ms while it runs (it samples a running process: there is nothing to await).
+func runOutbox(_ arguments: [String], environment: [String: String] = [:], in dir: TempDirectory,
+               watch: ((Int32) -> Void)? = nil) throws -> (status: Int32, output: String, errors: String) {
     let outPath = dir.path + "/stdout-\(UUID().uuidString)"
     let errPath = dir.path + "/stderr-\(UUID().uuidString)"
     FileManager.default.createFile(atPath: outPath, contents: nil)
@@ -67,9 +69,16 @@ func runOutbox(_ arguments: [String], in dir: TempDirectory) throws -> (status: 
     let process = Process()
     process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
     process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     process.standardOutput = out
     process.standardError = err
     try process.run()
+    if let watch {
+        while process.isRunning {
+            watch(process.processIdentifier)
+            usleep(20_000)
+        }
+    }
     process.waitUntilExit()
     try out.close()
     try err.close()

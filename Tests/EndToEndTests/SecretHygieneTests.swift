@@ -77,29 +77,11 @@ struct SecretsOutOfArgvTests {
     /// outputs and the command lines seen.
     static func runWatched(_ arguments: [String], environment: [String: String] = [:], in dir: TempDirectory) throws
         -> (status: Int32, output: String, errors: String, commandLines: [String]) {
-        let outPath = dir.path + "/stdout-\(UUID().uuidString)"
-        let errPath = dir.path + "/stderr-\(UUID().uuidString)"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
         var seen: [String] = []
-        while process.isRunning {
-            if let line = commandLine(of: process.processIdentifier) { seen.append(line) }
-            usleep(20_000)
+        let run = try runOutbox(arguments, environment: environment, in: dir) { pid in
+            if let line = commandLine(of: pid) { seen.append(line) }
         }
-        process.waitUntilExit()
-        try out.close()
-        try err.close()
-        return (process.terminationStatus, (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
-                (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "", seen)
+        return (run.status, run.output, run.errors, seen)
     }
 
     // SPEC K3: `outbox emit` with the app secret in a file, then in the environment: the mock (which checks it)

@@ -92,6 +92,9 @@ struct TLSIdentityTests {
         #expect(refusal { $0.clientCertificate = nginx.clientCertificatePath }.contains("without clientKey"))
         #expect(refusal { $0.pinnedPublicKey = "sha1//abc" }.contains("is not a sha256//BASE64 pin"))
         #expect(refusal { $0.pinnedPublicKey = "sha256//short=" }.contains("is not a SHA-256 digest"))
+        // curl splits at `;sha256//`: a space before a pin would make it never match.
+        #expect(refusal { $0.pinnedPublicKey = pin + "; " + pin }.contains("is not a sha256//BASE64 pin"))
+        #expect(refusal { $0.pinnedPublicKey = pin + ";" + pin } == "accepted")
         #expect(refusal { $0.clientCertificate = nginx.clientCertificatePath; $0.clientKey = nginx.clientKeyPath;
                           $0.pinnedPublicKey = pin } == "accepted")
     }

@@ -29,10 +29,10 @@ struct NetworkStateTests {
     }
 
     @Test func loopbackEndpointsAreAlwaysReachable() {
-        #expect(EngineReachability.isLoopback("http://127.0.0.1:8080"))
-        #expect(EngineReachability.isLoopback("http://localhost:1"))
-        #expect(EngineReachability.isLoopback("http://[::1]:80/x"))
-        #expect(!EngineReachability.isLoopback("https://in.example.com"))
-        #expect(!EngineReachability.isLoopback("http://10.200.0.2:8080"))
+        #expect(isLoopbackEndpoint("http://127.0.0.1:8080"))
+        #expect(isLoopbackEndpoint("http://localhost:1"))
+        #expect(isLoopbackEndpoint("http://[::1]:80/x"))
+        #expect(!isLoopbackEndpoint("https://in.example.com"))
+        #expect(!isLoopbackEndpoint("http://10.200.0.2:8080"))
     }
 }

@@ -17,7 +17,7 @@ enum AppCenterWire: IngestionWire {
         var check: LogValidator.BatchCheck?
         if failure == nil, head.method == .POST {
             let c = LogValidator.check(body: input.request.body, storage: context.tokens)
-            if context.tokens.byteCount > WireContext.maxRetainedTokens { context.tokens = JSONTokenStorage() }
+            if context.tokens.byteCount > WireContext.maxRetainedBytes { context.tokens = JSONTokenStorage() }
             prepared.logCount = c.logCount
             if c.failure == nil { prepared.logNames = c.logs.compactMap(\.name) }
             check = c
@@ -70,7 +70,7 @@ enum AppCenterWire: IngestionWire {
             return .json(415, "UnsupportedMediaType", reason: "Content-Encoding \(encoding) is not supported (gzip is)")
         }
         guard let failure else { return nil }
-        return error(failure.status, failure.reason, nil)
+        return bodyError(failure.status, failure.reason)
     }
 
     /// A path no wire owns. The mock is Outbox's own server first: it says where App Center's logs go.
@@ -78,12 +78,13 @@ enum AppCenterWire: IngestionWire {
         .json(404, "NotFound", reason: "no such path \(path): logs go to POST /logs?api-version=1.0.0")
     }
 
-    static func error(_ status: Int, _ reason: String, _ request: VendorRequest?) -> HTTPResponse {
-        status == 413 ? .json(413, "TooLarge", reason: reason) : .json(status, "Invalid", reason: reason, extra: #","field":"body""#)
+    static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse {
+        bodyError(status, reason)
     }
 
-    static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse {
-        error(status, reason, Optional(request))
+    /// A body too large (413) or not readable (400), in App Center's error shape.
+    private static func bodyError(_ status: Int, _ reason: String) -> HTTPResponse {
+        status == 413 ? .json(413, "TooLarge", reason: reason) : .json(status, "Invalid", reason: reason, extra: #","field":"body""#)
     }
 
     /// `{"status":"Success"}` or `{"status":"Error","reason":…}`.

@@ -33,7 +33,8 @@ struct WireContext {
     var tokens = JSONTokenStorage()
     var cutoff: ReportingCutoff
     var appSecret: String?
-    static let maxRetainedTokens = 4 * 1024 * 1024
+    /// The most a connection keeps of a request's buffers (the tape's storage, the body) for the next request.
+    static let maxRetainedBytes = 4 * 1024 * 1024
 }
 
 extension Vendor {

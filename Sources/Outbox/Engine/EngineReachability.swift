@@ -18,7 +18,7 @@ final class EngineReachability {
         self.loop = loop
         self.delivery = delivery
         self.networkTypeChanged = networkTypeChanged
-        guard watches && !Self.isLoopback(endpoint) else { return }
+        guard watches && !isLoopbackEndpoint(endpoint) else { return }
         do {
             let watcher = try ReachabilityWatcher(loop: loop, logger: logger) { [unowned self] state in
                 self.stateChanged(state)
@@ -56,8 +56,6 @@ final class EngineReachability {
         watcher?.close()
         watcher = nil
     }
-
-    static func isLoopback(_ endpoint: String) -> Bool { isLoopbackEndpoint(endpoint) }
 }
 
 /// Whether `endpoint`'s host is this machine, always reachable (SPEC N1): the one answer for the engine and the fleet.

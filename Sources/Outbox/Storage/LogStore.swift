@@ -71,7 +71,6 @@ final class LogStore {
     // The ledger's and the budget's figures, read where the store is used.
     var logCount: Int { ledger.logCount }
     var nextSeq: Int64 { ledger.nextSeq }
-    var lastBatchID: Int64 { ledger.lastBatchID }
     var leases: Leases { ledger.leases }
     var evictedTotal: Int { ledger.totals.evicted }
     var expiredTotal: Int { ledger.totals.expired }

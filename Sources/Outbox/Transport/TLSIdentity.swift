@@ -28,13 +28,12 @@ enum TLSIdentity {
         if let pins { try validate(pins: pins) }
     }
 
-    /// curl's form: `sha256//BASE64` pins separated by `;`, each the base64 of 32 bytes (44 characters).
+    /// curl's form: `sha256//BASE64` pins separated by `;`, each the base64 of 32 bytes (44 characters). curl is given
+    /// the text as it is and splits it at `;sha256//`, so a space around a pin would make that pin never match: refused.
     static func validate(pins: String) throws(OutboxError) {
-        let parts = pins.split(separator: ";", omittingEmptySubsequences: false)
-        for part in parts {
-            let pin = part.trimmingCharacters(in: " ")
+        for pin in pins.split(separator: ";", omittingEmptySubsequences: false) {
             guard pin.hasPrefix("sha256//") else {
-                throw .invalidConfiguration("pinnedPublicKey: '\(pin)' is not a sha256//BASE64 pin (curl's form; several separated by ;)")
+                throw .invalidConfiguration("pinnedPublicKey: '\(pin)' is not a sha256//BASE64 pin (curl's form; several separated by ; without spaces)")
             }
             let digest = pin.dropFirst("sha256//".count)
             let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
@@ -42,14 +41,5 @@ enum TLSIdentity {
                 throw .invalidConfiguration("pinnedPublicKey: '\(pin)' is not a SHA-256 digest in base64 (44 characters ending in =)")
             }
         }
-    }
-}
-
-private extension Substring {
-    func trimmingCharacters(in set: Character) -> Substring {
-        var text = self
-        while text.first == set { text = text.dropFirst() }
-        while text.last == set { text = text.dropLast() }
-        return text
     }
 }
