@@ -229,11 +229,11 @@ sanitize-thread: deps
 sanitize-address: deps
 	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
 
-# `make torture`: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped and a soak, against
-# the release CLI and mock, then the whole suite under ThreadSanitizer (scripts/sanitize.sh thread); writes
+# `make torture`: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped, key rotations
+# killed mid-way (SPEC K1) and a soak, against the release CLI and mock, then the whole suite under ThreadSanitizer (scripts/sanitize.sh thread); writes
 # torture/REPORT.md, torture/soak.svg and torture/results.json. Not part of `make test`: about 20 min on 2 cores,
 # release builds included (torture/REPORT.md gives each part's minutes).
-# TORTURE_ROUNDS (1000) and TORTURE_SOAK_S (120) scale it; TORTURE_ONLY=crash,disk,clock,corrupt,soak,tsan picks parts.
+# TORTURE_ROUNDS (1000) and TORTURE_SOAK_S (120) scale it; TORTURE_ONLY=crash,disk,clock,corrupt,rotate,soak,tsan picks parts.
 torture: deps
 	$(call install-missing,python3,torture)
 	$(SWIFT) build -c release --product outbox

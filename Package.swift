@@ -33,6 +33,8 @@ let package = Package(
         .target(name: "CCurlShim", dependencies: ["CCurl"], path: "Sources/CCurlShim"),
         // SPEC K2: a client certificate and its key checked at configuration with libcrypto (curl's own TLS library).
         .target(name: "CTLSIdentity", path: "Sources/CTLSIdentity", linkerSettings: [.linkedLibrary("crypto")]),
+        // SPEC K1: the store's rows sealed with AES-256-GCM, event names kept as HMACs (libcrypto again).
+        .target(name: "CStoreSeal", path: "Sources/CStoreSeal", linkerSettings: [.linkedLibrary("crypto")]),
         // rtnetlink socket helpers for the reachability watcher (SPEC N1).
         .target(name: "CNetlink", path: "Sources/CNetlink"),
         .target(name: "CFileSync", path: "Sources/CFileSync"),
@@ -47,7 +49,7 @@ let package = Package(
         .target(
             name: "Outbox",
             dependencies: [
-                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync", "CTLSIdentity",
+                "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync", "CTLSIdentity", "CStoreSeal",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Outbox"

@@ -85,6 +85,7 @@ typedef struct outbox_engine outbox_engine;
  *   "probeIntervalMs" (or null)           "dispatchIntervalMs" (or null: automatic; <= 0: manual)
  *   "requestTimeoutMs"                    "caFile" (or null)             "bodyCompression" ("fast", "zlib:1"…"zlib:9")
  *   "clientCertificate", "clientKey", "pinnedPublicKey" (SPEC K2: PEM paths; curl's "sha256//..." pins; or null)
+ *   "storeKeyFile" (SPEC K1: a file of 32 raw bytes or 64 hex digits, mode 0600, that seals the store; or null)
  *   "clockSkewThresholdMs"                "watchesNetwork" (boolean)     "appVersion", "appBuild", "appNamespace"
  *   "sessionTimeoutMs"                    "sessionTracking" ("automatic" or "manual")
  *   "tracksAppLifecycle" (boolean)        "testingAllowsValuesBelowBounds" (boolean)
@@ -199,7 +200,8 @@ int outbox_set_enabled(outbox_engine *engine, int enabled);
 
 /*
  * SPEC R8: changes settings of a running engine. config_json holds only the keys to change, among "endpoint",
- * "appSecret", "destination", "otlpEncoding", "headers", "caFile", "clientCertificate", "clientKey", "pinnedPublicKey" and
+ * "appSecret", "destination", "otlpEncoding", "headers", "caFile", "clientCertificate", "clientKey", "pinnedPublicKey",
+ * "storeKeyFile" (a new key: the store is sealed again under it, a few rows at a time; it cannot be removed) and
  * "requestTimeoutMs"; any other key (including "storePath") is refused by name with
  * OUTBOX_ECONFIG. Validated here; applied on the loop before the next send; a channel stopped by 401, 403, 404
  * or a redirect starts again. Returns 0, OUTBOX_EINVAL, OUTBOX_ECONFIG, OUTBOX_ECLOSED. Thread: any.

@@ -86,6 +86,25 @@ expect "HTTPS refuses an unknown certificate (exit 1, logs pending)" "$refused" 
 expect "HTTPS delivers with --ca-file" \
     "$(emit trusted.sqlite "https://127.0.0.1:$tls" 30 --ca-file "$work/cert.pem")" "$count" 0
 
+# K1: a store sealed with --store-key-file delivers; status and dead-letters need the key; a key file that others
+# can read is refused, saying so.
+fail() { echo "cli-check: FAILED: $1" >&2; exit 1; }
+head -c 32 /dev/urandom >"$work/store.key"
+chmod 600 "$work/store.key"
+expect "a sealed store delivers (--store-key-file)" \
+    "$(emit sealed.sqlite "http://127.0.0.1:$plain" 30 --store-key-file "$work/store.key")" "$count" 0
+"$cli" status --store "$work/sealed.sqlite" 2>"$work/keyless.err" && fail "status read a sealed store without its key"
+grep -q "store key invalid" "$work/keyless.err" || fail "status without the key: $(cat "$work/keyless.err")"
+[ "$("$cli" status --store "$work/sealed.sqlite" --store-key-file "$work/store.key" | field pending_normal)" = 0 ] \
+    || fail "status with the key"
+"$cli" dead-letters --store "$work/sealed.sqlite" --store-key-file "$work/store.key" >/dev/null || fail "dead-letters with the key"
+chmod 640 "$work/store.key"
+"$cli" status --store "$work/sealed.sqlite" --store-key-file "$work/store.key" 2>"$work/mode.err" \
+    && fail "a key file readable by its group was accepted"
+grep -q "chmod 600" "$work/mode.err" || fail "a group-readable key file: $(cat "$work/mode.err")"
+chmod 600 "$work/store.key"
+echo "cli-check: ok: sealed stores (--store-key-file on emit, status, dead-letters)"
+
 fleet() { "$cli" fleet --devices 3 --events 20 --testing --interval 0.1 --retry-intervals 0.1 --timeout 30 "$@"; }
 status=0; json=$(fleet) || status=$?
 # 3 devices × (20 events + a startSession and an endSession log each).
@@ -94,6 +113,9 @@ if [ "$status" != 0 ] || [ "$(field lost <<<"$json")" != 0 ] || [ "$(field deliv
     exit 1
 fi
 echo "cli-check: ok: fleet loses nothing"
+status=0; json=$(fleet --store-key-file "$work/store.key") || status=$?
+[ "$status" = 0 ] && [ "$(field lost <<<"$json")" = 0 ] || fail "fleet with sealed stores: exit $status, $json"
+echo "cli-check: ok: fleet with sealed stores loses nothing"
 status=0; json=$(fleet --endpoint "http://127.0.0.1:$plain" 2>/dev/null) || status=$?
 if [ "$status" != 2 ] || [ "$(field lost <<<"$json")" != None ]; then
     echo "cli-check: FAILED: fleet against a server that is not an outbox-mock: exit $status, $json" >&2

@@ -62,6 +62,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     // The backlog is stored first (not timed), then delivered: the engine's sending path is what is measured.
     var storeOnly = Configuration(storePath: path)
     storeOnly.maxStorageSize = 1 << 30
+    storeOnly.storeKey = benchStoreKey
     let writer = try OutboxEngine(configuration: storeOnly)
     for index in 0..<total { try writer.trackEvent("bench", properties: properties(index)) }
     writer.shutdown()

@@ -8,8 +8,14 @@ import Outbox
 /// The positional arguments; `--destination NAME` and `--otlp-encoding E` (delivery, SPEC D10) are taken out first.
 nonisolated(unsafe) var benchDestination = Destination.appCenter
 nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
+/// `--store-key` (SPEC K1): the committed and delivery benches on a sealed store, under a fixed key.
+nonisolated(unsafe) var benchStoreKey: StoreKey?
 let argumentsList: [String] = {
     var list = Array(CommandLine.arguments.dropFirst())
+    if let at = list.firstIndex(of: "--store-key") {
+        benchStoreKey = try? StoreKey(bytes: (0..<32).map { UInt8($0 &* 37 &+ 11) })
+        list.remove(at: at)
+    }
     if let at = list.firstIndex(of: "--destination"), at + 1 < list.count {
         benchDestination = (try? Destination(name: list[at + 1])) ?? .appCenter
         list.removeSubrange(at...(at + 1))
@@ -119,6 +125,7 @@ func averageRowBytes(_ path: String) -> Int {
 func benchCommitted() throws -> (rate: Double, rowBytes: Int) {
     var configuration = Configuration(storePath: tempStore("committed.outbox"))
     configuration.maxStorageSize = 1 << 30
+    configuration.storeKey = benchStoreKey
     let engine = try OutboxEngine(configuration: configuration)
     let start = monoNs()
     for index in 0..<total { try engine.trackEvent("bench", properties: properties(index)) }
@@ -126,7 +133,7 @@ func benchCommitted() throws -> (rate: Double, rowBytes: Int) {
     Task { await engine.persisted(); semaphore.signal() }
     semaphore.wait()
     let elapsed = Double(monoNs() - start) / 1e9
-    let status = try StoreReport.read(path: configuration.storePath)
+    let status = try StoreReport.read(path: configuration.storePath, storeKey: benchStoreKey)
     engine.shutdown()
     let rowBytes = averageRowBytes(configuration.storePath)
     let rate = Double(total) / elapsed

@@ -128,6 +128,15 @@ enum ConfigDecoder {
         case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
         case "requestTimeoutMs": c.requestTimeout = try duration(value, key)
         case "caFile": c.caFile = try optional(value) { v throws(CFailure) in try string(v, key) }
+        case "storeKeyFile":
+            c.storeKey = try optional(value) { v throws(CFailure) in
+                let path = try string(v, key)
+                do throws(OutboxError) {
+                    return try StoreKey(contentsOfFile: path)
+                } catch {
+                    throw CFailure(code: configError, message: error.description)
+                }
+            }
         case "clientCertificate": c.clientCertificate = try optional(value) { v throws(CFailure) in try string(v, key) }
         case "clientKey": c.clientKey = try optional(value) { v throws(CFailure) in try string(v, key) }
         case "pinnedPublicKey": c.pinnedPublicKey = try optional(value) { v throws(CFailure) in try string(v, key) }

@@ -243,8 +243,9 @@ func statusJSON(_ s: EngineStatus) -> String {
         + "\"bytes\":\(s.bytes),\"oldest_age_s\":\(age),\"dead_letters\":\(s.deadLetters),\"enabled\":\(s.enabled),"
         + "\"disabled_reason\":\(quoted(s.disabledReason)),\"install_id\":\(quoted(s.installID)),"
         + "\"destination\":\(quoted(s.destination)),\"server_rejected\":\(s.serverRejected),"
+        + "\"rotating_store_key\":\(s.rotatingStoreKey),"
         + "\"stored\":\(s.stored),\"evicted\":\(s.evicted),\"rejected\":\(s.rejected),\"expired\":\(s.expired),"
-        + "\"delivered\":\(s.delivered),\"dead_lettered\":\(s.deadLettered),\"retries\":\(s.retries),\"requests\":\(s.requests),\"lost_at_open\":\(s.lostAtOpen)}"
+        + "\"delivered\":\(s.delivered),\"dead_lettered\":\(s.deadLettered),\"retries\":\(s.retries),\"requests\":\(s.requests),\"lost_at_open\":\(s.lostAtOpen),\"unreadable\":\(s.unreadable)}"
 }
 
 @_cdecl("outbox_set_enabled")

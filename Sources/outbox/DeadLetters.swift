@@ -19,6 +19,7 @@ struct DeadLetters: ParsableCommand {
     @Option(name: .customLong("id"), help: "Only the dead letter of this log id (a UUID); repeatable.") var ids: [String] = []
     @Flag(help: "Move the dead letters back to the queue with a fresh retry state; prints {\"requeued\": N}.") var requeue = false
     @Flag(help: "Delete the dead letters; prints {\"purged\": N}.") var purge = false
+    @OptionGroup var storeKey: StoreKeyOption
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -42,13 +43,14 @@ struct DeadLetters: ParsableCommand {
     func run() throws {
         let logger = try logging.makeLogger()
         let ids = try parsedIDs()
+        let key = try storeKey.key()
         do {
             if requeue {
-                printJSON([("requeued", try OutboxEngine.requeueDeadLetters(inStoreAt: store, ids: ids, logger: logger))])
+                printJSON([("requeued", try OutboxEngine.requeueDeadLetters(inStoreAt: store, ids: ids, storeKey: key, logger: logger))])
             } else if purge {
-                printJSON([("purged", try OutboxEngine.purgeDeadLetters(inStoreAt: store, ids: ids, logger: logger))])
+                printJSON([("purged", try OutboxEngine.purgeDeadLetters(inStoreAt: store, ids: ids, storeKey: key, logger: logger))])
             } else {
-                for letter in try OutboxEngine.deadLetters(inStoreAt: store, ids: ids) {
+                for letter in try OutboxEngine.deadLetters(inStoreAt: store, ids: ids, storeKey: key) {
                     printJSON([
                         ("id", letter.id.uuidString.lowercased()), ("status", letter.status), ("reason", letter.reason),
                         ("dead_lettered_at", iso8601(ms: letter.deadLetteredAtMs)),

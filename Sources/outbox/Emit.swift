@@ -41,6 +41,11 @@ struct Emit: ParsableCommand {
         "Testing only: a file holding a wall-clock offset in milliseconds (an integer, may be negative), re-read every 100 ms and added to the engine's wall clock (not to its boot clock). Also OUTBOX_TESTING_CLOCK_OFFSET_FILE.",
         valueName: "path")) var testingClockOffsetFile: String?
     @OptionGroup var destination: DestinationOptions
+    @OptionGroup var storeKey: StoreKeyOption
+    @Option(help: ArgumentHelp(
+        "Rotate the store's key to the key in this file once started (SPEC K1, R8); emit ends when the rotation has.",
+        valueName: "path"))
+    var newStoreKeyFile: String?
     @OptionGroup var logging: LoggingOptions
 
     /// SPEC X7: the padding is spread over string properties of at most 125 characters (T3), and an event keeps
@@ -124,6 +129,7 @@ struct Emit: ParsableCommand {
         configuration.endpoint = resolvedEndpoint
         configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
         configuration.caFile = caFile
+        configuration.storeKey = try storeKey.key()
         configuration.clientCertificate = clientCertificate
         configuration.clientKey = clientKey
         configuration.pinnedPublicKey = pinnedPublicKey
@@ -146,6 +152,15 @@ struct Emit: ParsableCommand {
             engine = try OutboxEngine(configuration: configuration)
         } catch {
             throw CLIError(description: "outbox emit: \(error)")
+        }
+        if let newStoreKeyFile {
+            do {
+                let key = try StoreKey(contentsOfFile: newStoreKeyFile)
+                try engine.update { $0.storeKey = key }
+            } catch {
+                engine.shutdown()
+                throw CLIError(description: "outbox emit: --new-store-key-file: \(error)")
+            }
         }
         var tracked = 0
         var rejected = 0
@@ -188,7 +203,12 @@ struct Emit: ParsableCommand {
             engine.dispatch()
             _ = await engine.waitUntilDelivered(timeout: try Self.duration(seconds: timeout, option: "--timeout"))
         }
-        let status = try await engine.status()
+        var status = try await engine.status()
+        // The rotation seals the stored rows again on the loop, a step at a time: emit ends when it has.
+        while newStoreKeyFile != nil && status.rotatingStoreKey {
+            try await Task.sleep(for: .milliseconds(10))
+            status = try await engine.status()
+        }
         engine.shutdown()
         let pending = status.pendingNormal + status.pendingCritical + status.inFlight
         printJSON([

@@ -38,6 +38,7 @@ struct Fleet: ParsableCommand {
     @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
     var timeout: Double = 600
     @OptionGroup var destination: DestinationOptions
+    @OptionGroup var storeKey: StoreKeyOption
     @OptionGroup var logging: LoggingOptions
 
     /// What the devices send as `App-Secret` without `--app-secret` (SPEC F5; docs/CLI.md).
@@ -111,6 +112,8 @@ struct Fleet: ParsableCommand {
         template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
         template.appVersion = "fleet"
         try destination.apply(to: &template, testKeys: true)
+        // SPEC K1: every device's store sealed with the one key.
+        template.storeKey = try storeKey.key()
         template.testingAllowsValuesBelowBounds = testing
         // Each device's session spans its tracking, started and ended by the fleet (FleetSessions.swift, SPEC A2).
         template.sessionTracking = .manual

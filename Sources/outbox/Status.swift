@@ -6,6 +6,7 @@ struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the state of a store as JSON (SPEC X4).")
 
     @Option(help: "The SQLite store file.") var store: String
+    @OptionGroup var storeKey: StoreKeyOption
     @OptionGroup var logging: LoggingOptions
 
     func run() throws {
@@ -17,7 +18,7 @@ struct Status: ParsableCommand {
         _ = try logging.makeLogger()
         let report: StoreReport
         do {
-            report = try StoreReport.read(path: store)
+            report = try StoreReport.read(path: store, storeKey: try storeKey.key())
         } catch {
             throw CLIError(description: "outbox status: \(error)")
         }
@@ -27,6 +28,7 @@ struct Status: ParsableCommand {
             ("dead_letters", report.deadLetters), ("enabled", report.enabled),
             ("disabled_reason", report.disabledReason), ("install_id", report.installID),
             ("destination", report.destination), ("server_rejected", report.serverRejected),
+            ("rotating_store_key", report.rotatingStoreKey),
         ])
     }
 }

@@ -4,6 +4,7 @@
  * Each scenario starts its own outbox-mock (--port 0) and reads /_mock/stats for what arrived.
  */
 #define _GNU_SOURCE
+#include <sys/stat.h>
 #include <outbox.h>
 
 #include <curl/curl.h>
@@ -433,6 +434,59 @@ static outbox_engine *open_manual(struct mock *m, const char *name, const char *
     return e;
 }
 
+/* SPEC K1: "storeKeyFile" seals the store; the same store without its key is refused, and so is a key file that
+   others can read, naming it; "storeKeyFile" in outbox_update rotates the key. */
+static int error_names(const char *word);
+
+static void write_key(const char *path, const char *hex, mode_t mode) {
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs(hex, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static void test_sealed_store(void) {
+    char path[512], key[512], key2[512], loose[512], config[2048];
+    store_path(path, sizeof path, "sealed");
+    store_path(key, sizeof key, "sealed.key");
+    store_path(key2, sizeof key2, "sealed2.key");
+    store_path(loose, sizeof loose, "loose.key");
+    write_key(key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 0600);
+    write_key(key2, "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100", 0600);
+    write_key(loose, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 0644);
+
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"storeKeyFile\":\"%s\"}", path, loose);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("chmod 600") && error_names("loose.key"),
+          "open: a key file others can read is refused, named");
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a loose key file is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
+
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"storeKeyFile\":\"%s\"}", path, key);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open with storeKeyFile");
+    if (!e) return;
+    CHECK(outbox_track(e, "sealed-event", "{\"k\":\"sealed-value\"}", OUTBOX_CRITICAL) == 0, "track into a sealed store");
+    snprintf(config, sizeof config, "{\"storeKeyFile\":\"%s\"}", key2);
+    CHECK(outbox_update(e, config) == 0, "update: storeKeyFile rotates the key");
+    CHECK(outbox_track(e, "after-rotation", NULL, OUTBOX_CRITICAL) == 0, "track after the rotation began");
+    CHECK(outbox_close(e, 0) == 0, "close the sealed engine");
+    outbox_free(e);
+
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("store key invalid"), "open: a sealed store without its key");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"storeKeyFile\":\"%s\"}", path, key);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("is not the store's"), "open: the old key after a rotation");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"storeKeyFile\":\"%s\"}", path, key2);
+    e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open with the new key");
+    if (!e) return;
+    char *status = outbox_status(e);
+    CHECK(status && strstr(status, "\"pending_critical\":2"), "both events are there: %s", status ? status : "NULL");
+    outbox_free(status);
+    CHECK(outbox_close(e, 0) == 0, "close");
+    outbox_free(e);
+}
+
 /* ---- (c) bad input ---- */
 
 static int error_names(const char *word) { return strstr(outbox_last_error(), word) != NULL; }
@@ -789,6 +843,7 @@ int main(int argc, char **argv) {
     test_opt_out();
     test_update_after_401();
     test_model();
+    test_sealed_store();
 
     char command[300];
     snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);

@@ -89,7 +89,8 @@ extension CommandLineTests {
         let object = try #require(jsonLines(result.output).first)
         #expect(Set(object.keys) == ["pending_normal", "pending_critical", "in_flight", "bytes", "oldest_age_s",
                                      "dead_letters", "enabled", "disabled_reason", "install_id",
-                                     "destination", "server_rejected"])  // SPEC X4, D1
+                                     "destination", "server_rejected", "rotating_store_key"])  // SPEC X4, D1, K1
+        #expect(object["rotating_store_key"] as? Bool == false)
         #expect(object["destination"] is NSNull, "nothing was sent")
         #expect(object["server_rejected"] as? Int == 0)
         #expect(object["pending_critical"] as? Int == 5)

@@ -134,3 +134,34 @@ test('the analytics model reaches the mock', async (t) => {
   assert.ok(list.some((entry) => entry.type === 'endSession' && entry.userId === `${tag}-user2`), 'the endSession');
   assert.ok(list.some((entry) => entry.type === 'location' && entry.userId === `${tag}-user2`), 'the location');
 });
+
+// Whether an engine holds the store: its `.lock` file is locked (flock) while it does.
+function isLocked(store) {
+  try {
+    const { execFileSync } = require('child_process');
+    execFileSync('flock', ['-n', store + '.lock', 'true']);
+    return false;
+  } catch (error) {
+    return true;
+  }
+}
+
+// SPEC K1: storeKeyFile seals the store from Node too; without its key the store is refused, left as it was.
+test('a sealed store needs its key file', async (t) => {
+  const store = temporaryStore(t);
+  const key = path.join(path.dirname(store), 'store.key');
+  fs.writeFileSync(key, '0f'.repeat(32) + '\n', { mode: 0o600 });
+  const engine = outbox.open(JSON.stringify({ storePath: store, storeKeyFile: key, sessionTracking: 'manual' }));
+  outbox.track(engine, 'sealed', '{"secret": "node-sealed-value"}', true);
+  outbox.close(engine, 0);
+  outbox.free(engine);
+  // The engine runs on Node's loop: its handles, and the store with them, close during the loop's next turns; the
+  // store's lock file says when (no engine event does).
+  for (let turn = 0; turn < 200 && isLocked(store); turn++) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.ok(!fs.readFileSync(store).includes('node-sealed-value'), 'the property is not readable in the store');
+  assert.throws(() => outbox.open(JSON.stringify({ storePath: store })),
+    (error) => error.code === EINVAL && error.message.includes('store key invalid'));
+  fs.chmodSync(key, 0o644);
+  assert.throws(() => outbox.open(JSON.stringify({ storePath: store, storeKeyFile: key })),
+    (error) => error.code === ECONFIG && error.message.includes('chmod 600'));
+});

@@ -4,7 +4,7 @@
 
 Prints one line per check and `N passed, N failed`, writes torture/REPORT.md (with torture/soak.svg), exits 1 on any
 failure. Scale with TORTURE_ROUNDS (default 1000) and TORTURE_SOAK_S (default 120); TORTURE_ONLY=crash,disk,clock,
-corrupt,soak,tsan runs a subset: each part's checks and figures are kept in torture/results.json with the commit and
+corrupt,rotate,soak,tsan runs a subset: each part's checks and figures are kept in torture/results.json with the commit and
 date they ran at, so a subset replaces only its own sections and the report says when each part last ran.
 The `tsan` part is `make sanitize-thread` (scripts/sanitize.sh thread): the whole Swift suite under ThreadSanitizer.
 
@@ -37,7 +37,9 @@ MOCK = os.path.join(BIN_DIR, "outbox-mock")
 OUT_DIR = os.path.join(ROOT, "torture")
 ROUNDS = int(os.environ.get("TORTURE_ROUNDS", "1000"))
 SOAK_S = int(os.environ.get("TORTURE_SOAK_S", "120"))
-ALL_PARTS = ["crash", "disk", "clock", "corrupt", "soak", "tsan"]
+ALL_PARTS = ["crash", "disk", "clock", "corrupt", "rotate", "soak", "tsan"]
+# Key rotations killed at a random moment (SPEC K1, R8): one per ten crash rounds.
+ROTATIONS = max(10, ROUNDS // 10)
 ONLY = [p for p in os.environ.get("TORTURE_ONLY", ",".join(ALL_PARTS)).split(",") if p]
 SEED = int(os.environ.get("TORTURE_SEED", "20261124"))
 PHASES = ["tracking", "commit", "checkpoint", "request"]
@@ -735,6 +737,82 @@ def corruption(work):
         report["corrupt"] = figures
 
 
+def key_rotations(work):
+    """SPEC K1, R8: a sealed store's key rotated by `outbox emit --new-store-key-file` while it tracks, the process
+    killed with SIGKILL at a random moment of the rotation, ROTATIONS times in a row. After each kill exactly one of
+    the two keys opens the store (the old one until the rotation's first transaction committed, the new one from
+    then on); at the end every log of every round is delivered, each round's a gap-free prefix, and the first
+    20 000 all there."""
+    part = "rotate"
+    d = os.path.join(work, "rotate")
+    os.makedirs(d)
+    store = os.path.join(d, "s.outbox")
+
+    def key_file(n):
+        path = os.path.join(d, f"k{n}.key")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+            f.write(os.urandom(32))
+        return path
+
+    def opens(key):
+        """Whether `key` opens the store, and whether a rotation is then under way (or the error)."""
+        proc = subprocess.run([OUTBOX, "status", "--store", store, "--store-key-file", key], capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode != 0:
+            return False, proc.stderr
+        return True, json.loads(proc.stdout.strip().splitlines()[-1]).get("rotating_store_key")
+
+    current = key_file(0)
+    code, out, err = run_emit(store, 20000, None, "rt", ["--store-key-file", current, "--payload-bytes", "100"])
+    check(part, "20 000 logs tracked into a sealed store", code == 0 and out and out["tracked"] == 20000,
+          f"exit {code}", stderr=err)
+    kills, neither, both, finished, mid_rotation, invalid = 0, 0, 0, 0, 0, []
+    for n in range(1, ROTATIONS + 1):
+        new = key_file(n)
+        proc = subprocess.Popen(emit_args(store, 200, None, f"r{n}", ["--store-key-file", current,
+                                                                       "--new-store-key-file", new]),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(0.0, 0.4))
+        if proc.poll() is None:
+            proc.kill()
+            kills += 1
+        else:
+            finished += 1
+        _, perr = proc.communicate()
+        if proc.returncode not in (0, -signal.SIGKILL):
+            invalid.append(f"round {n}: exit {proc.returncode}: {perr.strip()[-200:]}")
+        new_opens, new_state = opens(new)
+        old_opens, _ = opens(current)
+        if new_opens and new_state is True:
+            mid_rotation += 1
+        if new_opens and old_opens:
+            both += 1
+        elif not new_opens and not old_opens:
+            neither += 1
+            invalid.append(f"round {n}: neither key opens the store: {new_state.strip()[-200:]}")
+        if new_opens:
+            current = new
+    check(part, f"{ROTATIONS} rotations, {kills} killed: after each, exactly one key opens the store",
+          neither == 0 and both == 0 and not invalid and mid_rotation > 0,
+          f"{kills} killed ({mid_rotation} with the rotation under way, resumed by the next), {finished} finished, "
+          f"{neither} opened by neither key, {both} by both; {invalid[:3]}")
+    mock = Mock(work, "rotate", {"seed": 1, "rules": []})
+    try:
+        code, out, err = run_emit(store, 0, mock, "none", ["--store-key-file", current, "--testing", "--interval", "0.1",
+                                                            "--wait-delivered", "--timeout", "120", "--log-level", "error"])
+        by_run = ordinals_by_run(mock.logs())
+        rounds = [by_run.get(f"r{n}", []) for n in range(1, ROTATIONS + 1)]
+        prefixes = all(gap_free(got) for got in rounds)
+        first = by_run.get("rt", [])
+        check(part, "everything delivered with the last key: the 20 000 and each round's gap-free prefix",
+              code == 0 and out and out["pending"] == 0 and len(first) == 20000 and gap_free(first) and prefixes,
+              f"exit {code}, {len(first)}/20000 of the first, {sum(map(len, rounds))} of the rounds "
+              f"({'all gap-free' if prefixes else 'GAPS'})", stderr=err)
+    finally:
+        mock.stop()
+    report["rotate"] = dict(rotations=ROTATIONS, killed=kills, killed_mid_rotation=mid_rotation, finished=finished)
+
+
 def read_mark(store):
     """The seq in the commit mark `<store>-mark` (16 bytes: the seq, then the seq XOR a check word, little-endian)."""
     try:
@@ -1077,8 +1155,8 @@ def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     work = tempfile.mkdtemp(prefix="outbox-torture-")
     start = time.monotonic()
-    parts = {"crash": crash_rounds, "disk": full_disk, "clock": clock_jumps, "corrupt": corruption, "soak": soak,
-             "tsan": tsan}
+    parts = {"crash": crash_rounds, "disk": full_disk, "clock": clock_jumps, "corrupt": corruption,
+             "rotate": key_rotations, "soak": soak, "tsan": tsan}
     unknown = [name for name in ONLY if name not in parts]
     if unknown:
         print(f"torture: unknown part(s) in TORTURE_ONLY: {', '.join(unknown)} (parts: {', '.join(ALL_PARTS)})",

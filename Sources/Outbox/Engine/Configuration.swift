@@ -43,6 +43,11 @@ public struct Configuration: Sendable {
     /// one bounded connection pool for them all instead of one each (SPEC F4). nil (default): the engine has its
     /// own. The shared transport must belong to the loop of `runMode`.
     public var sharedTransport: SharedTransport? = nil
+    /// SPEC K1: seals what the store holds — logs, dead letters, device contexts, the user id — with AES-256-GCM under
+    /// this key, and keeps event names as HMACs; nil (default): a plain store. A plain store given a key is sealed at
+    /// open; a sealed store refuses to open without its key, or with another (`storeKeyInvalid`). `update` with a new
+    /// key rotates (R8): stored rows are sealed again, a few at a time, while the engine runs. A key cannot be removed.
+    public var storeKey: StoreKey? = nil
     /// Wall and monotonic clocks; tests inject a `ManualClock`.
     public var clock: any OutboxClock = SystemClock()
     /// The host's logger: the engine never bootstraps swift-log. Default: discards everything.
@@ -231,6 +236,7 @@ public struct Configuration: Sendable {
         limits.maxLogCount = maxLogCount
         limits.maxAgeMs = maxLogAge.milliseconds
         limits.pageCacheKiB = pageCacheSize.map { max(1, $0 / 1024) }
+        limits.key = storeKey
         limits.diskReserveBytes = diskReserveSize
         limits.exclusiveLock = exclusiveStoreLock
         return limits

@@ -92,6 +92,7 @@ extension Configuration {
         field("diskReserveSize", nil) { $0.diskReserveSize != $1.diskReserveSize },
         field("exclusiveStoreLock", nil) { $0.exclusiveStoreLock != $1.exclusiveStoreLock },
         field("sharedTransport", nil) { $0.sharedTransport.map(ObjectIdentifier.init) != $1.sharedTransport.map(ObjectIdentifier.init) },
+        field("storeKey", "storeKeyFile", changeable: true) { $0.storeKey != $1.storeKey },
         field("clock", nil) { ObjectIdentifier(type(of: $0.clock)) != ObjectIdentifier(type(of: $1.clock)) },
         field("logger", nil) { $0.logger.label != $1.logger.label || $0.logger.logLevel != $1.logger.logLevel },
         field("runMode", nil) { $0.runMode.loopPointer != $1.runMode.loopPointer },

@@ -19,6 +19,7 @@ final class EngineCore {
     private var async: LoopAsync?
     private var commitTimer: LoopTimer?
     private var housekeeping: Housekeeping?
+    private var rotationTimer: LoopTimer?
     private var commits: CommitMachine
     /// Logs a failed transaction could not store; retried first at the next commit (never dropped).
     private var retryBuffer: [NewLog] = []
@@ -75,6 +76,8 @@ final class EngineCore {
         intake.setWake { async.send() }
         commitTimer = LoopTimer(loop: loop) { [unowned self] in self.drive(.timerFired) }
         housekeeping = Housekeeping(loop: loop) { [unowned self] in self.runHousekeeping() }
+        // A rotation a kill interrupted (SPEC K1) goes on where it stopped.
+        if store.rotationPending { stepRotation() }
         perform(commits.start(withDelivery: delivery != nil))
     }
 
@@ -244,12 +247,42 @@ final class EngineCore {
     // MARK: - Runtime reconfiguration (SPEC R8), reachability (SPEC N2)
 
     func reconfigure(_ updated: Configuration, installID: UUID, previous: Configuration) {
+        if let key = updated.storeKey, key != previous.storeKey {
+            // SPEC K1, R8: new values are sealed under the new key from now on; the stored ones, a step at a time.
+            do {
+                try store.beginRotation(to: key)
+                stepRotation()
+            } catch {
+                logger.error("the store key could not be changed; the store stays under its old key",
+                             metadata: ["outbox.error": "\(error)"])
+            }
+        }
         guard let delivery else { return }
         DeliverySetup(loop: loop, logger: logger).reconfigure(delivery, to: updated, installID: installID, previous: previous)
     }
 
     func setReachability(_ reachability: Reachability?) {
         self.reachability?.setOverride(reachability)
+    }
+
+    // MARK: - Key rotation (SPEC K1, R8)
+
+    /// Seals stored rows again, one small transaction per loop turn, until the rotation ends: tracking and delivery
+    /// go on between the steps. A failed step (a full disk) is tried again a second later.
+    private func stepRotation() {
+        if rotationTimer == nil {
+            rotationTimer = LoopTimer(loop: loop) { [unowned self] in self.stepRotation() }
+        }
+        do {
+            if try store.rotateStep() {
+                rotationTimer?.stop()
+                return
+            }
+            rotationTimer?.start(afterMs: 0)
+        } catch {
+            logger.warning("a step of the store key's rotation failed; trying again", metadata: ["outbox.error": "\(error)"])
+            rotationTimer?.start(afterMs: 1000)
+        }
     }
 
     // MARK: - Housekeeping

@@ -117,6 +117,8 @@ final class Intake: @unchecked Sendable {
 
     /// Names the set `Shared.names` holds, for a look-up without the lock (SPEC T4).
     private let knownNames: KnownNames
+    /// SPEC K1: `Shared.names` holds the hashes of names, as the sealed store keeps them.
+    private let nameHasher: NameHasher?
     private let maxNames: Int
     private let capacity: Int
     /// Bytes of event bodies the queue holds at most: callers wait for room beyond it, as beyond `capacity` logs.
@@ -129,14 +131,18 @@ final class Intake: @unchecked Sendable {
     /// Queue length at which the loop is woken even inside the group-commit window.
     let commitThreshold: Int
 
-    init(enabled: Bool, names: Set<String>, maxNames: Int, capacity: Int, byteCapacity: Int = Intake.defaultByteCapacity) {
+    /// `names`: the stored event names — in a sealed store (SPEC K1) their hashes, which `nameHasher` makes of a name.
+    init(enabled: Bool, names: Set<String>, nameHasher: NameHasher? = nil, maxNames: Int, capacity: Int,
+         byteCapacity: Int = Intake.defaultByteCapacity) {
         self.byteCapacity = byteCapacity
         self.maxNames = maxNames
         self.capacity = capacity
+        self.nameHasher = nameHasher
         self.commitThreshold = min(1024, capacity)
         shared.initialize(to: Shared(enabled: enabled, names: names))
         knownNames = KnownNames(expected: maxNames)
-        for name in names { knownNames.insert(name) }
+        // Hashes are not names: a sealed store's names become known as they are tracked.
+        if nameHasher == nil { for name in names { knownNames.insert(name) } }
         // Adaptive: a caller that finds the lock taken spins briefly before sleeping. The lock is held for a few
         // hundred nanoseconds, far less than a futex sleep and wake-up costs the waiting caller.
         var attributes = pthread_mutexattr_t()
@@ -180,6 +186,8 @@ final class Intake: @unchecked Sendable {
         // (Not `name.map(knownNames.contains)`: that closure would retain and release the table, an object all
         // callers share, bouncing its reference count between their cores.)
         let knownName = if let name { knownNames.contains(name) } else { true }
+        // Outside the lock: a sealed store's name is looked up by its HMAC, once per name and process.
+        let nameKey = knownName ? nil : name.map { nameHasher?.hash($0) ?? $0 }
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         let state = shared
@@ -188,10 +196,10 @@ final class Intake: @unchecked Sendable {
         }
         guard !state.pointee.closed else { throw .shutDown }
         guard state.pointee.enabled else { return .disabled }
-        if !knownName, let name {
-            if !state.pointee.names.contains(name) {
+        if !knownName, let name, let nameKey {
+            if !state.pointee.names.contains(nameKey) {
                 guard state.pointee.names.count < maxNames else { throw .tooManyEventNames(name: name, limit: maxNames) }
-                state.pointee.names.insert(name)
+                state.pointee.names.insert(nameKey)
                 draft.newName = name
             }
             // Published before the unlock: a caller that finds the name queues its event after this one.

@@ -43,23 +43,24 @@ extension OutboxEngine {
 
     /// The dead letters of the store at `path`, read without taking the store over: works while an engine runs
     /// on it, as `StoreReport.read` does.
-    public static func deadLetters(inStoreAt path: String, ids: [UUID]? = nil) throws -> [DeadLetterRecord] {
-        try LogStore.inspectDeadLetters(path: path, ids: ids?.map(UUIDBytes.init))
+    /// A sealed store (SPEC K1) needs its `storeKey`: `storeKeyInvalid` without it.
+    public static func deadLetters(inStoreAt path: String, ids: [UUID]? = nil, storeKey: StoreKey? = nil) throws -> [DeadLetterRecord] {
+        try LogStore.inspectDeadLetters(path: path, key: storeKey, ids: ids?.map(UUIDBytes.init))
     }
 
     /// `requeueDeadLetters(ids:)` on the store at `path`, which no engine may have open (`storeLocked`
     /// otherwise). The logs are sent by the next engine that opens the store.
-    public static func requeueDeadLetters(inStoreAt path: String, ids: [UUID]? = nil,
+    public static func requeueDeadLetters(inStoreAt path: String, ids: [UUID]? = nil, storeKey: StoreKey? = nil,
                                           logger: Logger = Logger(label: "outbox", factory: { _ in SwiftLogNoOpLogHandler() })) throws -> Int {
-        try withOwnedStore(path: path, logger: logger) { store in
+        try withOwnedStore(path: path, key: storeKey, logger: logger) { store in
             try store.requeueDeadLetters(ids: ids?.map(UUIDBytes.init)).requeued
         }
     }
 
     /// `purgeDeadLetters(ids:)` on the store at `path`, which no engine may have open (`storeLocked` otherwise).
-    public static func purgeDeadLetters(inStoreAt path: String, ids: [UUID]? = nil,
+    public static func purgeDeadLetters(inStoreAt path: String, ids: [UUID]? = nil, storeKey: StoreKey? = nil,
                                         logger: Logger = Logger(label: "outbox", factory: { _ in SwiftLogNoOpLogHandler() })) throws -> Int {
-        try withOwnedStore(path: path, logger: logger) { store in
+        try withOwnedStore(path: path, key: storeKey, logger: logger) { store in
             try store.purgeDeadLetters(ids: ids?.map(UUIDBytes.init))
         }
     }
@@ -67,7 +68,7 @@ extension OutboxEngine {
     /// Opens the store at `path` for a maintenance write. The app's limits are not known here, and an open
     /// enforces the limits it is given: so the cap is set well above what the file holds (nothing is evicted to
     /// meet it) and no age limit applies (nothing expires). The app's own limits apply again at its next open.
-    private static func withOwnedStore<T>(path: String, logger: Logger,
+    private static func withOwnedStore<T>(path: String, key: StoreKey?, logger: Logger,
                                           _ body: (LogStore) throws -> T) throws -> T {
         guard FileSystem.exists(path) else {
             throw OutboxError.io(path: path, message: "no store at this path (check --store)")
@@ -76,6 +77,7 @@ extension OutboxEngine {
         let held = (FileSystem.size(path) ?? 0) + (FileSystem.size(path + "-wal") ?? 0)
         limits.maxStorageSize = max(limits.maxStorageSize, 2 * held)
         limits.maxAgeMs = .max
+        limits.key = key
         let store = try LogStore(path: path, limits: limits, clock: SystemClock(), logger: logger)
         defer { store.close() }
         return try body(store)

@@ -24,6 +24,10 @@ extension OutboxEngine {
                     ? "endpoint cannot be set on an engine started without one (it only stores): start a new engine"
                     : "endpoint cannot be removed at run time: use setEnabled(false) or pause()")
             }
+            if current.storeKey != nil && updated.storeKey == nil {
+                throw OutboxError.invalidConfiguration(
+                    "storeKey cannot be removed from a sealed store: give a new key to rotate it, or keep the key")
+            }
             try updated.validate()
             let previous = current
             current = updated

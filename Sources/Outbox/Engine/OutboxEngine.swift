@@ -62,7 +62,7 @@ public final class OutboxEngine: @unchecked Sendable {
         let userID = try store.meta(MetaKey.userID)
         let expired = try store.expire(nowMs: configuration.clock.wallMs())
         if expired > 0 { logger.info("expired logs deleted at start", metadata: ["outbox.expired": "\(expired)"]) }
-        intake = Intake(enabled: enabled, names: try store.eventNames(),
+        intake = Intake(enabled: enabled, names: try store.eventNames(), nameHasher: store.keys?.nameHasher,
                         maxNames: configuration.maxDistinctEventNames, capacity: configuration.intakeCapacity)
 
         loop = try EventLoop(mode: configuration.runMode)
@@ -269,14 +269,14 @@ public final class OutboxEngine: @unchecked Sendable {
                                installID: installID.uuidString.lowercased(),
                                destination: try core.store.meta(MetaKey.destination),
                                serverRejected: Int(try core.store.meta(MetaKey.serverRejected) ?? "") ?? 0,
-                               nowMs: configuration.clock.wallMs()),
+                               rotatingStoreKey: core.store.rotationPending, nowMs: configuration.clock.wallMs()),
             stored: core.counters.stored,
             // The store's count: evictions made for a claim or a meta write (S7 too) are evictions all the same.
             evicted: core.store.evictedTotal, rejected: core.counters.rejected,
             expired: core.store.expiredTotal,
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
-            lostAtOpen: lostLogsAtOpen)
+            lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal)
     }
 
     // MARK: - Shutdown
@@ -340,6 +340,8 @@ public struct EngineStatus: Sendable, Equatable, Codable {
     public var requests: Int
     /// Logs found lost at this engine's start (a WAL cut short while stopped, SPEC S7): see `lostLogsAtOpen`.
     public var lostAtOpen: Int = 0
+    /// SPEC K1: logs of a sealed store that did not open under its key (altered on disk), deleted unsent.
+    public var unreadable: Int = 0
 
     public subscript<T>(dynamicMember keyPath: KeyPath<StoreReport, T>) -> T { store[keyPath: keyPath] }
 }

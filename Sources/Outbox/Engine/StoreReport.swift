@@ -16,18 +16,24 @@ public struct StoreReport: Sendable, Equatable, Codable {
     public var destination: String?
     /// SPEC D5: logs a server accepted the request of but refused inside it, since the store was created.
     public var serverRejected: Int
+    /// SPEC K1, R8: stored rows are still being sealed again under the key `update` gave, and the previous key still
+    /// opens some of them. Once false, the previous key opens nothing in the store and can be destroyed.
+    public var rotatingStoreKey = false
 
-    public static func read(path: String, clock: any OutboxClock = SystemClock()) throws -> StoreReport {
-        let (counts, meta) = try StoreInspector.inspect(path: path)
+    /// A sealed store (SPEC K1) needs its `storeKey`: `storeKeyInvalid` without it, or with another.
+    public static func read(path: String, clock: any OutboxClock = SystemClock(), storeKey: StoreKey? = nil) throws -> StoreReport {
+        let (counts, meta) = try StoreInspector.inspect(path: path, key: storeKey)
         return StoreReport(counts: counts, enabled: meta[MetaKey.enabled] != "0",
                            disabledReason: meta[MetaKey.disabledReason], installID: meta[MetaKey.installID],
                            destination: meta[MetaKey.destination],
-                           serverRejected: meta[MetaKey.serverRejected].flatMap { Int($0) } ?? 0, nowMs: clock.wallMs())
+                           serverRejected: meta[MetaKey.serverRejected].flatMap { Int($0) } ?? 0,
+                           rotatingStoreKey: meta[StoreKeyCheck.previousKeyKey] != nil, nowMs: clock.wallMs())
     }
 
     init(counts: StoreCounts, enabled: Bool, disabledReason: String?, installID: String?, destination: String?,
-         serverRejected: Int, nowMs: Int64) {
+         serverRejected: Int, rotatingStoreKey: Bool = false, nowMs: Int64) {
         self.destination = destination
+        self.rotatingStoreKey = rotatingStoreKey
         self.serverRejected = serverRejected
         pendingNormal = counts.pendingNormal
         pendingCritical = counts.pendingCritical

@@ -106,25 +106,26 @@ extension LogStore {
     func deadLetterRecords(ids: [UUIDBytes]? = nil) throws(OutboxError) -> [DeadLetterRecord] {
         try guarded { () throws(OutboxError) -> [DeadLetterRecord] in
             try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
-                try Self.records(db, ids: ids)
+                try Self.records(db, keys: keys, ids: ids)
             }
         }
     }
 
     /// Reads the dead letters of the store file at `path` without taking it over, like `inspect`: works while
     /// an engine runs on it (SPEC X6).
-    static func inspectDeadLetters(path: String, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
+    static func inspectDeadLetters(path: String, key: StoreKey? = nil, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
         let db = try StoreInspector.openReadOnly(path: path)
         defer { db.close() }
         return try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
-            try records(db, ids: ids)
+            let keys = try StoreKeyCheck.keys(db, key: key, path: path)
+            return try records(db, keys: keys, ids: ids)
         }
     }
 
-    private static func records(_ db: Database, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
-        let rows = try DeadLettersTable(db: db).rows(ids: ids)
+    private static func records(_ db: Database, keys: StoreKeys?, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
+        let rows = try DeadLettersTable(db: db, keys: keys).rows(ids: ids)
         guard !rows.isEmpty else { return [] }
-        let device = try ContextsTable(db: db).latest()?.json
+        let device = try ContextsTable(db: db, keys: keys).latest()?.json
         return rows.map { row in
             DeadLetterRecord(id: row.id.uuid, status: row.status, reason: row.reason, deadLetteredAtMs: row.atMs,
                              log: String(decoding: sentJSON(of: row, device: device), as: UTF8.self))
@@ -180,7 +181,8 @@ extension LogStore {
         let outcome = try db.transaction { () throws(OutboxError) -> RequeueOutcome in
             var outcome = RequeueOutcome(nextSeq: ledger.nextSeq)
             let logs = logsTable, letters = deadLettersTable
-            let rows = try letters.rows(ids: ids)
+            // A letter whose sealed values do not open (SPEC K1) stays as it is: requeued, it would send nothing.
+            let rows = try letters.rows(ids: ids).filter { !$0.unreadable }
             guard !rows.isEmpty else { return outcome }
             // The letters go first, so that their pages count as free when room is made for the logs.
             for row in rows { try letters.delete(seq: row.seq) }

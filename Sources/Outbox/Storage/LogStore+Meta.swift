@@ -1,15 +1,23 @@
 /// Small durable state beside the logs: meta values (T6 enabled flag, A8 ids…), event names (T4), device
 /// contexts (A10). The statements are the tables' (MetaTable.swift); this is the store's guarded, roomy API.
 extension LogStore {
+    /// A meta value; in a sealed store (SPEC K1) the values of `sealedMetaKeys` are opened (nil when one does not).
     func meta(_ key: String) throws(OutboxError) -> String? {
-        try guarded { () throws(OutboxError) -> String? in try metaTable.value(key) }
+        try guarded { () throws(OutboxError) -> String? in
+            guard let keys, Self.sealedMetaKeys.contains(key) else { return try metaTable.value(key) }
+            return try metaTable.bytes(key).flatMap { keys.open($0, .meta(key)) }.map { String(decoding: $0, as: UTF8.self) }
+        }
     }
 
-    /// Sets (or with nil, removes) a meta value, durably.
+    /// Sets (or with nil, removes) a meta value, durably; sealed in a sealed store for `sealedMetaKeys`.
     func setMeta(_ key: String, _ value: String?) throws(OutboxError) {
         try guarded { () throws(OutboxError) in
             try withRoom(bytes: key.utf8.count + (value?.utf8.count ?? 0) + 64) { () throws(OutboxError) in
-                try metaTable.set(key, value)
+                if let keys, let value, Self.sealedMetaKeys.contains(key) {
+                    try metaTable.set(key, bytes: try keys.seal(Array(value.utf8), .meta(key)))
+                } else {
+                    try metaTable.set(key, value)
+                }
             }
         }
     }

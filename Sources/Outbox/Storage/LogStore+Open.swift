@@ -104,12 +104,21 @@ extension LogStore {
         let opened = try StoreOpener.openDatabase(path: path, limits: limits)
         db = opened.db
         checkedAtOpen = opened.checked
+        keys = opened.keys
+        rotation = RotationCursor()
         recoveredFromCorruption = moved
         // The engine may still hold seqs and batch ids of the lost file: the ledger's numbering continues above them
         // (`.opened`), so a late complete(seqs:) or complete(batchID:) cannot touch a row of the fresh file. The mark
         // stays at what the fresh file holds (`checkCommitMark`): raised to the lost file's seqs, it would report the
         // loss again at the next open, though the move aside has reported it already.
         try configureOpenedDatabase()
+        try sealIfKeyed()
+    }
+
+    /// SPEC K1: a plain store opened with a key is sealed now, to the end (a fresh one has only its meta to seal).
+    func sealIfKeyed() throws(OutboxError) {
+        guard let key = limits.key, keys == nil else { return }
+        try seal(with: key)
     }
 }
 

@@ -41,6 +41,12 @@ final class LogStore {
     var checkedAtOpen = true
 
     var db: Database
+    /// SPEC K1: the keys of a sealed store (nil: plain); the tables seal and open with them.
+    var keys: StoreKeys?
+    /// Where a key rotation is (LogStore+Keys.swift).
+    var rotation = RotationCursor()
+    /// SPEC K1: sealed logs that did not open (altered on disk) and were deleted, since the store was opened.
+    var unreadableTotal: Int { ledger.totals.unreadable }
     /// The thread that owns the store (see the type).
     let owner = ThreadOwner()
     private var lock: FileLock?
@@ -61,12 +67,12 @@ final class LogStore {
     static let schemaVersion = LogSchema.version
 
     // The tables, on the connection of the moment (a corrupt file's replacement has its own).
-    var logsTable: LogsTable { LogsTable(db: db) }
+    var logsTable: LogsTable { LogsTable(db: db, keys: keys) }
     var leasesTable: LeasesTable { LeasesTable(db: db) }
-    var deadLettersTable: DeadLettersTable { DeadLettersTable(db: db) }
+    var deadLettersTable: DeadLettersTable { DeadLettersTable(db: db, keys: keys) }
     var metaTable: MetaTable { MetaTable(db: db) }
-    var eventNamesTable: EventNamesTable { EventNamesTable(db: db) }
-    var contextsTable: ContextsTable { ContextsTable(db: db) }
+    var eventNamesTable: EventNamesTable { EventNamesTable(db: db, keys: keys) }
+    var contextsTable: ContextsTable { ContextsTable(db: db, keys: keys) }
 
     // The ledger's and the budget's figures, read where the store is used.
     var logCount: Int { ledger.logCount }
@@ -115,9 +121,11 @@ final class LogStore {
         self.db = opened.db
         self.recoveredFromCorruption = opened.movedAside
         self.checkedAtOpen = opened.checked
+        self.keys = opened.keys
         do throws(OutboxError) {
             do throws(OutboxError) {
                 try configureOpenedDatabase()
+                try sealIfKeyed()
             } catch where error.isCorruption && recoveredFromCorruption == nil {
                 // Damage that the start-up's own reads found (the row count reads every leaf): the same
                 // treatment as at any other moment (S7). Likelier when the open skipped quick_check.
@@ -207,17 +215,25 @@ final class LogStore {
             let delivered = completing.map { ledger.leases.stretches(of: $0) } ?? []
             let batchID = ledger.lastBatchID + 1
             // A lease is a row of its own: at the cap that can need a page.
+            var unreadable: [Int64] = []
             let (claimed, completed) = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> ((ClaimedBatch, [LeaseStretch], reserved: Int64?)?, Int) in
+                unreadable.removeAll()
                 var completed = 0
                 if let completing { completed = try deleteDelivered(completing, delivered) }
                 var logs: [StoredLog] = []
                 logs.reserveCapacity(min(limit, 512))
                 var stretches: [LeaseStretch] = []
+                let table = logsTable
                 for candidate in [Priority.critical, .normal] where priority == nil || priority == candidate {
                     guard logs.count < limit else { break }
-                    stretches += try logsTable.claim(candidate, from: ledger.claimFloor[candidate.rawValue],
-                                                     leased: ledger.leases.stretches(candidate), limit: limit,
-                                                     nowMs: nowMs, batchID: batchID, into: &logs)
+                    stretches += try table.claim(candidate, from: ledger.claimFloor[candidate.rawValue],
+                                                 leased: ledger.leases.stretches(candidate), limit: limit,
+                                                 nowMs: nowMs, batchID: batchID, into: &logs, unreadable: &unreadable)
+                }
+                // SPEC K1: a sealed row that does not open can never be sent; it goes, counted and reported (below).
+                if !unreadable.isEmpty {
+                    _ = try table.delete(seqs: unreadable)
+                    try keepSeqHigh(deletingThrough: unreadable.max())
                 }
                 guard !logs.isEmpty else { return (nil, completed) }
                 try leasesTable.record(stretches)
@@ -230,6 +246,13 @@ final class LogStore {
                 return ((ClaimedBatch(batchID: batchID, logs: logs), stretches, reserved), completed)
             }
             if let completing { ledger.apply(.completed(batchID: completing, deleted: completed)) }
+            if !unreadable.isEmpty {
+                ledger.apply(.unreadable(count: unreadable.count))
+                logger.error("sealed logs did not open under the store's key (altered on disk?): deleted, never sent (SPEC K1)", metadata: [
+                    "outbox.store": "\(path)", "outbox.unreadable": "\(unreadable.count)",
+                    "outbox.seqs": "\(unreadable.prefix(10).map(String.init).joined(separator: ","))",
+                ])
+            }
             guard let (batch, stretches, reserved) = claimed else { return (nil, completed) }
             let critical = batch.logs.reduce(0) { $0 + ($1.priority == .critical ? 1 : 0) }
             // With every pending row claimable (nowMs = Int64.max, as delivery claims), the claim took the lowest

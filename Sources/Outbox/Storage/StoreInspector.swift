@@ -28,9 +28,11 @@ enum StoreInspector {
 
     /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
     /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
-    static func inspect(path: String) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
+    /// SPEC K1: a sealed store needs its key here too (`storeKeyInvalid` without it, or with another).
+    static func inspect(path: String, key: StoreKey? = nil) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
         let db = try openReadOnly(path: path)
         defer { db.close() }
+        _ = try StoreKeyCheck.keys(db, key: key, path: path)
         let counts = try readCounts(db)
         var meta: [String: String] = [:]
         let select = try db.prepare("SELECT key, value FROM meta")
@@ -48,7 +50,7 @@ enum StoreInspector {
             let inFlightSQL = version >= 3 ? LogsTable.countInFlight : version == 2
                 ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
                 : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
-            let split = try LogsTable(db: db).splitByState(total: total, inFlightSQL: inFlightSQL)
+            let split = try LogsTable(db: db, keys: nil).splitByState(total: total, inFlightSQL: inFlightSQL)
             counts.inFlight = split.inFlight
             counts.pendingCritical = split.pendingCritical
             counts.pendingNormal = split.pendingNormal

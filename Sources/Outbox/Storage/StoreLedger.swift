@@ -40,6 +40,8 @@ struct StoreLedger: Sendable, Equatable {
         var deadLettered = 0
         /// Dead letters dropped, oldest first, to keep the table under its cap.
         var deadLettersDropped = 0
+        /// SPEC K1: sealed logs that did not open, deleted.
+        var unreadable = 0
     }
 
     /// What one committed transaction did (or, for `.opened` and `.recounted`, what a read found).
@@ -74,6 +76,8 @@ struct StoreLedger: Sendable, Equatable {
         case requeued(count: Int, nextSeq: Int64, oldestWallMs: Int64?)
         /// T6: every log and lease deleted.
         case deletedAll
+        /// SPEC K1: sealed logs that did not open, deleted (by a claim, which took none of them).
+        case unreadable(count: Int)
     }
 
     mutating func apply(_ change: Change) {
@@ -139,6 +143,10 @@ struct StoreLedger: Sendable, Equatable {
             logCount += count
             expiryBound.lower(to: ExpiryBound(otherBootWallMs: oldestWallMs))
             if count > 0 { pending = nil }
+        case .unreadable(let count):
+            logCount -= count
+            pending = nil
+            totals.unreadable += count
         case .deletedAll:
             leases.removeAll()
             logCount = 0

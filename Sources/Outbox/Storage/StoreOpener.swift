@@ -18,6 +18,8 @@ enum StoreOpener {
         var movedAside: String?
         /// Whether the open ran `quick_check` (false: the file was closed cleanly and is as that close left it).
         var checked = true
+        /// SPEC K1: the keys of a sealed store; nil for a plain one.
+        var keys: StoreKeys?
     }
 
     /// Written by a clean `close()` with the file's page count, removed by the next open's first transaction.
@@ -80,19 +82,22 @@ enum StoreOpener {
             // every commit, a disk write per group commit for a guarantee that only a power loss needs.
             try db.exec("PRAGMA synchronous = NORMAL")
             // Debian builds SQLite with SECURE_DELETE, which overwrites every deleted row with zeros: for a
-            // delivered log that is work without a purpose, on the loop, for every log. When the
-            // user opts out (T6), `deleteAllLogs` rebuilds the file, which scrubs the free pages anyway.
-            try db.exec("PRAGMA secure_delete = OFF")
+            // delivered log of a plain store that is work without a purpose, on the loop, for every log. When the
+            // user opts out (T6), `deleteAllLogs` rebuilds the file, which scrubs the free pages anyway. A sealed
+            // store (SPEC K1) keeps it on: what it deletes may be what was plain before it was sealed.
+            try db.exec("PRAGMA secure_delete = \(limits.key == nil ? "OFF" : "ON")")
             // Before quick_check, which reads every page of the file through the cache.
             try db.exec("PRAGMA cache_size = -\(limits.pageCacheKiB ?? pageCacheKiB(for: limits.maxStorageSize))")
             let checked = try walLeft ? true : !closedCleanly(db, path: path)
             if checked { try quickCheck(db) }
+            // SPEC K1: before the first write (the migration's), so that a wrong or missing key leaves the file as it was.
+            let keys = try StoreKeyCheck.keys(db, key: limits.key, path: path)
             try LogSchema.migrator.migrate(db)
             // Marks the file as Outbox's (S7), so that it is told from another program's database by its header.
             if try db.pragma("application_id") != StorePathCheck.applicationID {
                 try db.exec("PRAGMA application_id = \(StorePathCheck.applicationID)")
             }
-            return Opened(db: db, checked: checked)
+            return Opened(db: db, checked: checked, keys: keys)
         } catch {
             db.close()
             // Another connection holds the file: in exclusive mode that is SQLite's own lock (no busy timeout is

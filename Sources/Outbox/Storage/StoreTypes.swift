@@ -101,6 +101,8 @@ struct StoreLimits: Sendable {
     /// SQLite's `locking_mode = EXCLUSIVE` (`Configuration.exclusiveStoreLock`): no `-shm` file, SQLite's own lock on
     /// the database for the connection's life instead of the `.lock` file's.
     var exclusiveLock = false
+    /// SPEC K1: the key the store is sealed with; nil: plain (a sealed store then refuses to open).
+    var key: StoreKey? = nil
 }
 
 /// Lower bounds of the stored logs' capture times (SPEC S4): wall time of the logs of earlier boots, boot time of
@@ -140,6 +142,8 @@ struct DeadLetterRow: Sendable, Equatable {
     var atMs: Int64
     /// The stored payload: the log's JSON without `timestamp` and `device` (see `NewLog`).
     var payload: [UInt8]
+    /// SPEC K1: its sealed values did not open (`DeadLettersTable.unreadableReason`); a requeue leaves it where it is.
+    var unreadable = false
 }
 
 /// What a requeue of dead letters did (SPEC R2).

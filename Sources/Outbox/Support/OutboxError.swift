@@ -19,6 +19,9 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
     case storeTooNew(version: Int, supported: Int)
     /// The file at a store path is not an Outbox store (SPEC S7); it was left untouched.
     case notAStore(path: String, reason: String)
+    /// SPEC K1: the store is sealed and the key given is not its key, or no key was given; or a key was given
+    /// to read a sealed store whose keys do not open. The store was left untouched.
+    case storeKeyInvalid(path: String, reason: String)
     /// SQLite failed; `code` is SQLite's extended result code.
     case storage(code: Int32, message: String)
     /// A file-system operation failed (`errno` text).
@@ -58,6 +61,8 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
             return "store schema version \(version) is newer than this Outbox supports (\(supported)); upgrade Outbox"
         case .notAStore(let path, let reason):
             return "\(path) is not an Outbox store: \(reason); it was left untouched (check the store path)"
+        case .storeKeyInvalid(let path, let reason):
+            return "store key invalid for \(path): \(reason); the store was left untouched"
         case .storage(let code, let message):
             return "storage error \(code): \(message)"
         case .io(let path, let message):

@@ -1,7 +1,13 @@
 /// The `dead_letters` table (SPEC R2, X6): logs a server refused, with the status and reason, kept under a byte cap.
 /// Read on the store's connection or a read-only one (`outbox dead-letters` beside a running engine).
+///
+/// With `keys` (SPEC K1) the payload and the reason are sealed; this type's callers see plaintext. A letter whose
+/// sealed values do not open reads with an empty payload and a reason that says so.
 struct DeadLettersTable {
     let db: Database
+    let keys: StoreKeys?
+
+    static let unreadableReason = "unreadable: this letter's sealed values did not open (altered on disk, or another key)"
 
     static let columns = "seq, log_seq, priority, wall_ms, status, at_ms, reason, id, payload"
 
@@ -14,25 +20,44 @@ struct DeadLettersTable {
     }
 
     func insert(with insert: Statement, logSeq: Int64, priority: Int64, wallMs: Int64, status: Int, atMs: Int64,
-                reason: String, id: [UInt8], payload: [UInt8]) throws(OutboxError) {
+                reason: String, id: UUIDBytes, payload: [UInt8]) throws(OutboxError) {
         try insert.bind(logSeq, at: 1)
         try insert.bind(priority, at: 2)
         try insert.bind(wallMs, at: 3)
         try insert.bind(status, at: 4)
         try insert.bind(atMs, at: 5)
-        try insert.bind(reason, at: 6)
-        try insert.bind(id, at: 7)
-        try insert.bind(payload, at: 8)
+        if let keys {
+            try insert.bind(try keys.seal(Array(reason.utf8), .reason(id)), at: 6)
+            try insert.bind(try keys.seal(payload, .log(id)), at: 8)
+        } else {
+            try insert.bind(reason, at: 6)
+            try insert.bind(payload, at: 8)
+        }
+        try insert.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 7)
         try insert.run()
     }
 
     /// Puts a row back as it was (a requeue that found no room for it; rare, so not a cached statement).
     func restore(_ row: DeadLetterRow) throws(OutboxError) {
         let id = withUnsafeBytes(of: (row.id.high.bigEndian, row.id.low.bigEndian)) { Array($0) }
+        let reason: SQLValue = try keys.map { keys throws(OutboxError) in .blob(try keys.seal(Array(row.reason.utf8), .reason(row.id))) }
+            ?? .text(row.reason)
+        let payload = try keys.map { keys throws(OutboxError) in try keys.seal(row.payload, .log(row.id)) } ?? row.payload
         try db.execute("INSERT INTO dead_letters (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
             .integer(row.seq), .integer(row.logSeq), .integer(Int64(row.priority.rawValue)), .integer(row.wallMs),
-            .integer(Int64(row.status)), .integer(row.atMs), .text(row.reason), .blob(id), .blob(row.payload),
+            .integer(Int64(row.status)), .integer(row.atMs), reason, .blob(id), .blob(payload),
         ])
+    }
+
+    /// The reason and payload of a letter as stored, opened when sealed.
+    private func opened(_ select: Statement, id: UUIDBytes, reason: Int32,
+                        payload: Int32) -> (reason: String, payload: [UInt8], unreadable: Bool) {
+        guard let keys else { return (select.string(at: reason), select.blob(at: payload), false) }
+        guard let text = select.withBlob(at: reason, { keys.open($0, .reason(id)) }),
+              let body = select.withBlob(at: payload, { keys.open($0, .log(id)) }) else {
+            return (Self.unreadableReason, [], true)
+        }
+        return (String(decoding: text, as: UTF8.self), body, false)
     }
 
     func delete(seq: Int64) throws(OutboxError) {
@@ -84,8 +109,10 @@ struct DeadLettersTable {
         try select.bind(Int64(clamping: limit), at: 1)
         var letters: [DeadLetter] = []
         while try select.step() {
-            letters.append(DeadLetter(id: LogsTable.readID(select, column: 0), status: select.int(at: 1),
-                                      reason: select.string(at: 2), atMs: select.int64(at: 3), payload: select.blob(at: 4)))
+            let id = LogsTable.readID(select, column: 0)
+            let (reason, payload, _) = opened(select, id: id, reason: 2, payload: 4)
+            letters.append(DeadLetter(id: id, status: select.int(at: 1), reason: reason, atMs: select.int64(at: 3),
+                                      payload: payload))
         }
         return letters
     }
@@ -96,11 +123,13 @@ struct DeadLettersTable {
         var rows: [DeadLetterRow] = []
         func readAll(_ select: Statement) throws(OutboxError) {
             while try select.step() {
+                let id = LogsTable.readID(select, column: 7)
+                let (reason, payload, unreadable) = opened(select, id: id, reason: 6, payload: 8)
                 rows.append(DeadLetterRow(
-                    seq: select.int64(at: 0), logSeq: select.int64(at: 1), id: LogsTable.readID(select, column: 7),
+                    seq: select.int64(at: 0), logSeq: select.int64(at: 1), id: id,
                     priority: Priority(rawValue: select.int(at: 2)) ?? .normal, wallMs: select.int64(at: 3),
-                    status: select.int(at: 4), reason: select.string(at: 6), atMs: select.int64(at: 5),
-                    payload: select.blob(at: 8)))
+                    status: select.int(at: 4), reason: reason, atMs: select.int64(at: 5), payload: payload,
+                    unreadable: unreadable))
             }
         }
         guard let ids else {

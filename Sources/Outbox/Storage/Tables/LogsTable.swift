@@ -1,8 +1,13 @@
 /// The `logs` table (SPEC S1, C4, C9): every statement that reads or writes it. A value over the store's connection,
 /// made where it is used (`LogStore.logsTable`); it keeps no state, and runs in the caller's transaction. A new
 /// statement on logs goes here; the counts it changes go to `StoreLedger`.
+///
+/// With `keys` (SPEC K1) the payload is sealed as it is written and opened as it is read: what goes in and out of
+/// this type is always plaintext. The other columns (seq, priority, times, boot, context version, the log's random id)
+/// stay plain: the claim, eviction and expiry filter on them.
 struct LogsTable {
     let db: Database
+    let keys: StoreKeys?
 
     static let insertSQL = """
         INSERT INTO logs (seq, priority, wall_ms, mono_ns, boot, context, id, payload)
@@ -89,7 +94,11 @@ struct LogsTable {
         try insert.bind(context, at: 6)
         // Canonical UUID byte order, so the blob reads the same from any tool.
         try insert.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 7)
-        try insert.bind(payload, at: 8)
+        if let keys {
+            try insert.bind(try keys.seal(payload, .log(id)), at: 8)
+        } else {
+            try insert.bind(payload, at: 8)
+        }
         try insert.step()
         insert.reset()
     }
@@ -175,9 +184,10 @@ struct LogsTable {
     // MARK: Reading
 
     /// The claim's walk over one priority from `floor`: appends to `logs` the rows not covered by `leased` and due by
-    /// `nowMs`, until `limit`, and returns the stretches of consecutive rows taken, under `batchID`.
+    /// `nowMs`, until `limit`, and returns the stretches of consecutive rows taken, under `batchID`. A sealed row that
+    /// does not open (SPEC K1: altered on disk) is not taken: its seq goes to `unreadable`, for the caller to delete.
     func claim(_ priority: Priority, from floor: Int64, leased: [LeaseStretch], limit: Int, nowMs: Int64,
-               batchID: Int64, into logs: inout [StoredLog]) throws(OutboxError) -> [LeaseStretch] {
+               batchID: Int64, into logs: inout [StoredLog], unreadable: inout [Int64]) throws(OutboxError) -> [LeaseStretch] {
         let scan = try db.cachedStatement(Self.claimScan[priority.rawValue])
         defer { scan.reset() }
         try scan.bind(floor, at: 1)
@@ -192,7 +202,13 @@ struct LogsTable {
                 open = nil
                 continue
             }
-            logs.append(Self.readLog(scan))
+            guard let log = readLog(scan) else {
+                unreadable.append(seq)
+                if let stretch = open { stretches.append(stretch) }
+                open = nil
+                continue
+            }
+            logs.append(log)
             if open == nil {
                 open = LeaseStretch(batch: batchID, priority: priority, first: seq, last: seq)
             } else {
@@ -221,13 +237,16 @@ struct LogsTable {
         return rows
     }
 
-    /// What a dead-lettering moves: the log's priority, capture time, id and payload (nil when the row is gone).
-    func letterFields(seq: Int64) throws(OutboxError) -> (priority: Int64, wallMs: Int64, id: [UInt8], payload: [UInt8])? {
+    /// What a dead-lettering moves: the log's priority, capture time, id and payload (nil when the row is gone). A
+    /// sealed payload that does not open moves as it is: the letter then reads as unreadable too.
+    func letterFields(seq: Int64) throws(OutboxError) -> (priority: Int64, wallMs: Int64, id: UUIDBytes, payload: [UInt8])? {
         let select = try db.cachedStatement("SELECT priority, wall_ms, id, payload FROM logs WHERE seq = ?")
         defer { select.reset() }
         try select.bind(seq, at: 1)
         guard try select.step() else { return nil }
-        return (select.int64(at: 0), select.int64(at: 1), select.blob(at: 2), select.blob(at: 3))
+        let id = Self.readID(select, column: 2)
+        let payload = keys.flatMap { keys in select.withBlob(at: 3) { keys.open($0, .log(id)) } } ?? select.blob(at: 3)
+        return (select.int64(at: 0), select.int64(at: 1), id, payload)
     }
 
     /// Row count, highest seq, and the age bounds (SPEC S4) of the logs: what the ledger starts from at open.
@@ -265,26 +284,38 @@ struct LogsTable {
         return (total - critical - (inFlightTotal - inFlightCritical), critical - inFlightCritical, inFlightTotal)
     }
 
-    /// Every stored log in ascending `seq` (tests and inspection; loads everything).
+    /// Every stored log in ascending `seq` (tests and inspection; loads everything). A sealed row that does not open
+    /// is left out.
     func all() throws(OutboxError) -> [StoredLog] {
         let select = try db.cachedStatement("SELECT \(Self.columns) FROM logs ORDER BY seq")
         defer { select.reset() }
         var logs: [StoredLog] = []
-        while try select.step() { logs.append(Self.readLog(select)) }
+        while try select.step() {
+            if let log = readLog(select) { logs.append(log) }
+        }
         return logs
     }
 
     // MARK: Row decoding
 
-    static func readLog(_ row: Statement) -> StoredLog {
-        StoredLog(seq: row.int64(at: 0),
-                  id: readID(row, column: 6),
-                  priority: Priority(rawValue: row.int(at: 1)) ?? .normal,
-                  wallMs: row.int64(at: 2),
-                  monoNs: row.int64(at: 3),
-                  boot: row.int64(at: 4),
-                  context: row.int64(at: 5),
-                  payload: row.blob(at: 7))
+    /// The row as a `StoredLog`; nil when its sealed payload does not open.
+    func readLog(_ row: Statement) -> StoredLog? {
+        let id = Self.readID(row, column: 6)
+        let payload: [UInt8]
+        if let keys {
+            guard let opened = row.withBlob(at: 7, { keys.open($0, .log(id)) }) else { return nil }
+            payload = opened
+        } else {
+            payload = row.blob(at: 7)
+        }
+        return StoredLog(seq: row.int64(at: 0),
+                         id: id,
+                         priority: Priority(rawValue: row.int(at: 1)) ?? .normal,
+                         wallMs: row.int64(at: 2),
+                         monoNs: row.int64(at: 3),
+                         boot: row.int64(at: 4),
+                         context: row.int64(at: 5),
+                         payload: payload)
     }
 
     /// The 16 bytes are the UUID in its canonical (big-endian) order; a shorter blob reads as zero-padded rather than
