@@ -180,6 +180,7 @@ bench: deps
 	OUTBOX_CLI=.build/release/outbox .build/release/outbox-bench all
 	.build/release/outbox-bench encode
 	python3 scripts/destination-bench.py .build/release/outbox-bench 6
+	python3 scripts/sealed-bench.py .build/release/outbox-bench 6
 	$(MAKE) c-install
 	scripts/c-bench.sh "$(C_PREFIX)" .build/release/outbox-bench
 	.build/release/outbox-mock-bench

@@ -25,6 +25,7 @@ let allTargets: [FuzzTarget] = mockBodyTargets() + [
     otlpPayloadTarget,
     gzipTarget,
     storeTarget,
+    storeKeyTarget,
     cliTarget,
     cJSONTarget,
 ]

@@ -275,3 +275,49 @@ private extension Array where Element == UInt8 {
         return (0...(count - subsequence.count)).contains { self[$0..<($0 + subsequence.count)].elementsEqual(subsequence) }
     }
 }
+
+/// SPEC K1, K5 — the key-file reader and the opening of sealed values, on any bytes. The input is written to a key file
+/// (mode 0600) and read by `StoreKey(contentsOfFile:)`: it is accepted exactly when it is 32 bytes, or 64 hex digits
+/// and at most one final newline, and then the key is those bytes (or what the digits say); anything else is refused
+/// with a message that names the file. The same bytes, as a stored value, never open under a key: a value forged
+/// without the key does not authenticate.
+private nonisolated(unsafe) var keyDirectory = ""
+private nonisolated(unsafe) var fuzzKeys: StoreKeys?
+
+let storeKeyTarget = FuzzTarget(name: "store-key", summary: "any bytes as a key file (StoreKey) and as a sealed value", body: { input in
+    let path = keyDirectory + "/fuzz.key"
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    invariant(fd >= 0, "cannot create \(path): \(errno)")
+    if input.count > 0 { invariant(write(fd, input.baseAddress, input.count) == input.count, "cannot write \(path)") }
+    close(fd)
+    let bytes = Array(input)
+    var text = bytes[...]
+    if text.last == UInt8(ascii: "\n") { text = text.dropLast() }
+    let hex = text.count == 64 && text.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }
+    do {
+        let key = try StoreKey(contentsOfFile: path)
+        invariant(bytes.count == 32 || hex, "a key file of \(bytes.count) bytes was accepted")
+        if bytes.count == 32 {
+            invariant(key.bytes == bytes, "a raw key file read as other bytes")
+        } else {
+            let expected = stride(from: 0, to: 64, by: 2).map { index -> UInt8 in
+                let pair = String(decoding: text[text.startIndex + index ..< text.startIndex + index + 2], as: UTF8.self)
+                return UInt8(pair, radix: 16) ?? 0
+            }
+            invariant(key.bytes == expected, "a hex key file read as other bytes")
+        }
+        let keyHex = key.bytes.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        invariant(!key.description.contains(keyHex), "the key's description shows it")
+    } catch {
+        invariant(bytes.count != 32 && !hex, "a valid key file was refused: \(error)")
+        invariant("\(error)".contains(path), "the refusal does not name the file: \(error)")
+    }
+    if let keys = fuzzKeys {
+        invariant(keys.open(UnsafeRawBufferPointer(input), .log(UUIDBytes(high: 1, low: 2))) == nil,
+                  "bytes made without the key opened as a sealed value")
+    }
+}, setUp: {
+    keyDirectory = temporaryDirectory("store-key")
+    fuzzKeys = try? StoreKeys(key: StoreKey(bytes: [UInt8](repeating: 7, count: 32)), previous: nil,
+                              nameKey: [UInt8](repeating: 9, count: 32))
+})

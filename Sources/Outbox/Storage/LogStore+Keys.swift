@@ -77,8 +77,9 @@ extension LogStore {
             let old = keys
             let nameKey = if let old { old.nameKey } else { try StoreKey.random().bytes }
             let new = try StoreKeys(key: key, previous: old.map { .sealed($0.current) } ?? .plain, nameKey: nameKey)
-            // Deleted rows are overwritten with zeros from now on: nothing plain lingers in a page's free space.
-            try db.exec("PRAGMA secure_delete = ON")
+            // Deleted rows are overwritten with zeros from now on. While a plain store is sealed, what is deleted or
+            // rewritten is plaintext: whole freed pages are zeroed too (ON) until the rotation ends (FAST after).
+            try db.exec("PRAGMA secure_delete = \(old == nil ? "ON" : "FAST")")
             try withRoom(bytes: 8 * pageSize) { () throws(OutboxError) in
                 let meta = metaTable
                 try meta.set(StoreKeyCheck.keyIDKey, key.idText)
@@ -133,6 +134,7 @@ extension LogStore {
                 try metaTable.set(StoreKeyCheck.previousKeyKey, nil)
             }
             keys.rotationEnded()
+            try db.exec("PRAGMA secure_delete = FAST")
             if rotation.unreadable > 0 {
                 logger.error("rows that did not open under the store's keys were left as they are (SPEC K1): they cannot be sent", metadata: [
                     "outbox.store": "\(path)", "outbox.unreadable": "\(rotation.unreadable)",

@@ -117,6 +117,8 @@ extension LogStore {
 
     /// SPEC K1: a plain store opened with a key is sealed now, to the end (a fresh one has only its meta to seal).
     func sealIfKeyed() throws(OutboxError) {
+        // A plain store whose sealing a kill cut short still holds plaintext: freed pages are zeroed until it ends.
+        if case .plain? = keys?.previous { try db.exec("PRAGMA secure_delete = ON") }
         guard let key = limits.key, keys == nil else { return }
         try seal(with: key)
     }

@@ -41,6 +41,8 @@ final class StoreSealer {
     private let handle: OpaquePointer
     /// The additional data of the value being sealed or opened, reused.
     private var aad: [UInt8] = []
+    /// `sealIntoScratch`'s output, reused.
+    private var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 16)
 
     init(_ key: StoreKey) throws(OutboxError) {
         guard let handle = key.bytes.withUnsafeBufferPointer({ outbox_sealer_new($0.baseAddress) }) else {
@@ -51,7 +53,10 @@ final class StoreSealer {
         aad.reserveCapacity(64)
     }
 
-    deinit { outbox_sealer_free(handle) }
+    deinit {
+        outbox_sealer_free(handle)
+        scratch.deallocate()
+    }
 
     private func header(into bytes: inout [UInt8]) {
         bytes.append(Self.marker)
@@ -76,6 +81,31 @@ final class StoreSealer {
             throw .storage(code: 1, message: "libcrypto could not seal a value of the store")
         }
         return sealed
+    }
+
+    /// `seal` into the sealer's own buffer, for a caller that copies the result at once (a statement's bind): no
+    /// allocation per row on the commit path. The bytes are valid until the next call.
+    func sealIntoScratch(_ plain: [UInt8], _ slot: SealSlot) throws(OutboxError) -> UnsafeRawBufferPointer {
+        prepareAAD(slot)
+        let count = plain.count + Self.overhead
+        if scratch.count < count {
+            scratch.deallocate()
+            scratch = .allocate(byteCount: max(count, 2 * scratch.count), alignment: 16)
+        }
+        guard let out = scratch.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            throw .storage(code: 1, message: "no buffer to seal a value of the store into")
+        }
+        out[0] = Self.marker
+        withUnsafeBytes(of: keyID.bigEndian) { id in
+            for index in 0..<4 { out[1 + index] = id[index] }
+        }
+        let failed = plain.withUnsafeBufferPointer { plain in
+            aad.withUnsafeBufferPointer { aad in
+                outbox_seal(handle, aad.baseAddress, aad.count, plain.baseAddress, plain.count, out + Self.headerCount) != 0
+            }
+        }
+        if failed { throw .storage(code: 1, message: "libcrypto could not seal a value of the store") }
+        return UnsafeRawBufferPointer(start: out, count: count)
     }
 
     private func sealed(_ plain: UnsafeRawBufferPointer, _ slot: SealSlot) -> [UInt8]? {

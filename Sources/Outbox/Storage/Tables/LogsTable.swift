@@ -95,7 +95,7 @@ struct LogsTable {
         // Canonical UUID byte order, so the blob reads the same from any tool.
         try insert.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 7)
         if let keys {
-            try insert.bind(try keys.seal(payload, .log(id)), at: 8)
+            try insert.bind(bytes: try keys.current.sealIntoScratch(payload, .log(id)), at: 8)
         } else {
             try insert.bind(payload, at: 8)
         }
