@@ -24,7 +24,7 @@ CHECK_CONFIG ?= release
 export CHECK_CONFIG
 CLIB = .build/$(CHECK_CONFIG)/libOutboxC.so
 
-.PHONY: deps build test doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app deb deb-check c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
+.PHONY: deps build test fleet-distributed fleet-distributed-small doc-check vendor-venv rotel compare unit demo cli-check c-lib install uninstall install-check swift-app deb deb-check c-install c-test node-example node-test bench fuzz sanitize sanitize-thread sanitize-address torture screenshot clean
 
 # $(call install-missing,PACKAGES,WHO): installs the Debian packages only when some are missing; `apt-get update`
 # runs only then. A package must not start a service of its own (nginx would take port 80 and run on): for the
@@ -63,6 +63,7 @@ test: deps vendor-venv rotel
 	$(MAKE) c-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
 	$(MAKE) install-check BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
 	$(MAKE) node-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
+	$(MAKE) fleet-distributed-small
 	$(MAKE) swift-app
 
 # Documents and comments point only at what the repository holds, Markdown code fences pair up, relative links
@@ -229,6 +230,21 @@ sanitize-thread: deps
 
 sanitize-address: deps
 	SWIFT="$(SWIFT)" OUTBOX_TIME_SCALE=$(SANITIZE_TIME_SCALE) scripts/sanitize.sh address
+
+# SPEC F6-F8, `make fleet-distributed` (not part of `make test`; about 4 minutes once built): two release mocks behind
+# haproxy, a Locust master and two workers, 2 x 500 devices x 100 events under the flaky scenario — lost 0, no
+# cross-mock duplicate —, then round robin with lost acknowledgements, which the accounting must catch (exit 1).
+# As root one worker runs in a network namespace behind a veth pair. scripts/fleet-distributed.sh says how.
+fleet-distributed: deps
+	$(call install-missing,python3 python3-venv haproxy iproute2,fleet-distributed)
+	$(SWIFT) build -c release --product outbox
+	$(SWIFT) build -c release --product outbox-mock
+	CHECK_CONFIG=release scripts/fleet-distributed.sh
+
+# The same with 2 x 50 devices x 20 events and make test's debug build (part of `make test`).
+fleet-distributed-small:
+	$(call install-missing,python3 python3-venv haproxy iproute2,test)
+	FLEET_DEVICES=50 FLEET_EVENTS=20 CHECK_CONFIG=debug scripts/fleet-distributed.sh
 
 # `make torture`: kill -9 rounds, a full disk (tmpfs, root), wall-clock steps, corruption while stopped, key rotations
 # killed mid-way (SPEC K1) and a soak, against the release CLI and mock, then the whole suite under ThreadSanitizer (scripts/sanitize.sh thread); writes

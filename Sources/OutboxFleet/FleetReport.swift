@@ -2,7 +2,8 @@ import FoundationEssentials
 import Glibc
 import Histogram
 
-/// The closing object of SPEC F1, with exactly its keys; `summary.json` holds the same (F2). A new figure of the
+/// The closing object of SPEC F1, with exactly its keys; `summary.json` holds the same (F2) and the delay histogram
+/// (F7, `FleetReport.summaryJSON`). A new figure of the
 /// report is a field here and its key in `json` (and, for the page, a row in `FleetReport.html`).
 struct FleetSummary {
     struct Delay { var p50: Int; var p90: Int; var p99: Int; var max: Int }
@@ -51,9 +52,22 @@ struct FleetReport {
 
     func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try Data((json + "\n").utf8).write(to: URL(fileURLWithPath: directory + "/summary.json"))
+        try Data((summaryJSON + "\n").utf8).write(to: URL(fileURLWithPath: directory + "/summary.json"))
         try Data(html().utf8).write(to: URL(fileURLWithPath: directory + "/report.html"))
         if let metrics { try Data(metrics).write(to: URL(fileURLWithPath: directory + "/metrics.prom")) }
+    }
+
+    /// SPEC F7: the closing object, and beside its keys `delay_histogram`: the delay histogram's recorded values as
+    /// `[value in ms, count]` pairs (`recordedValues()`: hdrhistogram-swift has no compressed encoder), so that the
+    /// shards of a run on several machines merge into one histogram exactly instead of averaging percentiles. Only
+    /// the file carries them: the closing line stays one a reader can take in.
+    /// `samples` too: `[seconds, tracked, delivered]` over the run (delivered: what the endpoint's mock counted, null
+    /// when it is not one), for a merged report's curves per shard.
+    var summaryJSON: String {
+        let pairs = histogram.recordedValues().map { "[\($0.value),\($0.count)]" }.joined(separator: ",")
+        let curve = samples.map { "[\(cFormat("%.1f", $0.t)),\($0.tracked),\($0.delivered.map(String.init) ?? "null")]" }
+            .joined(separator: ",")
+        return String(json.dropLast()) + #","delay_histogram":[\#(pairs)],"samples":[\#(curve)]}"#
     }
 
     func html() -> String {

@@ -34,9 +34,18 @@ struct FleetEndToEndTests {
         #expect(Set(delay?.keys.map { $0 } ?? []) == ["p50", "p90", "p99", "max"])
         #expect((summary["peak_rss_kib"] as? Int ?? 0) > 0)
 
-        // SPEC F3: summary.json is the closing object; report.html is self-contained with its four plots.
-        let written = try String(contentsOfFile: report + "/summary.json", encoding: .utf8)
-        #expect(written.trimmingCharacters(in: .whitespacesAndNewlines) == result.output.trimmingCharacters(in: .whitespacesAndNewlines))
+        // SPEC F3, F7: summary.json is the closing object and the delay histogram's [ms, count] pairs, one pair per
+        // recorded bucket, ascending, their counts one per delivered log whose delay was measured; report.html is
+        // self-contained with its four plots.
+        var written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
+        let pairs = try #require(written.removeValue(forKey: "delay_histogram") as? [[Int]])
+        let samples = try #require(written.removeValue(forKey: "samples") as? [[Any]])
+        #expect(!samples.isEmpty && samples.allSatisfy { $0.count == 3 })
+        #expect(NSDictionary(dictionary: written) == NSDictionary(dictionary: summary))
+        #expect(pairs.allSatisfy { $0.count == 2 && $0[1] > 0 })
+        #expect(pairs.map { $0[0] } == pairs.map { $0[0] }.sorted())
+        #expect(pairs.reduce(0) { $0 + $1[1] } == 20 * (50 + 2))
+        #expect(pairs.last?[0] ?? -1 >= (delay?["max"] as? Int ?? .max))
         let html = try String(contentsOfFile: report + "/report.html", encoding: .utf8)
         #expect(html.components(separatedBy: "<svg").count - 1 == 4)
         #expect(html.contains("<polyline"))
