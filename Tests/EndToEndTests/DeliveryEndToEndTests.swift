@@ -322,7 +322,8 @@ struct DeliveryEndToEndTests {
         let engine = try OutboxEngine(configuration: configuration)
         defer { engine.shutdown() }
         try track(engine, count: 150, criticalEvery: 1000)
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        // Scaled: under ThreadSanitizer (OUTBOX_TIME_SCALE=4) the nine failed requests, retries and probes took over 20 s.
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20 * testTimeScale)))
         #expect(server.stats().logsUnique == 150)
         #expect((server.stats().statusCounts["503"] ?? 0) == 9)
         #expect(try await engine.status().disabledReason == nil)
