@@ -58,29 +58,17 @@ final class StoreSealer {
         scratch.deallocate()
     }
 
-    private func header(into bytes: inout [UInt8]) {
-        bytes.append(Self.marker)
-        withUnsafeBytes(of: keyID.bigEndian) { bytes.append(contentsOf: $0) }
-    }
-
+    /// The additional data of `slot`: the header the sealed value begins with, then the slot.
     private func prepareAAD(_ slot: SealSlot) {
         aad.removeAll(keepingCapacity: true)
-        header(into: &aad)
+        aad.append(Self.marker)
+        withUnsafeBytes(of: keyID.bigEndian) { aad.append(contentsOf: $0) }
         slot.append(to: &aad)
     }
 
-    func seal(_ plain: UnsafeRawBufferPointer, _ slot: SealSlot) throws(OutboxError) -> [UInt8] {
-        guard let sealed = sealed(plain, slot) else {
-            throw .storage(code: 1, message: "libcrypto could not seal a value of the store")
-        }
-        return sealed
-    }
-
+    /// A sealed copy of `plain` (values written now and then: dead letters, meta, a rotation's rows).
     func seal(_ plain: [UInt8], _ slot: SealSlot) throws(OutboxError) -> [UInt8] {
-        guard let sealed = plain.withUnsafeBytes({ sealed($0, slot) }) else {
-            throw .storage(code: 1, message: "libcrypto could not seal a value of the store")
-        }
-        return sealed
+        Array(try sealIntoScratch(plain, slot))
     }
 
     /// `seal` into the sealer's own buffer, for a caller that copies the result at once (a statement's bind): no
@@ -95,10 +83,7 @@ final class StoreSealer {
         guard let out = scratch.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             throw .storage(code: 1, message: "no buffer to seal a value of the store into")
         }
-        out[0] = Self.marker
-        withUnsafeBytes(of: keyID.bigEndian) { id in
-            for index in 0..<4 { out[1 + index] = id[index] }
-        }
+        for index in 0..<Self.headerCount { out[index] = aad[index] }
         let failed = plain.withUnsafeBufferPointer { plain in
             aad.withUnsafeBufferPointer { aad in
                 outbox_seal(handle, aad.baseAddress, aad.count, plain.baseAddress, plain.count, out + Self.headerCount) != 0
@@ -106,25 +91,6 @@ final class StoreSealer {
         }
         if failed { throw .storage(code: 1, message: "libcrypto could not seal a value of the store") }
         return UnsafeRawBufferPointer(start: out, count: count)
-    }
-
-    private func sealed(_ plain: UnsafeRawBufferPointer, _ slot: SealSlot) -> [UInt8]? {
-        prepareAAD(slot)
-        let count = plain.count + Self.overhead
-        var failed = false
-        let sealed = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
-            out[0] = Self.marker
-            withUnsafeBytes(of: keyID.bigEndian) { id in
-                for index in 0..<4 { out[1 + index] = id[index] }
-            }
-            let body = out.baseAddress.map { $0 + Self.headerCount }
-            failed = aad.withUnsafeBufferPointer { aad in
-                outbox_seal(handle, aad.baseAddress, aad.count, plain.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                            plain.count, body) != 0
-            }
-            initialized = count
-        }
-        return failed ? nil : sealed
     }
 
     /// The plaintext, or nil when `sealed` is not this key's or does not verify (altered, moved, truncated).
@@ -177,10 +143,6 @@ final class StoreKeys {
     }
 
     func rotationEnded() { previous = nil }
-
-    func seal(_ plain: UnsafeRawBufferPointer, _ slot: SealSlot) throws(OutboxError) -> [UInt8] {
-        try current.seal(plain, slot)
-    }
 
     func seal(_ plain: [UInt8], _ slot: SealSlot) throws(OutboxError) -> [UInt8] {
         try current.seal(plain, slot)
