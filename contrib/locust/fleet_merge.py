@@ -60,10 +60,9 @@ def html(merged, histogram, shards):
     def polyline(points, x_max, y_max, color, width=640, height=160):
         if not points:
             return ""
-        xs = [p[0] for p in points]
         coords = " ".join(f"{40 + (x / max(x_max, 1e-9)) * (width - 50):.1f},"
                           f"{height - 20 - (y / max(y_max, 1)) * (height - 30):.1f}" for x, y in points)
-        return f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>' if xs else ""
+        return f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>'
 
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     curves = []
