@@ -122,29 +122,65 @@ func averageRowBytes(_ path: String) -> Int {
     return Int(sqlite3_column_double(statement, 0)) + 6 * 8
 }
 
-func benchCommitted() throws -> (rate: Double, rowBytes: Int) {
+struct CommitRun {
+    var events: Int
+    var stored: Int
+    var seconds: Double
+    var rate: Double
+    var loopUs: Double
+    /// The store file's bytes per stored row, and the average row's values (`averageRowBytes`).
+    var fileBytesPerRow: Int
+    var rowBytes: Int
+}
+
+/// Tracks `events` events into a fresh store (sealed under `key` when given) and waits until they are committed.
+func commitRun(events: Int, key: StoreKey?) throws -> CommitRun {
     var configuration = Configuration(storePath: tempStore("committed.outbox"))
     configuration.maxStorageSize = 1 << 30
-    configuration.storeKey = benchStoreKey
+    configuration.storeKey = key
     let earlierThreads = threads(named: "outbox-loop")
     let engine = try OutboxEngine(configuration: configuration)
     let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
     let loopBefore = threadCPU(loopTask)
     let start = monoNs()
-    for index in 0..<total { try engine.trackEvent("bench", properties: properties(index)) }
+    for index in 0..<events { try engine.trackEvent("bench", properties: properties(index)) }
     let semaphore = DispatchSemaphore(value: 0)
     Task { await engine.persisted(); semaphore.signal() }
     semaphore.wait()
     let elapsed = Double(monoNs() - start) / 1e9
     // The loop's own CPU per committed event: what a commit costs, whether or not the loop was the one waited for.
-    let loopUs = (threadCPU(loopTask) - loopBefore) / Double(total) * 1e6
-    let status = try StoreReport.read(path: configuration.storePath, storeKey: benchStoreKey)
+    let loopUs = (threadCPU(loopTask) - loopBefore) / Double(events) * 1e6
+    let status = try StoreReport.read(path: configuration.storePath, storeKey: key)
     engine.shutdown()
-    let rowBytes = averageRowBytes(configuration.storePath)
-    let rate = Double(total) / elapsed
-    let averageRow = status.bytes / max(1, status.pendingNormal)
-    print(#"{"bench":"committed events","events":\#(total),"stored":\#(status.pendingNormal),"seconds":\#(String(format: "%.3f", elapsed)),"events_per_s":\#(Int(rate)),"loop_us_per_event":\#(String(format: "%.3f", loopUs)),"db_bytes_per_row":\#(averageRow)}"#)
-    return (rate, rowBytes)
+    return CommitRun(events: events, stored: status.pendingNormal, seconds: elapsed, rate: Double(events) / elapsed,
+                     loopUs: loopUs, fileBytesPerRow: status.bytes / max(1, status.pendingNormal),
+                     rowBytes: averageRowBytes(configuration.storePath))
+}
+
+func benchCommitted() throws -> (rate: Double, rowBytes: Int) {
+    let run = try commitRun(events: total, key: benchStoreKey)
+    print(#"{"bench":"committed events","events":\#(run.events),"stored":\#(run.stored),"seconds":\#(String(format: "%.3f", run.seconds)),"events_per_s":\#(Int(run.rate)),"loop_us_per_event":\#(String(format: "%.3f", run.loopUs)),"db_bytes_per_row":\#(run.fileBytesPerRow)}"#)
+    return (run.rate, run.rowBytes)
+}
+
+/// SPEC K1's commit cost: committed events/s of a sealed store against a plain one, alternated within this process
+/// (`rounds` pairs after one warm-up pair, the order swapped every pair): this machine's speed drifts within
+/// seconds, so the two runs of a pair are next to each other and the ratio is taken pair by pair.
+func benchSealedVersusPlain(events: Int, rounds: Int) throws {
+    let key = try StoreKey(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+    var rateRatios: [Double] = []
+    var loopRatios: [Double] = []
+    for round in 0...rounds {
+        let order = round % 2 == 0 ? [false, true] : [true, false]
+        var runs: [Bool: CommitRun] = [:]
+        for sealed in order { runs[sealed] = try commitRun(events: events, key: sealed ? key : nil) }
+        guard round > 0, let plain = runs[false], let sealed = runs[true] else { continue }
+        rateRatios.append(plain.rate / sealed.rate)
+        if plain.loopUs > 0 { loopRatios.append(sealed.loopUs / plain.loopUs) }
+    }
+    func median(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.sorted()[values.count / 2] }
+    func figure(_ value: Double) -> String { String(format: "%.3f", value) }
+    print(#"{"bench":"sealed vs plain committed","pairs":\#(rateRatios.count),"events_per_run":\#(events),"rate_cost_median":\#(figure(median(rateRatios))),"rate_cost_min":\#(figure(rateRatios.min() ?? 0)),"rate_cost_max":\#(figure(rateRatios.max() ?? 0)),"loop_cpu_cost_median":\#(figure(median(loopRatios)))}"#)
 }
 
 /// Raw SQLite on this machine: WAL, synchronous=NORMAL, 1000 rows per transaction, one reused statement,
@@ -184,6 +220,8 @@ case "committed":
     let ours = try benchCommitted()
     let raw = benchRawSQLite(rowBytes: ours.rowBytes)
     print(#"{"bench":"committed vs raw","ratio":\#(String(format: "%.3f", ours.rate / raw))}"#)
+case "sealed-vs-plain":
+    try benchSealedVersusPlain(events: total, rounds: argumentsList.count > 2 ? Int(argumentsList[2]) ?? 20 : 20)
 case "delivery":
     try benchDelivery()
 case "compression":
@@ -215,7 +253,7 @@ case "all":
     try benchMemory()
     try benchIdle(seconds: 60)
 default:
-    print("usage: outbox-bench [all|caller|committed|delivery|compression|encode|idle|memory] [COUNT|SECONDS]")
+    print("usage: outbox-bench [all|caller|committed|sealed-vs-plain|delivery|compression|encode|idle|memory] [COUNT|SECONDS]")
     exit(2)
 }
 try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "outbox-bench-\(getpid())")
