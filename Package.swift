@@ -137,7 +137,7 @@ let package = Package(
 
         // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes.
         .target(name: "OutboxTestSupport", dependencies: ["CZlib"], path: "Tests/TestSupport"),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim",
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CStoreSeal",
                                                       // an independent reader of the engine's OTLP requests
                                                       "OTLPProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
                     path: "Tests/OutboxTests"),

@@ -1,3 +1,4 @@
+import CStoreSeal
 import Foundation
 import Testing
 @testable import Outbox
@@ -105,6 +106,62 @@ struct StoreSealTests {
         }
         // Two seals of one value differ (a fresh nonce each).
         #expect(try sealer.seal(plain, .log(id)) != sealed)
+    }
+
+    // SPEC K1: the sealer calls libcrypto's AES-256-GCM provider directly (EVP's calls cost more per row); what it
+    // writes is what EVP writes: each way opens the other's values, of every length around a block, and neither opens
+    // one altered or under other additional data.
+    @Test func theProviderCallsAndEVPSealAndOpenAlike() throws {
+        let key = Self.keyA.bytes
+        let direct = try #require(outbox_sealer_new(key))
+        let evp = try #require(outbox_sealer_new_via(key, 1))
+        defer { outbox_sealer_free(direct); outbox_sealer_free(evp) }
+        // Debian's libcrypto offers the provider's functions: without them every seal would take the slower way.
+        #expect(outbox_sealer_is_direct(direct) == 1)
+        #expect(outbox_sealer_is_direct(evp) == 0)
+        let aad = Array("additional".utf8), other = Array("Additional".utf8)
+        let overhead = Int(OUTBOX_SEAL_OVERHEAD)
+        for count in [0, 1, 15, 16, 17, 300, 5000] {
+            let plain = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ count) }
+            for (sealer, opener) in [(direct, evp), (evp, direct)] {
+                var sealed = [UInt8](repeating: 0, count: count + overhead)
+                #expect(outbox_seal(sealer, aad, aad.count, plain, count, &sealed) == 0)
+                var opened = [UInt8](repeating: 0, count: count)
+                #expect(outbox_unseal(opener, aad, aad.count, sealed, sealed.count, &opened) == 0)
+                #expect(opened == plain, "\(count) bytes")
+                #expect(outbox_unseal(opener, other, other.count, sealed, sealed.count, &opened) != 0)
+                for index in [0, 12, sealed.count - 1] {
+                    var altered = sealed
+                    altered[index] ^= 0x80
+                    #expect(outbox_unseal(opener, aad, aad.count, altered, altered.count, &opened) != 0)
+                    #expect(outbox_unseal(sealer, aad, aad.count, altered, altered.count, &opened) != 0)
+                }
+            }
+        }
+    }
+
+    // SPEC K1: a commit seals its payloads a run at a time (`StoreSealer.aheadLimit`) before inserting them. Over
+    // several runs, one of them holding a value far larger than the rest (the run's buffer grows mid-run), every row
+    // reads back as its own payload, and a payload moved to another row does not open there.
+    @Test func aCommitOfSeveralRunsSealsEachRowUnderItsOwnID() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let path = dir.file("store.sqlite")
+        let count = 2 * StoreSealer.aheadLimit + 22
+        let logs = (1...count).map { Fixture.log($0, payloadBytes: $0 == StoreSealer.aheadLimit + 5 ? 200_000 : 60 + $0) }
+        let store = try Fixture.open(path, limits: Self.sealed())
+        defer { store.close() }
+        _ = try store.append(logs, newEventNames: [])
+        let stored = try store.allLogs()
+        #expect(stored.map(\.id) == logs.map(\.id))
+        #expect(stored.map(\.payload) == logs.map(\.payload))
+        let second = try store.db.prepare("SELECT payload FROM logs ORDER BY seq LIMIT 1 OFFSET 1")
+        #expect(try second.step())
+        let moved = second.blob(at: 0)
+        second.reset()
+        let keys = try #require(store.keys)
+        #expect(keys.open(moved, .log(logs[1].id)) == logs[1].payload)
+        #expect(keys.open(moved, .log(logs[0].id)) == nil)
     }
 
     // SPEC K1: logs, dead letters and their reasons, device contexts and the user id are unreadable in the file; event

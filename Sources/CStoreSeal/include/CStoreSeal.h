@@ -15,6 +15,13 @@ enum { OUTBOX_SEAL_NONCE = 12, OUTBOX_SEAL_TAG = 16, OUTBOX_SEAL_OVERHEAD = 28 }
 outbox_sealer *outbox_sealer_new(const uint8_t key[32]);
 void outbox_sealer_free(outbox_sealer *sealer);
 
+/* outbox_sealer_new through EVP's calls when via_evp is set, else through the provider's own ones when it offers
+ * them (what outbox_sealer_new does). Both ways write and open the same values: the tests prove each opens the
+ * other's. */
+outbox_sealer *outbox_sealer_new_via(const uint8_t key[32], int via_evp);
+/* 1 when the sealer calls the provider's functions, 0 when it calls EVP's. */
+int outbox_sealer_is_direct(const outbox_sealer *sealer);
+
 /* Writes nonce (12 random bytes) | ciphertext (len) | tag (16) to out, which holds len + 28 bytes. aad is
  * authenticated, not stored. Returns 0, or -1 when libcrypto fails. */
 int outbox_seal(outbox_sealer *sealer, const uint8_t *aad, size_t aad_len, const uint8_t *in, size_t len, uint8_t *out);

@@ -183,16 +183,14 @@ extension LogStore {
 
     private func insertRows(_ logs: [NewLog], _ candidates: [Candidate],
                             skipping plan: RoomPlan) throws(OutboxError) -> AppendOutcome {
-        let table = logsTable
-        let insert = try table.inserter()
         var outcome = AppendOutcome(plan: plan, nextSeq: ledger.nextSeq)
         let anyRejected = !plan.rejected.isEmpty
-        for position in candidates.indices {
-            if anyRejected && plan.rejected.contains(position) { continue }
-            let log = logs[candidates[position].index]
-            try table.insert(with: insert, seq: outcome.nextSeq, priority: log.priority, wallMs: log.wallMs,
-                             monoNs: log.monoNs, boot: log.boot, context: log.context, id: log.id, payload: log.payload)
-            outcome.nextSeq += 1
+        let accepted = candidates.indices.compactMap { position in
+            anyRejected && plan.rejected.contains(position) ? nil : candidates[position].index
+        }
+        outcome.nextSeq = try logsTable.insert(logs, at: accepted, firstSeq: outcome.nextSeq)
+        for index in accepted {
+            let log = logs[index]
             if log.priority == .critical { outcome.stored.critical += 1 } else { outcome.stored.normal += 1 }
             outcome.bound.include(wallMs: log.wallMs, monoNs: log.monoNs, sameBoot: log.boot == boot)
         }

@@ -201,13 +201,13 @@ extension LogStore {
                                     overflowMayEvictCritical: false)
             outcome.evictions = plan.evictions
             keep += plan.rejected.map { candidates[$0].index }
-            let insert = try logs.inserter()
-            for position in candidates.indices where !plan.rejected.contains(position) {
-                let row = rows[candidates[position].index]
-                // No boot id, no monotonic time, context 0: the letter kept none of them.
-                try logs.insert(with: insert, seq: outcome.nextSeq, priority: row.priority, wallMs: row.wallMs, monoNs: 0,
-                                boot: 0, context: 0, id: row.id, payload: row.payload)
-                outcome.nextSeq += 1
+            let requeued = candidates.indices.lazy.filter { !plan.rejected.contains($0) }.map { rows[candidates[$0].index] }
+            // No boot id, no monotonic time, context 0: the letter kept none of them.
+            let newLogs = Array(requeued.map {
+                NewLog(id: $0.id, priority: $0.priority, wallMs: $0.wallMs, monoNs: 0, boot: 0, context: 0, payload: $0.payload)
+            })
+            outcome.nextSeq = try logs.insert(newLogs, at: Array(newLogs.indices), firstSeq: outcome.nextSeq)
+            for row in requeued {
                 outcome.minWallMs = min(outcome.minWallMs ?? row.wallMs, row.wallMs)
                 if row.priority == .critical { outcome.result.critical += 1 } else { outcome.result.normal += 1 }
             }

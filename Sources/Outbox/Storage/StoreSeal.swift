@@ -12,18 +12,27 @@ enum SealSlot {
     /// A `meta` value, by its key.
     case meta(String)
 
-    func append(to aad: inout [UInt8]) {
+    /// Calls `body` with the additional data of a value in this slot: the header a sealed value begins with
+    /// (`StoreSealer.marker`, `keyID`), then the slot. On the stack, but for a meta key.
+    func withAdditionalData<R>(keyID: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let tag: UInt8, first: UInt64, second: UInt64?
         switch self {
-        case .log(let id), .reason(let id):
-            let tag: UInt8 = if case .log = self { UInt8(ascii: "L") } else { UInt8(ascii: "R") }
-            aad.append(tag)
-            withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { aad.append(contentsOf: $0) }
-        case .context(let id):
-            aad.append(UInt8(ascii: "C"))
-            withUnsafeBytes(of: id.bigEndian) { aad.append(contentsOf: $0) }
+        case .log(let id): (tag, first, second) = (UInt8(ascii: "L"), id.high, id.low)
+        case .reason(let id): (tag, first, second) = (UInt8(ascii: "R"), id.high, id.low)
+        case .context(let id): (tag, first, second) = (UInt8(ascii: "C"), UInt64(bitPattern: id), nil)
         case .meta(let key):
-            aad.append(UInt8(ascii: "M"))
-            aad.append(contentsOf: key.utf8)
+            return withUnsafeBytes(of: keyID.bigEndian) { keyID in
+                ([StoreSealer.marker] + Array(keyID) + [UInt8(ascii: "M")] + Array(key.utf8)).withUnsafeBytes(body)
+            }
+        }
+        let count = 6 + (second == nil ? 8 : 16)
+        return withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { aad in
+            aad.storeBytes(of: StoreSealer.marker, toByteOffset: 0, as: UInt8.self)
+            aad.storeBytes(of: keyID.bigEndian, toByteOffset: 1, as: UInt32.self)
+            aad.storeBytes(of: tag, toByteOffset: 5, as: UInt8.self)
+            aad.storeBytes(of: first.bigEndian, toByteOffset: 6, as: UInt64.self)
+            if let second { aad.storeBytes(of: second.bigEndian, toByteOffset: 14, as: UInt64.self) }
+            return body(UnsafeRawBufferPointer(aad))
         }
     }
 }
@@ -39,10 +48,8 @@ final class StoreSealer {
 
     let keyID: UInt32
     private let handle: OpaquePointer
-    /// The additional data of the value being sealed or opened, reused.
-    private var aad: [UInt8] = []
-    /// `sealIntoScratch`'s output, reused.
-    private var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 16)
+    /// `sealAhead`'s buffer, reused.
+    private var ahead = UnsafeMutableRawBufferPointer.allocate(byteCount: 0, alignment: 16)
 
     init(_ key: StoreKey) throws(OutboxError) {
         guard let handle = key.bytes.withUnsafeBufferPointer({ outbox_sealer_new($0.baseAddress) }) else {
@@ -50,59 +57,95 @@ final class StoreSealer {
         }
         self.handle = handle
         keyID = key.id
-        aad.reserveCapacity(64)
     }
 
     deinit {
         outbox_sealer_free(handle)
-        scratch.deallocate()
-    }
-
-    /// The additional data of `slot`: the header the sealed value begins with, then the slot.
-    private func prepareAAD(_ slot: SealSlot) {
-        aad.removeAll(keepingCapacity: true)
-        aad.append(Self.marker)
-        withUnsafeBytes(of: keyID.bigEndian) { aad.append(contentsOf: $0) }
-        slot.append(to: &aad)
+        ahead.deallocate()
     }
 
     /// A sealed copy of `plain` (values written now and then: dead letters, meta, a rotation's rows).
     func seal(_ plain: [UInt8], _ slot: SealSlot) throws(OutboxError) -> [UInt8] {
-        Array(try sealIntoScratch(plain, slot))
+        var sealed = false
+        let value = [UInt8](unsafeUninitializedCapacity: plain.count + Self.overhead) { out, initialized in
+            sealed = out.baseAddress.map { seal(plain, slot, into: $0) } ?? false
+            initialized = sealed ? out.count : 0
+        }
+        guard sealed else { throw Self.sealFailed }
+        return value
     }
 
-    /// `seal` into the sealer's own buffer, for a caller that copies the result at once (a statement's bind): no
-    /// allocation per row on the commit path. The bytes are valid until the next call.
-    func sealIntoScratch(_ plain: [UInt8], _ slot: SealSlot) throws(OutboxError) -> UnsafeRawBufferPointer {
-        prepareAAD(slot)
-        let count = plain.count + Self.overhead
-        if scratch.count < count {
-            scratch.deallocate()
-            scratch = .allocate(byteCount: max(count, 2 * scratch.count), alignment: 16)
+    /// How many values `sealAhead` is given at most: enough for libcrypto to stay in the cache from one to the next,
+    /// few enough that the buffer stays small (a fleet holds a sealer per open store).
+    static let aheadLimit = 64
+
+    /// Values sealed by `sealAhead`, back to back in the sealer's buffer: valid until its next call.
+    struct SealedRun {
+        let base: UnsafeRawPointer
+        let ends: [Int]
+
+        subscript(index: Int) -> UnsafeRawBufferPointer {
+            let start = index == 0 ? 0 : ends[index - 1]
+            return UnsafeRawBufferPointer(start: base + start, count: ends[index] - start)
         }
-        guard let out = scratch.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
-            throw .storage(code: 1, message: "no buffer to seal a value of the store into")
+    }
+
+    /// Seals `count` values one after the other into the sealer's own buffer. For the commit, which seals a run of
+    /// payloads before inserting them: sealed one at a time between SQLite's inserts, which sweep the b-tree's pages
+    /// through the cache, the same rows cost the commit measurably more (BENCHMARKS.md).
+    func sealAhead(count: Int, _ value: (Int) -> (plain: [UInt8], slot: SealSlot)) throws(OutboxError) -> SealedRun {
+        var buffer = ahead
+        // A run of large values does not keep its buffer.
+        if buffer.count > 1 << 20 {
+            buffer.deallocate()
+            buffer = .allocate(byteCount: 0, alignment: 16)
         }
-        for index in 0..<Self.headerCount { out[index] = aad[index] }
-        let failed = plain.withUnsafeBufferPointer { plain in
-            aad.withUnsafeBufferPointer { aad in
-                outbox_seal(handle, aad.baseAddress, aad.count, plain.baseAddress, plain.count, out + Self.headerCount) != 0
+        var ends = [Int]()
+        ends.reserveCapacity(count)
+        var used = 0
+        var sealed = true
+        for index in 0..<count where sealed {
+            let (plain, slot) = value(index)
+            let end = used + plain.count + Self.overhead
+            if buffer.count < end {
+                let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(end, 2 * buffer.count), alignment: 16)
+                if used > 0 { grown.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[..<used])) }
+                buffer.deallocate()
+                buffer = grown
+            }
+            sealed = buffer.baseAddress.map { seal(plain, slot, into: ($0 + used).assumingMemoryBound(to: UInt8.self)) } ?? false
+            ends.append(end)
+            used = end
+        }
+        ahead = buffer
+        guard sealed, let base = buffer.baseAddress else { throw Self.sealFailed }
+        return SealedRun(base: UnsafeRawPointer(base), ends: ends)
+    }
+
+    private static let sealFailed = OutboxError.storage(code: 1, message: "libcrypto could not seal a value of the store")
+
+    /// Writes the sealed `plain` (`overhead` bytes more) at `out`; false when libcrypto fails.
+    private func seal(_ plain: [UInt8], _ slot: SealSlot, into out: UnsafeMutablePointer<UInt8>) -> Bool {
+        slot.withAdditionalData(keyID: keyID) { aad in
+            guard let header = aad.baseAddress else { return false }
+            UnsafeMutableRawPointer(out).copyMemory(from: header, byteCount: Self.headerCount)
+            return plain.withUnsafeBufferPointer { plain in
+                outbox_seal(handle, header.assumingMemoryBound(to: UInt8.self), aad.count, plain.baseAddress, plain.count,
+                            out + Self.headerCount) == 0
             }
         }
-        if failed { throw .storage(code: 1, message: "libcrypto could not seal a value of the store") }
-        return UnsafeRawBufferPointer(start: out, count: count)
     }
 
     /// The plaintext, or nil when `sealed` is not this key's or does not verify (altered, moved, truncated).
     func open(_ sealed: UnsafeRawBufferPointer, _ slot: SealSlot) -> [UInt8]? {
         guard Self.keyID(of: sealed) == keyID else { return nil }
-        prepareAAD(slot)
         let count = sealed.count - Self.overhead
         var failed = false
         let plain = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
             let body = sealed.baseAddress.map { ($0 + Self.headerCount).assumingMemoryBound(to: UInt8.self) }
-            failed = aad.withUnsafeBufferPointer { aad in
-                outbox_unseal(handle, aad.baseAddress, aad.count, body, sealed.count - Self.headerCount, out.baseAddress) != 0
+            failed = slot.withAdditionalData(keyID: keyID) { aad in
+                outbox_unseal(handle, aad.baseAddress?.assumingMemoryBound(to: UInt8.self), aad.count, body,
+                              sealed.count - Self.headerCount, out.baseAddress) != 0
             }
             initialized = count
         }

@@ -81,24 +81,50 @@ struct LogsTable {
 
     // MARK: Writing
 
-    /// The reused insert statement: bind with `insert(_:seq:…)` for each row.
-    func inserter() throws(OutboxError) -> Statement { try db.cachedStatement(Self.insertSQL) }
-
-    func insert(with insert: Statement, seq: Int64, priority: Priority, wallMs: Int64, monoNs: Int64, boot: Int64,
-                context: Int64, id: UUIDBytes, payload: [UInt8]) throws(OutboxError) {
-        try insert.bind(seq, at: 1)
-        try insert.bind(Int64(priority.rawValue), at: 2)
-        try insert.bind(wallMs, at: 3)
-        try insert.bind(monoNs, at: 4)
-        try insert.bind(boot, at: 5)
-        try insert.bind(context, at: 6)
-        // Canonical UUID byte order, so the blob reads the same from any tool.
-        try insert.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 7)
-        if let keys {
-            try insert.bind(bytes: try keys.current.sealIntoScratch(payload, .log(id)), at: 8)
-        } else {
-            try insert.bind(payload, at: 8)
+    /// Inserts `logs[i]` for each `i` of `indices`, in that order, with seqs from `firstSeq` on; returns the seq after
+    /// the last. In a sealed store the payloads are sealed a run at a time (`StoreSealer.sealAhead`) before the run is
+    /// inserted.
+    func insert(_ logs: [NewLog], at indices: [Int], firstSeq: Int64) throws(OutboxError) -> Int64 {
+        let statement = try db.cachedStatement(Self.insertSQL)
+        var seq = firstSeq
+        guard let sealer = keys?.current else {
+            for index in indices {
+                try insert(logs[index], seq: seq, with: statement) { () throws(OutboxError) in
+                    try statement.bind(logs[index].payload, at: 8)
+                }
+                seq += 1
+            }
+            return seq
         }
+        var start = 0
+        while start < indices.count {
+            let run = indices[start..<min(indices.count, start + StoreSealer.aheadLimit)]
+            let sealed = try sealer.sealAhead(count: run.count) {
+                let log = logs[run[run.startIndex + $0]]
+                return (log.payload, .log(log.id))
+            }
+            for (offset, index) in run.enumerated() {
+                try insert(logs[index], seq: seq, with: statement) { () throws(OutboxError) in
+                    try statement.bind(bytes: sealed[offset], at: 8)
+                }
+                seq += 1
+            }
+            start = run.endIndex
+        }
+        return seq
+    }
+
+    private func insert(_ log: NewLog, seq: Int64, with insert: Statement,
+                        payload bindPayload: () throws(OutboxError) -> Void) throws(OutboxError) {
+        try insert.bind(seq, at: 1)
+        try insert.bind(Int64(log.priority.rawValue), at: 2)
+        try insert.bind(log.wallMs, at: 3)
+        try insert.bind(log.monoNs, at: 4)
+        try insert.bind(log.boot, at: 5)
+        try insert.bind(log.context, at: 6)
+        // Canonical UUID byte order, so the blob reads the same from any tool.
+        try insert.bind(bytesOf: (log.id.high.bigEndian, log.id.low.bigEndian), at: 7)
+        try bindPayload()
         try insert.step()
         insert.reset()
     }
