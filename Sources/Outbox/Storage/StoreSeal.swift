@@ -90,10 +90,11 @@ final class StoreSealer {
         }
     }
 
-    /// Seals `count` values one after the other into the sealer's own buffer. For the commit, which seals a run of
-    /// payloads before inserting them: sealed one at a time between SQLite's inserts, which sweep the b-tree's pages
-    /// through the cache, the same rows cost the commit measurably more (BENCHMARKS.md).
-    func sealAhead(count: Int, _ value: (Int) -> (plain: [UInt8], slot: SealSlot)) throws(OutboxError) -> SealedRun {
+    /// Seals the payloads of `logs[i]`, `i` in `indices`, one after the other into the sealer's own buffer. For the
+    /// commit, which seals a run of payloads before inserting them: sealed one at a time between SQLite's inserts,
+    /// which sweep the b-tree's pages through the cache, the same rows cost the commit measurably more
+    /// (BENCHMARKS.md).
+    func sealAhead(_ logs: [NewLog], at indices: ArraySlice<Int>) throws(OutboxError) -> SealedRun {
         var buffer = ahead
         // A run of large values does not keep its buffer.
         if buffer.count > 1 << 20 {
@@ -101,19 +102,22 @@ final class StoreSealer {
             buffer = .allocate(byteCount: 0, alignment: 16)
         }
         var ends = [Int]()
-        ends.reserveCapacity(count)
+        ends.reserveCapacity(indices.count)
         var used = 0
         var sealed = true
-        for index in 0..<count where sealed {
-            let (plain, slot) = value(index)
-            let end = used + plain.count + Self.overhead
+        for index in indices where sealed {
+            let end = used + logs[index].payload.count + Self.overhead
             if buffer.count < end {
                 let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(end, 2 * buffer.count), alignment: 16)
                 if used > 0 { grown.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[..<used])) }
                 buffer.deallocate()
                 buffer = grown
             }
-            sealed = buffer.baseAddress.map { seal(plain, slot, into: ($0 + used).assumingMemoryBound(to: UInt8.self)) } ?? false
+            if let base = buffer.baseAddress {
+                sealed = seal(logs[index].payload, .log(logs[index].id), into: (base + used).assumingMemoryBound(to: UInt8.self))
+            } else {
+                sealed = false
+            }
             ends.append(end)
             used = end
         }

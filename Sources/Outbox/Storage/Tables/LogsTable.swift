@@ -89,9 +89,10 @@ struct LogsTable {
         var seq = firstSeq
         guard let sealer = keys?.current else {
             for index in indices {
-                try insert(logs[index], seq: seq, with: statement) { () throws(OutboxError) in
-                    try statement.bind(logs[index].payload, at: 8)
-                }
+                try bindColumns(of: logs[index], seq: seq, to: statement)
+                try statement.bind(logs[index].payload, at: 8)
+                try statement.step()
+                statement.reset()
                 seq += 1
             }
             return seq
@@ -99,14 +100,12 @@ struct LogsTable {
         var start = 0
         while start < indices.count {
             let run = indices[start..<min(indices.count, start + StoreSealer.aheadLimit)]
-            let sealed = try sealer.sealAhead(count: run.count) {
-                let log = logs[run[run.startIndex + $0]]
-                return (log.payload, .log(log.id))
-            }
+            let sealed = try sealer.sealAhead(logs, at: run)
             for (offset, index) in run.enumerated() {
-                try insert(logs[index], seq: seq, with: statement) { () throws(OutboxError) in
-                    try statement.bind(bytes: sealed[offset], at: 8)
-                }
+                try bindColumns(of: logs[index], seq: seq, to: statement)
+                try statement.bind(bytes: sealed[offset], at: 8)
+                try statement.step()
+                statement.reset()
                 seq += 1
             }
             start = run.endIndex
@@ -114,8 +113,8 @@ struct LogsTable {
         return seq
     }
 
-    private func insert(_ log: NewLog, seq: Int64, with insert: Statement,
-                        payload bindPayload: () throws(OutboxError) -> Void) throws(OutboxError) {
+    /// Binds every column of `log` but its payload (8).
+    private func bindColumns(of log: NewLog, seq: Int64, to insert: Statement) throws(OutboxError) {
         try insert.bind(seq, at: 1)
         try insert.bind(Int64(log.priority.rawValue), at: 2)
         try insert.bind(log.wallMs, at: 3)
@@ -124,9 +123,6 @@ struct LogsTable {
         try insert.bind(log.context, at: 6)
         // Canonical UUID byte order, so the blob reads the same from any tool.
         try insert.bind(bytesOf: (log.id.high.bigEndian, log.id.low.bigEndian), at: 7)
-        try bindPayload()
-        try insert.step()
-        insert.reset()
     }
 
     /// Deletes logs by seq; returns how many were there.
