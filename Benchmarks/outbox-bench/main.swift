@@ -10,10 +10,12 @@ nonisolated(unsafe) var benchDestination = Destination.appCenter
 nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
 /// `--store-key` (SPEC K1): the committed and delivery benches on a sealed store, under a fixed key.
 nonisolated(unsafe) var benchStoreKey: StoreKey?
+/// The fixed key of `--store-key` and of `sealed-vs-plain`.
+let fixedStoreKeyBytes = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
 let argumentsList: [String] = {
     var list = Array(CommandLine.arguments.dropFirst())
     if let at = list.firstIndex(of: "--store-key") {
-        benchStoreKey = try? StoreKey(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        benchStoreKey = try? StoreKey(bytes: fixedStoreKeyBytes)
         list.remove(at: at)
     }
     if let at = list.firstIndex(of: "--destination"), at + 1 < list.count {
@@ -167,7 +169,7 @@ func benchCommitted() throws -> (rate: Double, rowBytes: Int) {
 /// (`rounds` pairs after one warm-up pair, the order swapped every pair): this machine's speed drifts within
 /// seconds, so the two runs of a pair are next to each other and the ratio is taken pair by pair.
 func benchSealedVersusPlain(events: Int, rounds: Int) throws {
-    let key = try StoreKey(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+    let key = try StoreKey(bytes: fixedStoreKeyBytes)
     var rateRatios: [Double] = []
     var loopRatios: [Double] = []
     for round in 0...rounds {

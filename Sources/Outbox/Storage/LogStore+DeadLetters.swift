@@ -201,15 +201,16 @@ extension LogStore {
                                     overflowMayEvictCritical: false)
             outcome.evictions = plan.evictions
             keep += plan.rejected.map { candidates[$0].index }
-            let requeued = candidates.indices.lazy.filter { !plan.rejected.contains($0) }.map { rows[candidates[$0].index] }
             // No boot id, no monotonic time, context 0: the letter kept none of them.
-            let newLogs = Array(requeued.map {
-                NewLog(id: $0.id, priority: $0.priority, wallMs: $0.wallMs, monoNs: 0, boot: 0, context: 0, payload: $0.payload)
-            })
-            outcome.nextSeq = try logs.insert(newLogs, at: Array(newLogs.indices), firstSeq: outcome.nextSeq)
-            for row in requeued {
-                outcome.minWallMs = min(outcome.minWallMs ?? row.wallMs, row.wallMs)
-                if row.priority == .critical { outcome.result.critical += 1 } else { outcome.result.normal += 1 }
+            let requeued = candidates.indices.filter { !plan.rejected.contains($0) }.map { position in
+                let row = rows[candidates[position].index]
+                return NewLog(id: row.id, priority: row.priority, wallMs: row.wallMs, monoNs: 0, boot: 0, context: 0,
+                              payload: row.payload)
+            }
+            outcome.nextSeq = try logs.insert(requeued, at: Array(requeued.indices), firstSeq: outcome.nextSeq)
+            for log in requeued {
+                outcome.minWallMs = min(outcome.minWallMs ?? log.wallMs, log.wallMs)
+                if log.priority == .critical { outcome.result.critical += 1 } else { outcome.result.normal += 1 }
             }
             // What the store cannot take stays where it was, as it was.
             for index in keep.sorted() { try letters.restore(rows[index]) }

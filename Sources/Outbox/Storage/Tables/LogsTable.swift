@@ -87,23 +87,17 @@ struct LogsTable {
     func insert(_ logs: [NewLog], at indices: [Int], firstSeq: Int64) throws(OutboxError) -> Int64 {
         let statement = try db.cachedStatement(Self.insertSQL)
         var seq = firstSeq
-        guard let sealer = keys?.current else {
-            for index in indices {
-                try bindColumns(of: logs[index], seq: seq, to: statement)
-                try statement.bind(logs[index].payload, at: 8)
-                try statement.step()
-                statement.reset()
-                seq += 1
-            }
-            return seq
-        }
         var start = 0
         while start < indices.count {
             let run = indices[start..<min(indices.count, start + StoreSealer.aheadLimit)]
-            let sealed = try sealer.sealAhead(logs, at: run)
+            let sealed = if let sealer = keys?.current { try sealer.sealAhead(logs, at: run) } else { nil as StoreSealer.SealedRun? }
             for (offset, index) in run.enumerated() {
                 try bindColumns(of: logs[index], seq: seq, to: statement)
-                try statement.bind(bytes: sealed[offset], at: 8)
+                if let sealed {
+                    try statement.bind(bytes: sealed[offset], at: 8)
+                } else {
+                    try statement.bind(logs[index].payload, at: 8)
+                }
                 try statement.step()
                 statement.reset()
                 seq += 1
