@@ -80,6 +80,8 @@ final class LatencyBox: @unchecked Sendable {
 func benchCaller(threads: Int) throws {
     var configuration = Configuration(storePath: tempStore("caller-\(threads).outbox"))
     configuration.maxStorageSize = 1 << 30
+    // With `--store-key` the callers seal their payloads (SPEC K1, `CallerPayloads`).
+    configuration.storeKey = benchStoreKey
     let engine = try OutboxEngine(configuration: configuration)
     let perThread = total / threads
     let latencies = LatencyBox(threads: threads)

@@ -46,6 +46,8 @@ extension EngineCore {
                 }
             }
         }
+        // Before the next log is made: a caller's payload under the old stamp is built again (`CallerPayloads`).
+        publishForCallers()
     }
 
     // MARK: - Device context (SPEC A10)

@@ -23,6 +23,19 @@ enum LogType: String, Sendable, CaseIterable {
         }
     }
 
+    /// The same bytes with no buffer to retain: for callers' threads (`CallerPayloads`).
+    var payloadPrefixText: StaticString {
+        switch self {
+        case .event: #"{"type":"event","id":""#
+        case .startSession: #"{"type":"startSession","id":""#
+        case .endSession: #"{"type":"endSession","id":""#
+        case .screen: #"{"type":"screen","id":""#
+        case .userProperties: #"{"type":"userProperties","id":""#
+        case .location: #"{"type":"location","id":""#
+        case .identify: #"{"type":"identify","id":""#
+        }
+    }
+
     private static func prefix(_ type: LogType) -> [UInt8] {
         Array(#"{"type":""#.utf8) + Array(type.rawValue.utf8) + Array(#"","id":""#.utf8)
     }

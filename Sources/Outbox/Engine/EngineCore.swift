@@ -44,7 +44,20 @@ final class EngineCore {
     var device = DeviceContext()
     var contextID: Int64 = 0
 
-    init(configuration: Configuration, loop: EventLoop, store: LogStore, intake: Intake) {
+    /// What callers build payloads under: the loop publishes the stamp and the key with a new epoch whenever either
+    /// changes (`publishForCallers`). `payloadEpoch` is the epoch published last.
+    let callerPayloads: CallerPayloads
+    private(set) var payloadEpoch: UInt64 = 0
+    private var publishedStamp: [UInt8]?
+    private var publishedKeyID: UInt32?
+    /// Events whose payload the caller built and the loop stored as it was, and those the loop built again
+    /// (the stamp or the key changed after the caller built it). For tests and the benches.
+    private(set) var callerBuiltLogs = 0
+    private(set) var rebuiltLogs = 0
+
+    init(configuration: Configuration, loop: EventLoop, store: LogStore, intake: Intake,
+         callerPayloads: CallerPayloads = CallerPayloads(idSeed: nil)) {
+        self.callerPayloads = callerPayloads
         self.configuration = configuration
         self.logger = configuration.logger
         self.loop = loop
@@ -76,6 +89,7 @@ final class EngineCore {
         intake.setWake { async.send() }
         commitTimer = LoopTimer(loop: loop) { [unowned self] in self.drive(.timerFired) }
         housekeeping = Housekeeping(loop: loop) { [unowned self] in self.runHousekeeping() }
+        publishForCallers()
         // A rotation a kill interrupted (SPEC K1) goes on where it stopped.
         if store.rotationPending { stepRotation() }
         perform(commits.start(withDelivery: delivery != nil))
@@ -143,7 +157,14 @@ final class EngineCore {
                 }
                 if let waiter = draft.waiter { waiters.append((logs.count, waiter)) }
                 if let name = draft.newName { names.append(name) }
-                logs.append(makeLog(draft, body: batch.body(of: draft)))
+                if draft.epoch == payloadEpoch, let payload = batch.payload(of: draft) {
+                    callerBuiltLogs += 1
+                    logs.append(NewLog(id: draft.id, priority: draft.priority, wallMs: draft.wallMs, monoNs: draft.monoNs,
+                                       boot: boot, context: contextID, payload: payload, sealedUnder: draft.sealedUnder))
+                } else {
+                    if !draft.payloadRange.isEmpty { rebuiltLogs += 1 }
+                    logs.append(makeLog(draft, body: batch.body(of: draft)))
+                }
             case .barrier(let waiter):
                 barriers.append(waiter)
             case .setEnabled(let enabled):
@@ -159,6 +180,17 @@ final class EngineCore {
         flush(&logs, &names, &waiters)
         for barrier in barriers { barrier.signal(nil) }
         return batch.items.count
+    }
+
+    /// Publishes the current stamp and store key to callers under a new epoch, if either changed since the last time.
+    /// Called wherever they can change: at start, after each analytics command, after a new key.
+    func publishForCallers() {
+        let keyID = store.keys?.current.keyID
+        guard payloadEpoch == 0 || analytics.stamp != publishedStamp || keyID != publishedKeyID else { return }
+        payloadEpoch += 1
+        publishedStamp = analytics.stamp
+        publishedKeyID = keyID
+        callerPayloads.publish(epoch: payloadEpoch, stamp: analytics.stamp, key: store.keys?.key)
     }
 
     /// `stamp`: the session and user of a log the analytics model wrote; nil for the current ones.
@@ -251,6 +283,7 @@ final class EngineCore {
             // SPEC K1, R8: new values are sealed under the new key from now on; the stored ones, a step at a time.
             do {
                 try store.beginRotation(to: key)
+                publishForCallers()
                 stepRotation()
             } catch {
                 logger.error("the store key could not be changed; the store stays under its old key",

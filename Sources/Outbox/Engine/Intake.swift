@@ -18,6 +18,12 @@ struct EventDraft {
     var waiter: CommitWaiter?
     /// SPEC W2: events, and the screen, userProperties and location logs of the analytics model.
     var type: LogType = .event
+    /// The sealed payload the caller built (`CallerPayloads`), in the batch's arena; empty when it left it to the loop.
+    var payloadRange: Range<Int> = 0..<0
+    /// The epoch the caller built it under, its id, and the key it sealed it under.
+    var epoch: UInt64 = 0
+    var id = UUIDBytes(high: 0, low: 0)
+    var sealedUnder: UInt32?
 }
 
 enum IntakeItem {
@@ -49,6 +55,11 @@ struct IntakeBatch {
     /// The body of an event taken from this batch.
     func body(of draft: EventDraft) -> ArraySlice<UInt8> {
         draft.body.isEmpty ? bytes[draft.bodyRange] : draft.body[...]
+    }
+
+    /// The payload the caller built for an event of this batch; nil when it left it to the loop.
+    func payload(of draft: EventDraft) -> [UInt8]? {
+        draft.payloadRange.isEmpty ? nil : Array(bytes[draft.payloadRange])
     }
 }
 
@@ -180,7 +191,8 @@ final class Intake: @unchecked Sendable {
     /// new event name beyond the limit (SPEC T4) or after shutdown; `name` is nil for logs that are not events
     /// (screens, user properties, locations: SPEC T4 counts event names only).
     /// On the loop thread (host mode) it never waits for room: the caller commits inline instead.
-    func admit(name: String?, draft: consuming EventDraft, body: UnsafeRawBufferPointer,
+    /// `built`: the sealed payload the caller built (`CallerPayloads`), copied too.
+    func admit(name: String?, draft: consuming EventDraft, body: UnsafeRawBufferPointer, built: CallerPayloads.Built? = nil,
                onLoopThread: Bool) throws(OutboxError) -> Admission {
         // SPEC T4: a name admitted before needs no look-up under the lock (the set stays the rule for the others).
         // (Not `name.map(knownNames.contains)`: that closure would retain and release the table, an object all
@@ -207,8 +219,20 @@ final class Intake: @unchecked Sendable {
         }
         let isUrgent = draft.waiter != nil
         let start = state.pointee.pending.bytes.count
-        state.pointee.pending.bytes.append(contentsOf: body)
-        draft.bodyRange = start..<state.pointee.pending.bytes.count
+        if let built {
+            state.pointee.pending.bytes.append(contentsOf: built.payload)
+            draft.payloadRange = start..<state.pointee.pending.bytes.count
+            draft.epoch = built.epoch
+            draft.id = built.id
+            draft.sealedUnder = built.keyID
+            // The body too: the loop builds the payload again from it if the stamp changed meanwhile.
+            let bodyStart = state.pointee.pending.bytes.count
+            state.pointee.pending.bytes.append(contentsOf: body)
+            draft.bodyRange = bodyStart..<state.pointee.pending.bytes.count
+        } else {
+            state.pointee.pending.bytes.append(contentsOf: body)
+            draft.bodyRange = start..<state.pointee.pending.bytes.count
+        }
         state.pointee.pending.items.append(.event(consume draft))
         state.pointee.queuedEvents += 1
         wakeIfNeeded(&state.pointee, urgent: isUrgent)

@@ -25,6 +25,8 @@ public final class OutboxEngine: @unchecked Sendable {
     let logger: Logger
     let loop: EventLoop
     let intake: Intake
+    /// Where callers build their logs' payloads (the loop publishes what they need).
+    let callerPayloads: CallerPayloads
     let core: EngineCore
     /// Duration timers and open screens (SPEC A4, A6): see OutboxEngine+Analytics.swift.
     let stopwatches = Stopwatches()
@@ -66,7 +68,9 @@ public final class OutboxEngine: @unchecked Sendable {
                         maxNames: configuration.maxDistinctEventNames, capacity: configuration.intakeCapacity)
 
         loop = try EventLoop(mode: configuration.runMode)
-        core = EngineCore(configuration: configuration, loop: loop, store: store, intake: intake)
+        callerPayloads = CallerPayloads(idSeed: configuration.testingIDSeed)
+        core = EngineCore(configuration: configuration, loop: loop, store: store, intake: intake,
+                          callerPayloads: callerPayloads)
         core.analytics = AnalyticsState(settings: configuration.analyticsSettings, userID: userID, isFirstStart: isFirstStart)
         core.collecting = enabled
         storeOwnedHere = false
@@ -116,7 +120,11 @@ public final class OutboxEngine: @unchecked Sendable {
         let onLoopThread = loop.isOnLoopThread
         let waiter = priority == .critical && !onLoopThread ? CommitWaiter() : nil
         draft.waiter = waiter
-        guard try intake.admit(name: name, draft: draft, body: body, onLoopThread: onLoopThread) == .accepted else { return false }
+        let ready = draft
+        let admission = try callerPayloads.build(type: ready.type, body: body) { built throws(OutboxError) in
+            try intake.admit(name: name, draft: ready, body: body, built: built, onLoopThread: onLoopThread)
+        }
+        guard admission == .accepted else { return false }
         if onLoopThread {
             // Host mode, called from the loop's own thread: waiting for the loop would deadlock, so commit here.
             let queue = intake.peek()

@@ -130,13 +130,18 @@ final class StoreSealer {
 
     /// Writes the sealed `plain` (`overhead` bytes more) at `out`; false when libcrypto fails.
     private func seal(_ plain: [UInt8], _ slot: SealSlot, into out: UnsafeMutablePointer<UInt8>) -> Bool {
+        plain.withUnsafeBytes { Self.seal($0, slot, keyID: keyID, handle: handle, into: out) }
+    }
+
+    /// Seals `plain` with the libcrypto sealer `handle` (`outbox_sealer_new`, under the key `keyID` names) into `out`,
+    /// `overhead` bytes more: for a sealer of this type, or a caller's own (`CallerPayloads`).
+    static func seal(_ plain: UnsafeRawBufferPointer, _ slot: SealSlot, keyID: UInt32, handle: OpaquePointer,
+                     into out: UnsafeMutablePointer<UInt8>) -> Bool {
         slot.withAdditionalData(keyID: keyID) { aad in
             guard let header = aad.baseAddress else { return false }
-            UnsafeMutableRawPointer(out).copyMemory(from: header, byteCount: Self.headerCount)
-            return plain.withUnsafeBufferPointer { plain in
-                outbox_seal(handle, header.assumingMemoryBound(to: UInt8.self), aad.count, plain.baseAddress, plain.count,
-                            out + Self.headerCount) == 0
-            }
+            UnsafeMutableRawPointer(out).copyMemory(from: header, byteCount: headerCount)
+            return outbox_seal(handle, header.assumingMemoryBound(to: UInt8.self), aad.count,
+                               plain.baseAddress?.assumingMemoryBound(to: UInt8.self), plain.count, out + headerCount) == 0
         }
     }
 

@@ -23,8 +23,10 @@ struct NewLog: Sendable {
     var boot: Int64
     /// Device-context version this log was captured under (0 = none yet).
     var context: Int64
-    /// The JSON object bytes, as described above.
+    /// The JSON object bytes, as described above — or, with `sealedUnder`, those bytes sealed already.
     var payload: [UInt8]
+    /// SPEC K1: the id of the key `payload` is sealed under (a caller sealed it, `CallerPayloads`); nil: plaintext.
+    var sealedUnder: UInt32? = nil
 }
 
 /// 16 raw bytes of a UUID.

@@ -83,20 +83,37 @@ struct LogsTable {
 
     /// Inserts `logs[i]` for each `i` of `indices`, in that order, with seqs from `firstSeq` on; returns the seq after
     /// the last. In a sealed store the payloads are sealed a run at a time (`StoreSealer.sealAhead`) before the run is
-    /// inserted.
+    /// inserted — but for those a caller sealed under the current key already (`NewLog.sealedUnder`), which go in as
+    /// they are. One sealed under another key (kept for a retry while a rotation began) is opened and sealed again.
     func insert(_ logs: [NewLog], at indices: [Int], firstSeq: Int64) throws(OutboxError) -> Int64 {
         let statement = try db.cachedStatement(Self.insertSQL)
+        let currentKeyID = keys?.current.keyID
         var seq = firstSeq
         var start = 0
+        var toSeal: [Int] = []
         while start < indices.count {
             let run = indices[start..<min(indices.count, start + StoreSealer.aheadLimit)]
-            let sealed = if let sealer = keys?.current { try sealer.sealAhead(logs, at: run) } else { nil as StoreSealer.SealedRun? }
-            for (offset, index) in run.enumerated() {
-                try bindColumns(of: logs[index], seq: seq, to: statement)
-                if let sealed {
-                    try statement.bind(bytes: sealed[offset], at: 8)
+            var sealed: StoreSealer.SealedRun?
+            if let keys {
+                toSeal.removeAll(keepingCapacity: true)
+                for index in run where logs[index].sealedUnder == nil { toSeal.append(index) }
+                if !toSeal.isEmpty { sealed = try keys.current.sealAhead(logs, at: toSeal[...]) }
+            }
+            var sealedOffset = 0
+            for index in run {
+                let log = logs[index]
+                try bindColumns(of: log, seq: seq, to: statement)
+                if let sealedUnder = log.sealedUnder {
+                    if sealedUnder == currentKeyID {
+                        try statement.bind(log.payload, at: 8)
+                    } else {
+                        try statement.bind(try resealed(log), at: 8)
+                    }
+                } else if let sealed {
+                    try statement.bind(bytes: sealed[sealedOffset], at: 8)
+                    sealedOffset += 1
                 } else {
-                    try statement.bind(logs[index].payload, at: 8)
+                    try statement.bind(log.payload, at: 8)
                 }
                 try statement.step()
                 statement.reset()
@@ -105,6 +122,14 @@ struct LogsTable {
             start = run.endIndex
         }
         return seq
+    }
+
+    /// A caller's sealed payload under the current key, when it was sealed under another that the store still holds.
+    private func resealed(_ log: NewLog) throws(OutboxError) -> [UInt8] {
+        guard let keys, let plain = keys.open(log.payload, .log(log.id)) else {
+            throw .storage(code: 1, message: "a log sealed under a key this store does not hold cannot be stored")
+        }
+        return try keys.seal(plain, .log(log.id))
     }
 
     /// Binds every column of `log` but its payload (8).
