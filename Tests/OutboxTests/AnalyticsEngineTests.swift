@@ -381,12 +381,20 @@ struct AnalyticsEngineTests {
         #expect(try await latest()?.id == first.id)
 
         let real = try await engine.deviceContext().timeZoneOffset
-        try await onLoop { core.updateDevice { $0.timeZoneOffset = real + 60 } }   // stale: the hour changed under us
-        let stale = try #require(try await latest())
-        #expect(stale.id > first.id)
-        try await onLoop { core.refreshDeviceContext() }
+        // In one loop task, so that the engine's own minutely refresh cannot come between (a slow run, as under
+        // ThreadSanitizer, reaches its first minute here).
+        let versions = LoopResultBox<(stale: Int64, refreshed: Int64)>()
+        try await onLoop {
+            core.updateDevice { $0.timeZoneOffset = real + 60 }   // stale: the hour changed under us
+            let stale = core.contextID
+            core.refreshDeviceContext()
+            versions.value = (stale, core.contextID)
+        }
+        let (stale, fresh) = try #require(versions.value)
+        #expect(stale > first.id)
+        #expect(fresh > stale)
         let refreshed = try #require(try await latest())
-        #expect(refreshed.id > stale.id)
+        #expect(refreshed.id == fresh)
         let json = String(decoding: refreshed.json, as: UTF8.self)
         #expect(json.contains("\"timeZoneOffset\":\(real)"))
         #expect(json.contains(#""countryCode":"DE""#))

@@ -3,10 +3,6 @@ import Foundation
 import Testing
 @testable import Outbox
 
-final class LoopResultBox<T>: @unchecked Sendable {
-    var value: T?
-}
-
 /// SPEC K1 and T7 (docs/BEHAVIOUR.md): in a sealed store callers build and seal their logs' payloads
 /// (`CallerPayloads`); the loop keeps them only while the stamp and key they were built under are still its own.
 struct CallerPayloadsTests {

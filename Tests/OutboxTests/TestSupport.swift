@@ -83,3 +83,8 @@ final class LoopHold: @unchecked Sendable {  // used on the loop thread only
         }
     }
 }
+
+/// A value a task on the loop hands back to the test that queued it (read after `persisted()`).
+final class LoopResultBox<T>: @unchecked Sendable {
+    var value: T?
+}
