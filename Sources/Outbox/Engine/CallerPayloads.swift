@@ -54,19 +54,11 @@ final class CallerPayloads: @unchecked Sendable {
 
     deinit {
         for sealer in state.pointee.idle { outbox_sealer_free(sealer) }
-        forgetKey(&state.pointee)
         state.pointee.stamp.deallocate()
         state.deinitialize(count: 1)
         state.deallocate()
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
-    }
-
-    private func forgetKey(_ published: inout Published) {
-        if var key = published.key {
-            key.withUnsafeMutableBytes { outbox_wipe($0.baseAddress, $0.count) }
-            published.key = nil
-        }
     }
 
     // MARK: - The loop's side
@@ -86,7 +78,7 @@ final class CallerPayloads: @unchecked Sendable {
         if key?.id != published.pointee.keyID || (key == nil) != (published.pointee.key == nil) {
             for sealer in published.pointee.idle { outbox_sealer_free(sealer) }
             published.pointee.idle.removeAll()
-            forgetKey(&published.pointee)
+            // The configuration's own bytes (an array shared, not copied): the key is in memory while the engine runs.
             published.pointee.key = key?.bytes
             published.pointee.keyID = key?.id ?? 0
         }
