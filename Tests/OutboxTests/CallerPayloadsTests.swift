@@ -26,10 +26,10 @@ struct CallerPayloadsTests {
         return try OutboxEngine(configuration: configuration)
     }
 
-    @Test func eachTypesPrefixTextIsItsPayloadPrefix() {
+    // SPEC W2, T7: each type's payload begins with its own name (the prefixes are literals, the names raw values).
+    @Test func eachTypesPayloadPrefixNamesItsType() {
         for type in LogType.allCases {
-            let text = type.payloadPrefixText
-            #expect(Array(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) == type.payloadPrefix)
+            #expect(Array(type.payloadPrefix) == Array(#"{"type":"\#(type.rawValue)","id":""#.utf8))
         }
     }
 

@@ -10,22 +10,10 @@ enum LogType: String, Sendable, CaseIterable {
     /// SPEC A8a: the user signed in (`identify`); App Center's wire sends it as a `userProperties` log.
     case identify
 
-    /// `{"type":"event","id":"` — the payload up to the id, built once per type.
-    var payloadPrefix: [UInt8] {
-        switch self {
-        case .event: return Self.eventPrefix
-        case .startSession: return Self.startSessionPrefix
-        case .endSession: return Self.endSessionPrefix
-        case .screen: return Self.screenPrefix
-        case .userProperties: return Self.userPropertiesPrefix
-        case .location: return Self.locationPrefix
-        case .identify: return Self.identifyPrefix
-        }
-    }
-
-    /// The same bytes with no buffer to retain: for callers' threads (`CallerPayloads`).
-    var payloadPrefixText: StaticString {
-        switch self {
+    /// `{"type":"event","id":"` — the payload up to the id. Static bytes, nothing to retain: callers' threads build
+    /// payloads too (`CallerPayloads`).
+    var payloadPrefix: UnsafeBufferPointer<UInt8> {
+        let text: StaticString = switch self {
         case .event: #"{"type":"event","id":""#
         case .startSession: #"{"type":"startSession","id":""#
         case .endSession: #"{"type":"endSession","id":""#
@@ -34,18 +22,8 @@ enum LogType: String, Sendable, CaseIterable {
         case .location: #"{"type":"location","id":""#
         case .identify: #"{"type":"identify","id":""#
         }
+        return UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
     }
-
-    private static func prefix(_ type: LogType) -> [UInt8] {
-        Array(#"{"type":""#.utf8) + Array(type.rawValue.utf8) + Array(#"","id":""#.utf8)
-    }
-    private static let eventPrefix = prefix(.event)
-    private static let startSessionPrefix = prefix(.startSession)
-    private static let endSessionPrefix = prefix(.endSession)
-    private static let screenPrefix = prefix(.screen)
-    private static let userPropertiesPrefix = prefix(.userProperties)
-    private static let locationPrefix = prefix(.location)
-    private static let identifyPrefix = prefix(.identify)
 }
 
 /// The session and user fields every log carries (SPEC T7): `,"sid":"…"` or `,"sid":null`, then `,"userId":"…"`

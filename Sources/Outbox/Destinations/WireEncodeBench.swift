@@ -22,7 +22,7 @@ package enum WireEncodeBench {
         var logs: [StoredLog] = []
         for index in 0..<batchSize {
             let body = try EventValidator.validate(name: "bench", properties: properties(index)).body
-            var payload = LogType.event.payloadPrefix
+            var payload = Array(LogType.event.payloadPrefix)
             let id = UUIDBytes(high: UInt64(index), low: 0x8000_0000_0000_0000 | UInt64(index))
             id.write(into: &payload)
             payload.append(UInt8(ascii: "\""))

@@ -104,8 +104,8 @@ final class CallerPayloads: @unchecked Sendable {
                             _ admit: (Built?) throws(E) -> R) throws(E) -> R {
         // A plain store's callers never take the lock: the loop's own concatenation costs it less than handing it over.
         guard sealing.load(ordering: .relaxed) else { return try admit(nil) }
-        let prefix = type.payloadPrefixText
-        let headCount = prefix.utf8CodeUnitCount + UUIDBytes.textLength + 1
+        let prefix = type.payloadPrefix
+        let headCount = prefix.count + UUIDBytes.textLength + 1
         pthread_mutex_lock(mutex)
         let published = state
         let epoch = published.pointee.epoch
@@ -134,8 +134,8 @@ final class CallerPayloads: @unchecked Sendable {
             guard let sealer else { return try admit(nil) }
             defer { giveBack(sealer, keyID: keyID) }
 
-            UnsafeMutableRawPointer(plain).copyMemory(from: prefix.utf8Start, byteCount: prefix.utf8CodeUnitCount)
-            id.write(to: plain + prefix.utf8CodeUnitCount)
+            UnsafeMutableRawBufferPointer(start: plain, count: prefix.count).copyMemory(from: UnsafeRawBufferPointer(prefix))
+            id.write(to: plain + prefix.count)
             plain[headCount - 1] = UInt8(ascii: "\"")
             var at = headCount + stampCount
             if !body.isEmpty, let source = body.baseAddress {

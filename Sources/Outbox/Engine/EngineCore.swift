@@ -56,7 +56,7 @@ final class EngineCore {
     private(set) var rebuiltLogs = 0
 
     init(configuration: Configuration, loop: EventLoop, store: LogStore, intake: Intake,
-         callerPayloads: CallerPayloads = CallerPayloads(idSeed: nil)) {
+         callerPayloads: CallerPayloads) {
         self.callerPayloads = callerPayloads
         self.configuration = configuration
         self.logger = configuration.logger

@@ -218,21 +218,18 @@ final class Intake: @unchecked Sendable {
             knownNames.insert(name)
         }
         let isUrgent = draft.waiter != nil
-        let start = state.pointee.pending.bytes.count
         if let built {
+            let start = state.pointee.pending.bytes.count
             state.pointee.pending.bytes.append(contentsOf: built.payload)
             draft.payloadRange = start..<state.pointee.pending.bytes.count
             draft.epoch = built.epoch
             draft.id = built.id
             draft.sealedUnder = built.keyID
-            // The body too: the loop builds the payload again from it if the stamp changed meanwhile.
-            let bodyStart = state.pointee.pending.bytes.count
-            state.pointee.pending.bytes.append(contentsOf: body)
-            draft.bodyRange = bodyStart..<state.pointee.pending.bytes.count
-        } else {
-            state.pointee.pending.bytes.append(contentsOf: body)
-            draft.bodyRange = start..<state.pointee.pending.bytes.count
         }
+        // Also beside a built payload: the loop builds it again from the body if the stamp changed meanwhile.
+        let start = state.pointee.pending.bytes.count
+        state.pointee.pending.bytes.append(contentsOf: body)
+        draft.bodyRange = start..<state.pointee.pending.bytes.count
         state.pointee.pending.items.append(.event(consume draft))
         state.pointee.queuedEvents += 1
         wakeIfNeeded(&state.pointee, urgent: isUrgent)

@@ -101,19 +101,15 @@ struct LogsTable {
             }
             var sealedOffset = 0
             for index in run {
-                let log = logs[index]
-                try bindColumns(of: log, seq: seq, to: statement)
-                if let sealedUnder = log.sealedUnder {
-                    if sealedUnder == currentKeyID {
-                        try statement.bind(log.payload, at: 8)
-                    } else {
-                        try statement.bind(try resealed(log), at: 8)
-                    }
-                } else if let sealed {
+                try bindColumns(of: logs[index], seq: seq, to: statement)
+                let sealedUnder = logs[index].sealedUnder
+                if sealedUnder == nil, let sealed {
                     try statement.bind(bytes: sealed[sealedOffset], at: 8)
                     sealedOffset += 1
+                } else if sealedUnder == nil || sealedUnder == currentKeyID {
+                    try statement.bind(logs[index].payload, at: 8)
                 } else {
-                    try statement.bind(log.payload, at: 8)
+                    try statement.bind(try resealed(logs[index]), at: 8)
                 }
                 try statement.step()
                 statement.reset()
