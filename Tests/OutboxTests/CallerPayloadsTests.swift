@@ -33,9 +33,9 @@ struct CallerPayloadsTests {
         }
     }
 
-    // Events tracked from two threads into a sealed store: each payload was sealed by its caller, reads back whole
-    // (name, properties, session, user) and is sealed under the store's key in the file. A plain store's callers
-    // build nothing.
+    // SPEC K1, T7: events tracked from two threads into a sealed store: each payload was sealed by its caller, reads
+    // back whole (name, properties, session, user) and is sealed under the store's key in the file. A plain store's
+    // callers build nothing.
     @Test func aSealedStoresCallersSealTheirOwnPayloads() async throws {
         let dir = TempDirectory()
         defer { dir.remove() }
