@@ -57,9 +57,10 @@ struct CallerPayloadsTests {
         let (built, rebuilt) = try await Self.onLoop(engine) { ($0.callerBuiltLogs, $0.rebuiltLogs) }
         #expect(built == 600)
         #expect(rebuilt == 0)
-        let logs = try await engine.withStore { try $0.allLogs() }.filter { Self.payloadObject($0)["type"] as? String == "event" }
+        let all = try await engine.withStore { try $0.allLogs() }
+        let logs = all.filter { Self.payloadObject($0)["type"] as? String == "event" }
         #expect(logs.count == 600)
-        let sid = try #require(try await engine.withStore { try $0.allLogs() }.compactMap { Self.payloadObject($0)["sid"] as? String }.first)
+        let sid = try #require(all.compactMap { Self.payloadObject($0)["sid"] as? String }.first)
         var seen = Set<String>()
         for log in logs {
             let object = Self.payloadObject(log)
