@@ -64,26 +64,6 @@ func runHostProgram(path: String, configure: (inout Configuration) -> Void = { _
     return (true, uv_loop_close(loop))
 }
 
-/// Keeps a host's loop running (a referenced timer) until `release()` is called on the loop thread, or `limitMs`
-/// passes: for a host-loop test that waits for a callback of the engine, whose own handles do not hold the loop.
-final class LoopHold: @unchecked Sendable {  // used on the loop thread only
-    private let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
-    private var released = false
-
-    init(loop: UnsafeMutableRawPointer, limitMs: UInt64 = 20_000) {
-        uv_timer_init(loop.assumingMemoryBound(to: uv_loop_t.self), timer)
-        uv_timer_start(timer, { timer in uv_timer_stop(timer) }, limitMs, 0)
-    }
-
-    func release() {
-        guard !released else { return }
-        released = true
-        uv_close(UnsafeMutableRawPointer(timer).assumingMemoryBound(to: uv_handle_t.self)) { handle in
-            handle?.deallocate()
-        }
-    }
-}
-
 /// A value a task on the loop hands back to the test that queued it (read after `persisted()`).
 final class LoopResultBox<T>: @unchecked Sendable {
     var value: T?

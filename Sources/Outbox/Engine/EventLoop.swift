@@ -9,8 +9,9 @@ public enum RunMode: @unchecked Sendable {
     /// The engine starts a thread that runs its own `uv_loop_t`.
     case dedicatedThread
     /// The engine registers its handles on the host's `uv_loop_t *` and never runs it. Create the engine and
-    /// call `shutdown()` on the thread that runs that loop (libuv handles are not thread-safe). Every handle of
-    /// the engine is unref'd, so the engine never keeps the host's loop alive.
+    /// call `shutdown()` on the thread that runs that loop (libuv handles are not thread-safe). The engine's
+    /// timers, sockets and watchers are unref'd, so an idle engine never keeps the host's loop alive; a pending
+    /// dispatch, idle wait or drain holds it until its callback ran, as a pending libuv request does (SPEC C7).
     case hostLoop(UnsafeMutableRawPointer)
 }
 
@@ -26,6 +27,12 @@ final class EventLoop: @unchecked Sendable {
     /// The thread that runs the loop; in host mode the thread that created the engine.
     private var loopThread: pthread_t
     private var handles: [ObjectIdentifier: LoopHandle] = [:]
+    /// SPEC C7, host mode: the one handle that is referenced while a callback the host waits for is pending
+    /// (`pendingCallback()`), so that the host's `uv_run` returns only after it ran. An async handle: active
+    /// without waking the loop. Made at the first hold; nil in dedicated mode.
+    private var keepAlive: LoopAsync?
+    private var pendingCallbacks = 0
+    private var isClosed = false
 
     init(mode: RunMode) throws {
         switch mode {
@@ -113,11 +120,56 @@ final class EventLoop: @unchecked Sendable {
 
     /// Closes every handle the engine opened. Must run on the loop thread.
     func closeAll() {
+        isClosed = true
+        keepAlive = nil
+        pendingCallbacks = 0
         for handle in Array(handles.values) { handle.close() }
         handles.removeAll()
     }
 
+    /// SPEC C7: holds the host's loop open until the returned hold's `ran()`: call it once the callback the host
+    /// waits for (a dispatch's, an idle wait's, a drain's) has run. While any hold is pending one referenced handle
+    /// keeps `uv_run` going, as a pending libuv request does; the engine's other handles stay unref'd. A no-op in
+    /// dedicated mode (the engine's thread runs its loop until shutdown) and after `closeAll`. Loop thread only.
+    func pendingCallback() -> PendingCallback {
+        assertOnLoopThread()
+        guard isHosted, !isClosed else { return PendingCallback(loop: nil) }
+        let handle = keepAlive ?? LoopAsync(loop: self) {}
+        keepAlive = handle
+        pendingCallbacks += 1
+        if pendingCallbacks == 1 { uv_ref(handle.raw) }
+        return PendingCallback(loop: self)
+    }
+
+    /// `callback` wrapped to hold the host's loop until it has run (`pendingCallback()`).
+    func holding<T>(_ callback: @escaping (T) -> Void) -> (T) -> Void {
+        let pending = pendingCallback()
+        return { value in
+            callback(value)
+            pending.ran()
+        }
+    }
+
+    fileprivate func callbackRan() {
+        assertOnLoopThread()
+        guard pendingCallbacks > 0 else { return }
+        pendingCallbacks -= 1
+        if pendingCallbacks == 0, let keepAlive { uv_unref(keepAlive.raw) }
+    }
+
     var openHandleCount: Int { handles.count }
+}
+
+/// A callback the host's loop is held open for (`EventLoop.pendingCallback()`); `ran()` releases it, once.
+final class PendingCallback {
+    private weak var loop: EventLoop?
+
+    init(loop: EventLoop?) { self.loop = loop }
+
+    func ran() {
+        loop?.callbackRan()
+        loop = nil
+    }
 }
 
 /// Base of the engine's libuv handles. The handle memory holds a retained reference to its Swift object in

@@ -1,4 +1,3 @@
-import CLibUV
 import Dispatch
 
 /// What the C interface (`Sources/OutboxC`, SPEC E2–E3) needs beyond the public API: synchronous forms of the
@@ -25,7 +24,7 @@ extension OutboxEngine {
     @_spi(CInterface) public func dispatchReporting(_ completion: @escaping @Sendable (DispatchResult) -> Void) throws {
         try submitToLoop(committingFirst: true) { core in
             guard let delivery = core.delivery else { completion(.noData); return }
-            delivery.dispatch(completion: completion)
+            delivery.dispatch(completion: core.loop.holding(completion))
         }
     }
 
@@ -60,8 +59,8 @@ extension OutboxEngine {
     /// SPEC C8's drain without `await`: dispatches what waits, then calls `finished` on the loop thread once the
     /// store is empty with nothing in flight (`true`), or `drainMs` passed (`false`), or the engine stopped.
     /// `finished` runs from a timer callback, never inside delivery's own bookkeeping, so it may call `shutdown()`
-    /// in host mode. In host mode the deadline timer is ref'd: it keeps the host's loop running until `finished`,
-    /// since every other handle of the engine is unref'd. Without delivery `finished(true)` runs at the next turn.
+    /// in host mode. In host mode the drain holds the host's loop until `finished` ran (SPEC C7), since every
+    /// other handle of the engine is unref'd. Without delivery `finished(true)` runs at the next turn.
     @_spi(CInterface) public func drain(forMs drainMs: UInt64, finished: @escaping @Sendable (_ drained: Bool) -> Void) {
         try? intake.submit(.analytics(.engineStopping(Moment.now(configuration.clock))), urgent: false)
         // On the loop thread the body below runs inline, before the group commit: what was tracked must be in the
@@ -71,12 +70,13 @@ extension OutboxEngine {
             final class Outcome { var drained = false; var reported = false }
             let outcome = Outcome()
             let timer = LoopTimer(loop: core.loop)
-            if core.loop.isHosted { uv_ref(timer.raw) }
+            let pending = core.loop.pendingCallback()
             timer.action = { [unowned timer] in
                 guard !outcome.reported else { return }
                 outcome.reported = true
                 timer.close()
                 finished(outcome.drained)
+                pending.ran()
             }
             guard let delivery = core.delivery else {
                 outcome.drained = true

@@ -172,15 +172,24 @@ public final class OutboxEngine: @unchecked Sendable {
     /// SPEC C5: sends what accumulated.
     public func resume() { onLoop { $0.delivery?.resume() } }
 
-    /// SPEC C7: sends everything waiting now, whatever the dispatch mode.
-    public func dispatch() { onLoop(committingFirst: true) { $0.delivery?.dispatch(completion: nil) } }
+    /// SPEC C7: sends everything waiting now, whatever the dispatch mode. In host mode the host's loop is held
+    /// until the requests this dispatch started have finished.
+    public func dispatch() {
+        onLoop(committingFirst: true) { core in
+            guard let delivery = core.delivery else { return }
+            guard core.loop.isHosted else { delivery.dispatch(completion: nil); return }
+            let pending = core.loop.pendingCallback()
+            delivery.dispatch { _ in pending.ran() }
+        }
+    }
 
     /// SPEC C7: like `dispatch()`, then calls `completion` once (on the loop thread) with the result of the first
-    /// request it started, or `.noData` when nothing waited — call again until `.noData` to drain.
+    /// request it started, or `.noData` when nothing waited — call again until `.noData` to drain. In host mode
+    /// the host's `uv_run` returns only after `completion` ran.
     public func dispatch(completion: @escaping @Sendable (DispatchResult) -> Void) {
         onLoop(committingFirst: true) { core in
             guard let delivery = core.delivery else { completion(.noData); return }
-            delivery.dispatch(completion: completion)
+            delivery.dispatch(completion: core.loop.holding(completion))
         }
     }
 
@@ -201,11 +210,17 @@ public final class OutboxEngine: @unchecked Sendable {
                     if once.claim() { continuation.resume(returning: false) }
                     return
                 }
-                delivery.whenIdle { if once.claim() { continuation.resume(returning: true) } }
+                // SPEC C7: in host mode the wait holds the host's loop until it is answered.
+                let pending = core.loop.pendingCallback()
+                delivery.whenIdle {
+                    if once.claim() { continuation.resume(returning: true) }
+                    pending.ran()
+                }
                 let deadline = LoopTimer(loop: core.loop)
                 deadline.action = { [unowned deadline] in
                     deadline.close()
                     if once.claim() { continuation.resume(returning: false) }
+                    pending.ran()
                 }
                 deadline.start(afterMs: UInt64(max(0, timeout.milliseconds)))
                 delivery.whenIdle { deadline.close() }
