@@ -18,11 +18,13 @@
  *
  * Threads. Every function may be called from any thread, at the same time, except:
  *   - `outbox_open` and `outbox_close` with a caller's loop: on the thread that runs that loop;
- *   - `outbox_close` in own-thread mode: not from inside a `done` callback (it waits for the engine's thread);
+ *   - `outbox_close` in own-thread mode: not from inside a `done` callback (it would wait for the thread that
+ *     runs it: OUTBOX_EINVAL);
  *   - `outbox_set_log_handler`: before the first `outbox_open`;
  *   - `outbox_free(engine)`: once, after `outbox_close` returned, when no other thread uses the handle.
- * Callbacks (`done`, the log handler) run on the engine's loop thread (the caller's loop thread in host mode);
- * they must return quickly and must not call `outbox_close` on their own engine.
+ * Callbacks (`done`, the log handler) run on the engine's loop thread (the caller's loop thread in host mode) and
+ * must return quickly. With a caller's loop, `done` may call `outbox_close` on its engine: it returns at once and
+ * the engine stops after `done` returned. From the log handler `outbox_close` is OUTBOX_EINVAL in both modes.
  *
  * Strings. `outbox_status` returns a string the caller owns and frees with `outbox_free`. `outbox_last_error`
  * and `outbox_version` return strings the library owns: never free them.
@@ -93,8 +95,9 @@ typedef struct outbox_engine outbox_engine;
  * Durations are integers of milliseconds, sizes integers of bytes. An unknown key is refused by name.
  *
  * uv_loop: NULL runs the engine on a thread of its own ("outbox-loop"). A `uv_loop_t *` runs it on that loop:
- * call outbox_open on the thread that runs it; every handle of the engine is unref'd, so the engine never keeps
- * the loop alive.
+ * call outbox_open on the thread that runs it. The engine's timers, sockets and watchers are unref'd, so an idle
+ * engine never keeps the loop alive; a pending outbox_dispatch or outbox_close holds it as a pending libuv request
+ * does, until its work is done (SPEC C7).
  *
  * Thread: any (own-thread mode); the loop's thread (caller's loop).
  */
@@ -176,7 +179,8 @@ int outbox_set_reachability(outbox_engine *engine, int reachability);
  * Sends everything waiting now, whatever the dispatch mode (SPEC C7). `done` (may be NULL) is called exactly once,
  * on the loop thread, with OUTBOX_DISPATCH_GOOD, _NO_DATA or _ERROR for the first request this dispatch started;
  * call again until _NO_DATA to drain. If the engine is closed before the answer, `done` receives _ERROR.
- * In host mode the engine's handles are unref'd: keep a handle of your own alive until `done` runs.
+ * With a caller's loop the dispatch holds that loop as a pending libuv request does: `uv_run` returns only after
+ * `done` has run (with `done` NULL, once the requests it started have finished); no handle of your own is needed.
  * Returns 0 or OUTBOX_EINVAL / OUTBOX_ECLOSED (then `done` is never called). Thread: any.
  */
 int outbox_dispatch(outbox_engine *engine, void (*done)(int result, void *ctx), void *ctx);

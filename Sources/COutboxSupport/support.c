@@ -10,6 +10,7 @@
    global-dynamic costs one __tls_get_addr per failure, which only error paths pay. */
 static __thread char last_error[1024] __attribute__((tls_model("global-dynamic")));
 static __thread int last_code __attribute__((tls_model("global-dynamic")));
+static __thread int in_log_handler __attribute__((tls_model("global-dynamic")));
 
 int outboxc_fail(int code, const char *message, size_t length) {
     if (length >= sizeof last_error) {
@@ -21,6 +22,14 @@ int outboxc_fail(int code, const char *message, size_t length) {
     last_error[length] = '\0';
     last_code = code;
     return code;
+}
+
+void outboxc_log_handler_entered(int entered) {
+    in_log_handler += entered ? 1 : -1;
+}
+
+int outboxc_in_log_handler(void) {
+    return in_log_handler > 0;
 }
 
 const char *outbox_last_error(void) {

@@ -1,3 +1,4 @@
+import COutboxSupport
 import Glibc
 import Logging
 import Synchronization
@@ -34,6 +35,8 @@ struct CLogHandler: LogHandler {
         for (key, value) in merged.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
         let level = Int32(Self.levels.firstIndex(of: event.level) ?? 4)
         if let function = target.function {
+            outboxc_log_handler_entered(1)
+            defer { outboxc_log_handler_entered(0) }
             line.withCString { function(level, $0, target.context) }
         } else {
             // One write(2) per line: lines of several threads never interleave.

@@ -280,6 +280,10 @@ public func outbox_close(_ handle: UnsafeMutableRawPointer?, _ drainMs: Int32) -
 
 private func close(_ c: CEngine, drainMs: Int32) -> Int32 {
     guard drainMs >= 0 else { return fail(EINVAL, "outbox_close: drain_ms must be 0 or more, got \(drainMs)") }
+    // A log line may come from inside a commit or delivery's bookkeeping, which a close would re-enter.
+    guard outboxc_in_log_handler() == 0 else {
+        return fail(EINVAL, "outbox_close: not from inside the log handler (outbox.h)")
+    }
     let engine = c.engine
     if engine.runsOnHostLoop {
         guard engine.isOnEngineLoopThread else {
@@ -292,7 +296,8 @@ private func close(_ c: CEngine, drainMs: Int32) -> Int32 {
         return fail(ECLOSED, "outbox_close: the engine is already closed")
     }
     if engine.runsOnHostLoop {
-        // Returns at once; the drain's ref'd timer keeps the host's `uv_run` going until the engine has stopped.
+        // Returns at once, also from a `done` callback: the drain holds the host's `uv_run` (SPEC C7) and stops
+        // the engine from a timer of its own, after the callback returned.
         engine.drain(forMs: UInt64(drainMs)) { _ in engine.shutdown() }
         return 0
     }

@@ -140,6 +140,40 @@ static void on_log(int level, const char *message, void *ctx) {
     if (level >= OUTBOX_LOG_TRACE && level <= OUTBOX_LOG_CRITICAL && message && message[0]) atomic_fetch_add(&log_lines, 1);
 }
 
+/* outbox.h: the log handler must not close its engine (a line may come from inside a commit); it is refused. */
+struct close_from_log { outbox_engine *engine; int tries, rc; char message[256]; };
+
+static void close_from_log(int level, const char *message, void *ctx) {
+    (void)level;
+    (void)message;
+    struct close_from_log *c = ctx;
+    if (!c->engine || c->tries++ > 0) return;
+    c->rc = outbox_close(c->engine, 0);
+    snprintf(c->message, sizeof c->message, "%s", outbox_last_error());
+}
+
+static void test_close_from_the_log_handler(void) {
+    char path[512], config[1024], name[300];
+    store_path(path, sizeof path, "close-from-log");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"sessionTracking\":\"manual\",\"logLevel\":\"warning\"}",
+             path);
+    struct close_from_log c = {NULL, 0, 1, ""};
+    outbox_set_log_handler(close_from_log, &c); /* engines keep the handler they opened with */
+    outbox_engine *e = outbox_open(config, NULL);
+    outbox_set_log_handler(on_log, NULL);
+    CHECK(e != NULL, "outbox_open");
+    if (!e) return;
+    c.engine = e;
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    CHECK(outbox_track(e, name, NULL, 0) == 0, "a long name is cut, with a warning to the log handler");
+    CHECK(c.tries == 1 && c.rc == OUTBOX_EINVAL && strstr(c.message, "log handler"),
+          "outbox_close from the log handler: %d (%s)", c.rc, c.message);
+    CHECK(outbox_track(e, "after", NULL, 0) == 0, "the engine is still open");
+    CHECK(outbox_close(e, 0) == 0, "outbox_close");
+    outbox_free(e);
+}
+
 /* ---- Tracking from several threads ---- */
 
 #define THREADS 4
@@ -173,7 +207,6 @@ static void *track_many(void *arg) {
 struct host {
     uv_loop_t loop;
     uv_async_t finished;
-    uv_timer_t keepalive; /* the host's own handle: the engine's are unref'd */
     outbox_engine *engine;
     atomic_int threads_done;
     int dispatches, last_result, loop_errors, close_result;
@@ -186,7 +219,6 @@ static void host_dispatched(int result, void *ctx);
 static void host_close(struct host *h) {
     h->close_result = outbox_close(h->engine, 3000);
     uv_close((uv_handle_t *)&h->finished, NULL);
-    uv_close((uv_handle_t *)&h->keepalive, NULL);
 }
 
 static void host_dispatched(int result, void *ctx) {
@@ -211,8 +243,6 @@ static void host_thread_finished(uv_async_t *async) {
     h->dispatches = 1;
     outbox_dispatch(h->engine, host_dispatched, h);
 }
-
-static void host_keepalive(uv_timer_t *timer) { (void)timer; }
 
 struct counted_tracker { struct tracker t; struct host *h; };
 
@@ -261,8 +291,6 @@ static void test_host_loop(void) {
     }
     uv_async_init(&h.loop, &h.finished, host_thread_finished);
     h.finished.data = &h;
-    uv_timer_init(&h.loop, &h.keepalive);
-    uv_timer_start(&h.keepalive, host_keepalive, 1000, 1000);
 
     struct counted_tracker trackers[THREADS];
     pthread_t threads[THREADS];
@@ -292,11 +320,11 @@ static void test_host_loop(void) {
 }
 
 /* SPEC C7 (round 3): on the host's loop a dispatch right after normal events commits them first: its first answer
-   is GOOD and the logs are delivered, never NO_DATA while they wait for their group-commit window. */
+   is GOOD and the logs are delivered, never NO_DATA while they wait for their group-commit window. The host has no
+   handle of its own (round 4: the pending dispatch holds the loop), and its last `done` closes the engine. */
 struct first_dispatch {
     outbox_engine *engine;
-    uv_timer_t keepalive;
-    int first, calls;
+    int first, calls, close_result;
 };
 
 static void first_dispatched(int result, void *ctx) {
@@ -306,8 +334,7 @@ static void first_dispatched(int result, void *ctx) {
         outbox_dispatch(d->engine, first_dispatched, d);
         return;
     }
-    outbox_close(d->engine, 3000);
-    uv_close((uv_handle_t *)&d->keepalive, NULL);
+    d->close_result = outbox_close(d->engine, 3000); /* from `done`: returns at once, uv_run ends after the drain */
 }
 
 static void test_host_loop_dispatch_commits_first(void) {
@@ -323,6 +350,7 @@ static void test_host_loop_dispatch_commits_first(void) {
              path, m.url);
     struct first_dispatch d = {0};
     d.first = -100;
+    d.close_result = -100;
     d.engine = outbox_open(config, &loop);
     CHECK(d.engine != NULL, "outbox_open on the host's loop");
     if (!d.engine) { mock_stop(&m); return; }
@@ -331,15 +359,54 @@ static void test_host_loop_dispatch_commits_first(void) {
         snprintf(properties, sizeof properties, "{\"i\":%d}", i);
         CHECK(outbox_track(d.engine, "normal", properties, 0) == 0, "normal event %d tracked", i);
     }
-    uv_timer_init(&loop, &d.keepalive);
-    uv_timer_start(&d.keepalive, host_keepalive, 1000, 1000);
     CHECK(outbox_dispatch(d.engine, first_dispatched, &d) == 0, "outbox_dispatch");
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK(d.first == OUTBOX_DISPATCH_GOOD, "the first dispatch after five normal events is GOOD (got %d)", d.first);
+    CHECK(d.close_result == 0, "outbox_close from a done callback on the host's loop: %d", d.close_result);
     CHECK(uv_loop_close(&loop) == 0, "uv_loop_close returns 0");
     outbox_free(d.engine);
     long unique = mock_stat(&m, "logs_unique");
     CHECK(unique == 5, "the mock has the five normal logs: %ld", unique);
+    mock_stop(&m);
+}
+
+/* SPEC C7 (round 4): the host of issue 47 — its own uv_loop_t and no handle of its own, five events,
+   outbox_dispatch(e, done, NULL), uv_run(UV_RUN_DEFAULT). The pending dispatch holds the loop as a libuv request
+   does: uv_run returns only after `done` ran. Then the engine is idle and holds nothing: uv_run returns at once. */
+static int held_result = -100, held_calls;
+
+static void held_done(int result, void *ctx) {
+    (void)ctx;
+    held_result = result;
+    held_calls++;
+}
+
+static void test_host_loop_dispatch_holds_the_loop(void) {
+    struct mock m;
+    CHECK(mock_start(&m, NULL, NULL) == 0, "outbox-mock starts");
+    uv_loop_t loop;
+    CHECK(uv_loop_init(&loop) == 0, "uv_loop_init");
+    char path[512], config[1024];
+    store_path(path, sizeof path, "dispatch-holds");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"endpoint\":\"%s\",\"appSecret\":\"s\",\"sessionTracking\":\"manual\","
+             "\"dispatchIntervalMs\":0}",
+             path, m.url);
+    outbox_engine *e = outbox_open(config, &loop);
+    CHECK(e != NULL, "outbox_open on the host's loop");
+    if (!e) { mock_stop(&m); return; }
+    for (int i = 0; i < 5; i++) CHECK(outbox_track(e, "normal", "{\"i\":1}", 0) == 0, "normal event %d tracked", i);
+    CHECK(outbox_dispatch(e, held_done, NULL) == 0, "outbox_dispatch");
+    CHECK(uv_run(&loop, UV_RUN_DEFAULT) == 0, "uv_run returns by itself");
+    CHECK(held_calls == 1 && held_result == OUTBOX_DISPATCH_GOOD,
+          "done ran once, with GOOD, before uv_run returned (%d calls, result %d)", held_calls, held_result);
+    CHECK(uv_run(&loop, UV_RUN_DEFAULT) == 0, "an idle engine holds nothing: uv_run returns at once");
+    CHECK(outbox_close(e, 0) == 0, "outbox_close on the loop thread");
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&loop) == 0, "uv_loop_close returns 0");
+    outbox_free(e);
+    long unique = mock_stat(&m, "logs_unique");
+    CHECK(unique == 5, "the mock has the five logs: %ld", unique);
     mock_stop(&m);
 }
 
@@ -368,6 +435,16 @@ static int dispatch_and_wait(outbox_engine *e) {
     while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
     pthread_mutex_unlock(&w.lock);
     return w.result;
+}
+
+/* Own-thread mode: outbox_close from a `done` callback would wait for the very thread it runs on; it is refused. */
+struct close_in_done { struct waiter w; outbox_engine *engine; int rc; char message[256]; };
+
+static void close_in_done(int result, void *ctx) {
+    struct close_in_done *c = ctx;
+    c->rc = outbox_close(c->engine, 0);
+    snprintf(c->message, sizeof c->message, "%s", outbox_last_error()); /* thread-local: this thread's */
+    waiter_done(result, &c->w);
 }
 
 static int drain(outbox_engine *e) {
@@ -412,6 +489,15 @@ static void test_own_thread(void) {
     CHECK(pending + critical <= THREADS * PER_THREAD && pending + critical >= 0, "pending counts: %ld + %ld", pending,
           critical);
     CHECK(drain(e) == OUTBOX_DISPATCH_NO_DATA, "dispatch drains to NO_DATA");
+    {
+        struct close_in_done c = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1}, e, 1, ""};
+        CHECK(outbox_dispatch(e, close_in_done, &c) == 0, "outbox_dispatch");
+        pthread_mutex_lock(&c.w.lock);
+        while (!c.w.done) pthread_cond_wait(&c.w.cond, &c.w.lock);
+        pthread_mutex_unlock(&c.w.lock);
+        CHECK(c.rc == OUTBOX_EINVAL && strstr(c.message, "callback"), "outbox_close from done on the engine's thread: %d (%s)",
+              c.rc, c.message);
+    }
     CHECK(outbox_close(e, 3000) == 0, "outbox_close: everything delivered");
     CHECK(outbox_close(e, 3000) == OUTBOX_ECLOSED, "a second close");
     outbox_free(e);
@@ -837,8 +923,10 @@ int main(int argc, char **argv) {
     outbox_set_log_handler(on_log, NULL);
 
     test_bad_input();
+    test_close_from_the_log_handler();
     test_host_loop();
     test_host_loop_dispatch_commits_first();
+    test_host_loop_dispatch_holds_the_loop();
     test_own_thread();
     test_opt_out();
     test_update_after_401();

@@ -8,10 +8,6 @@
 #include <stdio.h>
 #include <uv.h>
 
-static uv_timer_t keepalive; /* the host's own handle: the engine's handles never keep the loop alive */
-
-static void tick(uv_timer_t *timer) { (void)timer; }
-
 static void dispatched(int result, void *ctx) { /* on the loop thread */
     outbox_engine *engine = ctx;
     if (result == OUTBOX_DISPATCH_GOOD) {          /* more may be waiting: go on until NO_DATA */
@@ -23,7 +19,6 @@ static void dispatched(int result, void *ctx) { /* on the loop thread */
            status ? status : outbox_last_error());
     outbox_free(status);
     outbox_close(engine, 2000);                    /* returns at once; the engine stops within 2 s */
-    uv_close((uv_handle_t *)&keepalive, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -52,9 +47,7 @@ int main(int argc, char **argv) {
     }
     if (load > 0) outbox_end_timer(engine, load, NULL, 0); /* "load" with $event_duration in ms */
     outbox_end_session(engine);
-    uv_timer_init(&loop, &keepalive);
-    uv_timer_start(&keepalive, tick, 1000, 1000);
-    outbox_dispatch(engine, dispatched, engine);
+    outbox_dispatch(engine, dispatched, engine);   /* holds the loop until `dispatched` has run */
 
     uv_run(&loop, UV_RUN_DEFAULT);                 /* ends by itself once the engine has stopped */
     int closed = uv_loop_close(&loop);             /* 0: the engine left no handle behind */
