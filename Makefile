@@ -49,16 +49,22 @@ deps:
 	$(call install-missing,$(DEB_PACKAGES),deps)
 	@command -v $(SWIFT) >/dev/null || { echo "make deps: swift is not on PATH (Swift 6.2 or later required)"; exit 1; }
 
+# The CLI and what it links (the library, the mock, the fleet), in debug: `make demo` runs it, and `make test` builds
+# the same products with the same flags inside its own build, so nothing is compiled twice. Never a plain `swift build`
+# or `--build-tests`: those build every product of every dependency, swift-protobuf's protoc (C++, abseil) included,
+# which nothing here runs.
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build --product outbox
 
-# Checks the documents first (`make doc-check`, a second), then builds everything once, in debug (tests, the CLI, the
-# mock server, the crash child, libOutbox), runs every test, then checks the CLI end to end over HTTP and HTTPS
-# (`make cli-check`), the C interface, the install, Node and a Swift package depending on Outbox with that build.
+# Checks the documents first (`make doc-check`, a second), then builds once, in debug, the test bundle and the
+# executables its tests run (the CLI, the mock server, the crash child: the test targets depend on them), runs every
+# test, builds libOutbox, then checks the CLI end to end over HTTP and HTTPS (`make cli-check`), the C interface, the
+# install, Node and a Swift package depending on Outbox with that build.
 test: deps vendor-venv rotel
 	$(MAKE) doc-check
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --product OutboxPackageTests
 	$(SWIFT) test --skip-build
+	$(SWIFT) build --product OutboxC
 	$(MAKE) cli-check BUILT=1 CHECK_CONFIG=debug
 	$(MAKE) c-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
 	$(MAKE) install-check BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
@@ -96,11 +102,12 @@ compare: deps
 
 # The pure tests alone (OutboxUnitTests: no file, socket or child process), in seconds once built.
 unit: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --product OutboxPackageTests
 	$(SWIFT) test --skip-build --filter OutboxUnitTests
 
+# The binary itself, not `swift run`, which plans the build again (tens of seconds on a cold machine).
 demo: build
-	$(SWIFT) run outbox demo
+	.build/debug/outbox demo
 
 # The CLI (Debian's libcurl; release unless CHECK_CONFIG says otherwise) against a local server over HTTP and HTTPS,
 # with and without --ca-file.
@@ -143,7 +150,7 @@ c-test: c-install
 # (the mock, once more, took a minute per `make test`).
 swift-app: deps
 	python3 scripts/manifest-check.py "$(SWIFT)"
-	$(SWIFT) build --package-path examples/swift-app --scratch-path .build --build-tests
+	$(SWIFT) build --package-path examples/swift-app --scratch-path .build --product SwiftAppPackageTests
 	$(SWIFT) test --package-path examples/swift-app --scratch-path .build --skip-build
 
 # SPEC P4: the Debian packages (outbox, liboutbox0, liboutbox-dev) in .build/deb, checked by lintian. The commands
@@ -185,7 +192,7 @@ bench: deps
 	$(MAKE) c-install
 	scripts/c-bench.sh "$(C_PREFIX)" .build/release/outbox-bench
 	.build/release/outbox-mock-bench
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --product OutboxPackageTests
 	$(SWIFT) test --skip-build --filter ReachabilityNamespaceTests
 
 # libFuzzer over every parser that meets outside input (scripts/fuzz.sh; `outbox-fuzz --list` names the targets):
@@ -209,7 +216,7 @@ fuzz: deps
 	$(call install-missing,python3,fuzz)
 	SWIFT="$(SWIFT)" FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_STORE_RUNS=$(FUZZ_STORE_RUNS) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) \
 	  scripts/fuzz.sh $(FUZZ_TARGETS)
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --product OutboxPackageTests
 	OUTBOX_FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \
 	  $(SWIFT) test --skip-build --filter FastGzipTests.randomMixesOfRepeatsAndNoiseRoundTrip
 	OUTBOX_FUZZ_ITERATIONS=$(VENDOR_FUZZ_ITERATIONS) OUTBOX_FUZZ_SEED=$(FUZZ_SEED) \

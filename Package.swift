@@ -137,7 +137,10 @@ let package = Package(
 
         // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes.
         .target(name: "OutboxTestSupport", dependencies: ["CZlib"], path: "Tests/TestSupport"),
+        // The executables a test target runs as child processes are among its dependencies: `swift build --product
+        // OutboxPackageTests` (the Makefile's one build for `make test`) then builds them too, and nothing else.
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CStoreSeal",
+                                                      "outbox-crash-child",
                                                       // an independent reader of the engine's OTLP requests
                                                       "OTLPProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
                     path: "Tests/OutboxTests"),
@@ -151,7 +154,8 @@ let package = Package(
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),  // decodes the OTLP answers
             "OTLPProto",
         ], path: "Tests/OutboxMockTests"),
-        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock"], path: "Tests/EndToEndTests"),
+        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "outbox", "outbox-mock"],
+                    path: "Tests/EndToEndTests"),
     ]
 )
 
