@@ -69,13 +69,11 @@ struct DestinationOptions: ParsableArguments {
     }
 
     /// SPEC D1: for OTLP without `--endpoint`, the OpenTelemetry SDKs' variables: `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`
-    /// (the whole URL, `/v1/logs` included) or `OTEL_EXPORTER_OTLP_ENDPOINT` (the base).
+    /// (the whole URL, `/v1/logs` included: the engine uses an endpoint ending in its wire's path as it is) or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (the base, which gets `/v1/logs`).
     func environmentEndpoint() -> String? {
         guard (try? parsedDestination()) == .otlp else { return nil }
-        if let logs = Self.environment("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") {
-            return logs.hasSuffix("/v1/logs") ? String(logs.dropLast("/v1/logs".count)) : logs
-        }
-        return Self.environment("OTEL_EXPORTER_OTLP_ENDPOINT")
+        return Self.environment("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") ?? Self.environment("OTEL_EXPORTER_OTLP_ENDPOINT")
     }
 
     /// SPEC D1: for OTLP without `--header` or `--header-file`, `OTEL_EXPORTER_OTLP_LOGS_HEADERS` or

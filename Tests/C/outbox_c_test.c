@@ -370,8 +370,8 @@ static void test_host_loop_dispatch_commits_first(void) {
     mock_stop(&m);
 }
 
-/* SPEC C7 (round 4): the host of issue 47 — its own uv_loop_t and no handle of its own, five events,
-   outbox_dispatch(e, done, NULL), uv_run(UV_RUN_DEFAULT). The pending dispatch holds the loop as a libuv request
+/* SPEC C7 (round 4): a host with its own uv_loop_t and no handle of its own tracks five events, calls
+   outbox_dispatch(e, done, NULL) and uv_run(UV_RUN_DEFAULT). The pending dispatch holds the loop as a libuv request
    does: uv_run returns only after `done` ran. Then the engine is idle and holds nothing: uv_run returns at once. */
 static int held_result = -100, held_calls;
 

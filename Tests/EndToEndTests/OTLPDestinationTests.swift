@@ -48,6 +48,42 @@ struct OTLPDestinationTests {
         #expect(Self.otlpUnique(server) == count)
     }
 
+    // SPEC D1: an endpoint written as OpenTelemetry writes it, `…/v1/logs`, is the URL itself; so is
+    // OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, while OTEL_EXPORTER_OTLP_ENDPOINT is the base that gets `/v1/logs`.
+    @Test(arguments: ["--endpoint", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"])
+    func anEndpointGivenWithItsLogsPathIsUsedAsItIs(way: String) throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let full = server.baseURL + "/v1/logs"
+        var arguments = ["emit", "--store", dir.file(), "--count", "20", "--destination", "otlp", "--wait-delivered",
+                         "--timeout", "30"] + Self.fast
+        var environment: [String: String] = [:]
+        switch way {
+        case "--endpoint": arguments += ["--endpoint", full]
+        case "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": environment[way] = full
+        default: environment[way] = server.baseURL
+        }
+        let result = try runOutbox(arguments, environment: environment, in: dir)
+        #expect(result.status == 0, "\(way): \(result.errors)")
+        #expect(jsonLines(result.output).first?["delivered"] as? Int == 20, "\(way): \(result.output)")
+        #expect(Self.otlpUnique(server) == 20)
+    }
+
+    // SPEC R1: a 404 stops sending; the reason names the URL requested, not another vendor's path.
+    @Test func aWrongPathStopsWithTheURLRequestedInItsReason() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let result = try runOutbox(["emit", "--store", dir.file(), "--count", "5", "--destination", "otlp",
+                                    "--endpoint", server.baseURL + "/v2/logs", "--wait-delivered", "--timeout", "2"]
+                                   + Self.fast, in: dir)
+        #expect(result.status == 1)
+        let status = try runOutbox(["status", "--store", dir.file()], in: dir)
+        let reason = jsonObject(status.output)["disabled_reason"] as? String ?? ""
+        #expect(reason.contains("server answered 404"), "\(status.output)")
+        #expect(reason.contains("POST \(server.baseURL)/v2/logs/v1/logs"), "\(reason)")
+        #expect(reason.contains("OTLP/HTTP: POST /v1/logs"), "the mock lists OTLP's path: \(reason)")
+    }
+
     // SPEC R1 on OTLP: 401 stops sending and keeps the data; emit --wait-delivered then exits 1 (X3a).
     @Test func unauthorizedStopsAndKeepsTheData() throws {
         let dir = TempDirectory(); defer { dir.remove() }

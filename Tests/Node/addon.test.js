@@ -135,6 +135,30 @@ test('the analytics model reaches the mock', async (t) => {
   assert.ok(list.some((entry) => entry.type === 'location' && entry.userId === `${tag}-user2`), 'the location');
 });
 
+// SPEC C7 (round 4): on Node's loop a pending dispatch() promise keeps the process alive until it settles, and an
+// idle engine never does. Each script below leaves its engine open and must exit by itself: one that tracks five
+// events and only dispatches prints GOOD (0) first; one that only opens an engine prints at once.
+test('a pending dispatch keeps Node alive; an idle engine does not', (t) => {
+  const url = process.env.OUTBOX_MOCK_URL;
+  assert.ok(url, 'OUTBOX_MOCK_URL names a running outbox-mock (scripts/node-test.sh sets it)');
+  const { spawnSync } = require('child_process');
+  const api = JSON.stringify(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
+  const config = (store) => JSON.stringify({
+    storePath: store, endpoint: url, appSecret: 's', sessionTracking: 'manual', dispatchIntervalMs: 0,
+  });
+  // A hang is a failure: the timeout kills the script and its status is null.
+  const run = (body) => spawnSync(process.execPath, ['-e', `const outbox = require(${api});\n${body}`],
+    { encoding: 'utf8', timeout: 30000 });
+  const dispatching = run(`const engine = outbox.open(${config(temporaryStore(t))});
+    for (let i = 0; i < 5; i++) engine.track('node-held', { i });
+    engine.dispatch().then((result) => console.log('dispatched ' + result));`);
+  assert.strictEqual(dispatching.status, 0, `the dispatching script: ${dispatching.signal || dispatching.stderr}`);
+  assert.strictEqual(dispatching.stdout.trim(), 'dispatched 0');
+  const idle = run(`outbox.open(${config(temporaryStore(t))}).track('node-idle'); console.log('opened');`);
+  assert.strictEqual(idle.status, 0, `the idle script: ${idle.signal || idle.stderr}`);
+  assert.strictEqual(idle.stdout.trim(), 'opened');
+});
+
 // Whether an engine holds the store: its `.lock` file is locked (flock) while it does.
 function isLocked(store) {
   try {

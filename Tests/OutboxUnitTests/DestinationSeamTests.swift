@@ -5,6 +5,7 @@ import Testing
 /// A wire for the seam's tests: a path and a body of its own, and small limits.
 private struct TestWire: DeliveryWire {
     var destination: Destination { .appCenter }
+    static let ownHeaders = ["Content-Type", "Content-Encoding", "Install-ID"]
     var path = "/test"
     var maxRequestBytes: Int? = nil
     var maxLogBytes: Int? = nil
@@ -77,6 +78,108 @@ struct DestinationSeamTests {
         #expect(request.url == "http://h/logs?api-version=1.0.0")
         #expect(request.headers.map(\.0) == ["Content-Type", "App-Secret", "Install-ID", "X-Tenant"])
         #expect(request.headers.last?.1 == "t1")
+    }
+
+    // SPEC D1: each wire declares the headers it sets, and sets no other of its own: a user header of one of those
+    // names would go out twice.
+    @Test func eachWireSetsOnlyTheHeadersItDeclares() {
+        let credentials = WireCredentials(appSecret: "s", installID: UUID(), headers: [])
+        for destination in Destination.all {
+            var configuration = Configuration(storePath: "/tmp/x")
+            configuration.destination = destination
+            configuration.apiKey = "k"
+            configuration.writeKey = "k"
+            let wire = configuration.wire(installID: UUID())
+            let declared = Set(destination.wireHeaders.map { $0.lowercased() })
+            let sent = wire.request(endpoint: "http://h", credentials: credentials).headers.map { $0.0.lowercased() }
+            #expect(Set(sent).isSubset(of: declared), "\(destination) sends \(sent), declares \(declared)")
+            // The driver adds Content-Encoding to compressed bodies on every wire.
+            #expect(declared.contains("content-encoding"), "\(destination)")
+        }
+        #expect(Destination.segment.wireHeaders.contains("Authorization"))
+        #expect(!Destination.otlp.wireHeaders.contains("Authorization"))
+    }
+
+    // SPEC D1: a user header the destination's wire sets itself is refused at configuration, in any case, naming the
+    // header and the destination; the same header is accepted for a destination whose wire does not set it (OTLP
+    // collectors are commonly behind an Authorization).
+    @Test func aHeaderTheWireSetsIsRefusedForThatWireOnly() throws {
+        for name in ["Authorization", "authorization", "AUTHORIZATION"] {
+            var configuration = Configuration(storePath: "/tmp/x")
+            configuration.endpoint = "http://127.0.0.1:9"
+            configuration.destination = .segment
+            configuration.writeKey = "wk"
+            configuration.headers = [HeaderField(name, "Bearer hunter2")]
+            do {
+                try configuration.validate()
+                Issue.record("segment accepted a user \(name) header")
+            } catch {
+                #expect("\(error)".contains(name), "\(error)")
+                #expect("\(error)".contains("segment"), "\(error)")
+                #expect(!"\(error)".contains("hunter2"))
+            }
+            configuration.destination = .otlp
+            try configuration.validate()
+            configuration.destination = .posthog
+            configuration.apiKey = "k"
+            try configuration.validate()
+        }
+        // App Center's own credential header is refused for App Center, accepted for a wire that does not set it.
+        var configuration = Configuration(storePath: "/tmp/x")
+        configuration.endpoint = "http://127.0.0.1:9"
+        configuration.headers = [HeaderField("app-secret", "x")]
+        #expect(throws: OutboxError.self) { try configuration.validate() }
+        configuration.destination = .otlp
+        try configuration.validate()
+        // What the transport or every wire sets stays refused everywhere, even before a destination is known.
+        #expect(throws: OutboxError.self) { try HeaderField(line: "Content-Length: 3") }
+        #expect(throws: OutboxError.self) { try HeaderField(line: "install-id: 3") }
+        _ = try HeaderField(line: "Authorization: Bearer t")
+    }
+
+    // SPEC D1: an endpoint that already ends in the wire's path is the URL itself (OpenTelemetry's convention for
+    // OTEL_EXPORTER_OTLP_LOGS_ENDPOINT); a base URL gets the path appended.
+    @Test func anEndpointEndingInTheWiresPathIsUsedAsItIs() {
+        let credentials = WireCredentials(appSecret: "s", installID: UUID(), headers: [])
+        let cases: [(Destination, String, String)] = [
+            (.otlp, "http://h:4318", "http://h:4318/v1/logs"),
+            (.otlp, "http://h:4318/", "http://h:4318/v1/logs"),
+            (.otlp, "http://h:4318/v1/logs", "http://h:4318/v1/logs"),
+            (.otlp, "http://h:4318/tenant/v1/logs", "http://h:4318/tenant/v1/logs"),
+            (.otlp, "http://h:4318/v1/logs/", "http://h:4318/v1/logs/"),
+            (.otlp, "http://h:4318/mylogs", "http://h:4318/mylogs/v1/logs"),
+            (.posthog, "https://us.i.posthog.com", "https://us.i.posthog.com/batch/"),
+            (.posthog, "https://us.i.posthog.com/batch/", "https://us.i.posthog.com/batch/"),
+            (.posthog, "https://us.i.posthog.com/batch", "https://us.i.posthog.com/batch"),
+            (.segment, "https://api.segment.io", "https://api.segment.io/v1/batch"),
+            (.segment, "https://api.segment.io/v1/batch", "https://api.segment.io/v1/batch"),
+            (.appCenter, "https://in.appcenter.ms", "https://in.appcenter.ms/logs?api-version=1.0.0"),
+            (.appCenter, "https://in.appcenter.ms/logs?api-version=1.0.0", "https://in.appcenter.ms/logs?api-version=1.0.0"),
+            (.appCenter, "https://in.appcenter.ms/logs", "https://in.appcenter.ms/logs?api-version=1.0.0"),
+            (.appCenter, "https://proxy.example/catalogs", "https://proxy.example/catalogs/logs?api-version=1.0.0"),
+        ]
+        for (destination, endpoint, expected) in cases {
+            var configuration = Configuration(storePath: "/tmp/x")
+            configuration.destination = destination
+            let url = configuration.wire(installID: UUID()).request(endpoint: endpoint, credentials: credentials).url
+            #expect(url == expected, "\(destination) \(endpoint)")
+        }
+    }
+
+    // SPEC R1: a stop names the URL actually requested, its userinfo and secret query values masked.
+    @Test func aStopNamesTheURLRequestedWithItsCredentialsMasked() {
+        let rig = DeliveryRig(wire: OTLPWire(encoding: .protobuf, installID: UUID()))
+        rig.driver.reconfigure(OTLPWire(encoding: .protobuf, installID: UUID()).request(
+            endpoint: "http://user:hunter2@127.0.0.1:9/v1/logs?token=hunter3&api-version=1",
+            credentials: WireCredentials(appSecret: "", installID: UUID(), headers: [])))
+        rig.track(3)
+        rig.driver.dispatch(completion: nil)
+        rig.sender.answer(404, body: "no such path")
+        let reason = rig.driver.disabledReason ?? ""
+        #expect(reason.contains("http://***@127.0.0.1:9/v1/logs?token=***&api-version=1"), "\(reason)")
+        #expect(reason.contains("no such path"), "\(reason)")
+        #expect(reason.hasPrefix("server answered 404"), "\(reason)")
+        #expect(!reason.contains("hunter"), "\(reason)")
     }
 
     // Bad input is refused by name at configuration time: an unknown destination lists the known ones; a header

@@ -1,9 +1,9 @@
 /*
  * SPEC E4: a minimal N-API addon that runs an Outbox engine on Node's own libuv loop (napi_get_uv_event_loop):
  * the engine starts no thread of its own; its timers, sockets and async wake-ups are handles on Node's loop,
- * unref'd, so they never keep Node alive. Built by `make node-example` with the C compiler and Node's headers
- * (no node-gyp). Every function runs on Node's main thread, the loop's thread, as outbox.h asks of
- * outbox_open and outbox_close in host mode.
+ * unref'd, so an idle engine never keeps Node alive (a pending dispatch or close does, SPEC C7). Built by
+ * `make node-example` with the C compiler and Node's headers (no node-gyp). Every function runs on Node's main
+ * thread, the loop's thread, as outbox.h asks of outbox_open and outbox_close in host mode.
  *
  * The addon's functions take the engine first and JSON as strings; examples/node/outbox.js wraps them in an
  * `Engine` class with JavaScript objects (what an application uses: see demo.js):
@@ -109,8 +109,8 @@ static napi_value js_track(napi_env env, napi_callback_info info) {
 
 /* `done` runs on the loop thread, inside the engine's own callback: the JavaScript callback is called through a
    thread-safe function instead, from a fresh turn of Node's loop with a proper callback scope (microtasks,
-   async hooks). The function also holds a reference on the loop while a dispatch is outstanding: the engine's own
-   handles are unref'd and would let Node exit before the answer. */
+   async hooks). The engine holds Node's loop until `done` has run (SPEC C7); the function's own reference holds it
+   from there until the JavaScript callback has run. */
 static void call_js(napi_env env, napi_value callback, void *context, void *data) {
     (void)context;
     int result = (int)(intptr_t)data;

@@ -73,9 +73,10 @@ enum AppCenterWire: IngestionWire {
         return bodyError(failure.status, failure.reason)
     }
 
-    /// A path no wire owns. The mock is Outbox's own server first: it says where App Center's logs go.
+    /// A path no wire owns: the answer lists every vendor's paths (a client may have meant any of them, or written
+    /// a path twice), in App Center's error shape, the mock's default.
     static func notFound(_ path: String) -> HTTPResponse {
-        .json(404, "NotFound", reason: "no such path \(path): logs go to POST /logs?api-version=1.0.0")
+        .json(404, "NotFound", reason: "no such path \(path); the paths are \(Vendor.allCases.map(\.ingestionPaths).joined(separator: "; "))")
     }
 
     static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse {

@@ -50,6 +50,18 @@ extension Vendor {
         }
     }
 
+    /// Where this vendor's logs or events go, for the answer to a path no wire owns.
+    var ingestionPaths: String {
+        switch self {
+        case .appcenter: "App Center: POST /logs?api-version=1.0.0"
+        case .otlp: "OTLP/HTTP: POST /v1/logs"
+        case .posthog: "PostHog: POST /batch/, /capture/, /e/, /i/v0/e/, /i/v1/analytics/events"
+        case .segment: "Segment and RudderStack: POST /v1/batch, /v1/track, /v1/identify, …"
+        case .mixpanel: "Mixpanel: POST /track, /engage, /groups, /import"
+        case .snowplow: "Snowplow: POST \(SnowplowWire.postPath), GET \(SnowplowWire.getPath)"
+        }
+    }
+
     /// The vendor whose ingestion API owns `path` (without its query), nil when none does. Routing is by path alone:
     /// a wrong method on a known path gets that vendor's 405, not a 404.
     static func route(path: String) -> Vendor? {

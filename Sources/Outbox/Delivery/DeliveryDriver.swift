@@ -292,17 +292,23 @@ final class DeliveryDriver {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }
-        let sender = self.sender
-        let id = sender.send(HTTPRequest(url: request.url, headers: headers, body: body)) { [weak self] result in
-            self?.transferFinished(key, result)
+        let sender = self.sender, url = request.url
+        let id = sender.send(HTTPRequest(url: url, headers: headers, body: body)) { [weak self] result in
+            self?.transferFinished(key, result, url: url)
         }
         transfers[key] = (sender, id)
     }
 
-    private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult) {
+    private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult, url: String) {
         transfers[key] = nil
         if case .response(let response) = result { learnServerClock(response) }
-        handle(.transferOutcome(key, wire.outcome(of: result, nowWallMs: clock.wallMs())))
+        var outcome = wire.outcome(of: result, nowWallMs: clock.wallMs())
+        if case .stop(let status, let reason) = outcome, case .response = result {
+            // SPEC R1: a stop names the URL the answer came from (an endpoint given with the wire's path twice, a
+            // proxy's path): the user sees what was requested, its credentials masked (K3).
+            outcome = .stop(status: status, reason: "POST \(maskingCredentials(in: url)): \(reason)")
+        }
+        handle(.transferOutcome(key, outcome))
     }
 
     /// SPEC D6: why the batch must not go as it is — a log over the destination's per-log limit (alone, it is

@@ -9,6 +9,9 @@ import FoundationEssentials
 /// a log carries the same record, but for the times stamped per attempt.
 protocol DeliveryWire: Sendable {
     var destination: Destination { get }
+    /// SPEC D1: every header this wire sets on a request (the driver's `Content-Encoding` included): a user header of
+    /// one of these names, in any case, is refused at configuration for this wire's destination.
+    static var ownHeaders: [String] { get }
     /// The request's URL and its headers: content type and credentials (the driver adds `Content-Encoding`).
     func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings
     /// The uncompressed body of a batch.
@@ -66,14 +69,46 @@ extension DeliveryWire {
         DeliveryMachine.classify(result, nowWallMs: nowWallMs)
     }
 
-    /// The destination's `path` under the base URL `endpoint` (SPEC D1), a trailing slash of the base dropped.
-    static func url(_ endpoint: String, _ path: String) -> String {
-        (endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint) + path
+    /// The URL a batch is posted to (SPEC D1). A base URL gets the wire's `path` appended, a trailing slash of the
+    /// base dropped; an endpoint whose path already ends in `path` (a trailing slash aside) is the whole URL and is
+    /// used as it is — OpenTelemetry's convention, where `OTEL_EXPORTER_OTLP_LOGS_ENDPOINT` is the full URL and the
+    /// base one gets `/v1/logs` appended. `query` (App Center's `api-version=1.0.0`) goes in unless the endpoint
+    /// already has it; an endpoint's own query is kept, after the path.
+    static func url(_ endpoint: String, _ path: String, query: String? = nil) -> String {
+        let parts = endpoint.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let base = String(parts[0])
+        let ownQuery = parts.count > 1 ? String(parts[1]) : nil
+        // The path starts at the first slash after the authority: `http://logs` is a host, not a path.
+        let basePath = base[base.afterScheme...].firstIndex(of: "/").map { base[$0...] } ?? ""
+        func trimmed(_ text: Substring) -> Substring {
+            var text = text
+            while text.hasSuffix("/") { text = text.dropLast() }
+            return text
+        }
+        let wirePath = trimmed(Substring(path))
+        var queries: [String] = []
+        if let query, !(ownQuery ?? "").split(separator: "&").contains(Substring(query)) { queries.append(query) }
+        if let ownQuery, !ownQuery.isEmpty { queries.append(ownQuery) }
+        let queryText = queries.isEmpty ? "" : "?" + queries.joined(separator: "&")
+        if !wirePath.isEmpty, trimmed(basePath).hasSuffix(wirePath) { return base + queryText }
+        return (base.hasSuffix("/") ? String(base.dropLast()) : base) + path + queryText
     }
 
     /// `Install-ID` (every wire sends it: a load balancer can route by it), then the user's own headers.
     func commonHeaders(_ credentials: WireCredentials) -> [(String, String)] {
         [("Install-ID", credentials.installID.uuidString.lowercased())] + credentials.headers.map { ($0.name, $0.value) }
+    }
+}
+
+extension Destination {
+    /// SPEC D1: the headers this destination's wire sets itself (`DeliveryWire.ownHeaders`).
+    public var wireHeaders: [String] {
+        switch self {
+        case .appCenter: AppCenterWire.ownHeaders
+        case .otlp: OTLPWire.ownHeaders
+        case .posthog: PostHogWire.ownHeaders
+        case .segment: SegmentWire.ownHeaders
+        }
     }
 }
 
@@ -92,10 +127,11 @@ extension Configuration {
 /// App Center's wire (SPEC W1, W2): `{endpoint}/logs?api-version=1.0.0`, `App-Secret`, `{"sentAt","logs":[…]}`.
 struct AppCenterWire: DeliveryWire {
     var destination: Destination { .appCenter }
+    static let ownHeaders = ["Content-Type", "Content-Encoding", "App-Secret", "Install-ID"]
 
     func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
         return DeliveryDriver.RequestSettings(
-            url: Self.url(endpoint, "/logs?api-version=1.0.0"),
+            url: Self.url(endpoint, "/logs", query: "api-version=1.0.0"),
             headers: [("Content-Type", "application/json"), ("App-Secret", credentials.appSecret)]
                 + commonHeaders(credentials))
     }

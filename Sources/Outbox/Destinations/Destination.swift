@@ -66,9 +66,22 @@ public struct HeaderField: Sendable, Equatable, CustomStringConvertible {
     /// The name only: a header's value may be a secret, and descriptions reach logs.
     public var description: String { "\(name): …" }
 
-    /// Headers the engine sets itself, or that would change how the body is read: the user may not set them.
-    static let reserved: Set<String> = ["content-type", "content-encoding", "content-length", "transfer-encoding", "host",
-                                        "install-id", "app-secret", "connection", "expect"]
+    /// Headers the transport sets or that would change how the body is read, and those every wire sets: the user
+    /// may not set them whatever the destination. A header only some wires set (`App-Secret`, `Authorization`) is
+    /// refused for those (`refusal(for:)`).
+    static let reserved: Set<String> = Set(["content-length", "transfer-encoding", "host", "connection", "expect"])
+        .union(Destination.all.dropFirst().reduce(Set(Destination.all[0].wireHeaders.map { $0.lowercased() })) {
+            $0.intersection($1.wireHeaders.map { $0.lowercased() })
+        })
+
+    /// Why the header cannot be sent to `destination` (SPEC D1): its wire sets a header of that name itself, which
+    /// would go out twice. The message names the header and the destination, never the value.
+    func refusal(for destination: Destination) -> String? {
+        if let problem { return problem }
+        guard destination.wireHeaders.contains(where: { $0.lowercased() == name.lowercased() }) else { return nil }
+        return "header \(name) is set by the \(destination) destination itself and cannot be given for it"
+            + " (its credentials go in their own field)"
+    }
 
     /// Why the header cannot be sent, or nil. The message names the header, never its value.
     var problem: String? {

@@ -14,6 +14,7 @@ struct OTLPWire: DeliveryWire {
     var installID: UUID
 
     var destination: Destination { .otlp }
+    static let ownHeaders = ["Content-Type", "Content-Encoding", "Install-ID"]
     /// SPEC D6: our own cap, the default of the gRPC hops many collectors relay through.
     var maxRequestBytes: Int? { 4 * 1024 * 1024 }
 

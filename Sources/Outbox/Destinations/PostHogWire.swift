@@ -10,6 +10,7 @@ struct PostHogWire: DeliveryWire {
     var installID: UUID
 
     var destination: Destination { .posthog }
+    static let ownHeaders = ["Content-Type", "Content-Encoding", "Install-ID"]
     /// SPEC D6: PostHog's capture takes 20 MB a request and about 1 MB an event (Kafka's message cap).
     var maxRequestBytes: Int? { 20_000_000 }
     var maxLogBytes: Int? { 1_000_000 }

@@ -11,6 +11,7 @@ struct SegmentWire: DeliveryWire {
     var installID: UUID
 
     var destination: Destination { .segment }
+    static let ownHeaders = ["Content-Type", "Content-Encoding", "Authorization", "Install-ID"]
     /// SPEC D6: Segment takes 500 KB a request and 32 KB a message.
     var maxRequestBytes: Int? { 500_000 }
     var maxLogBytes: Int? { 32_000 }

@@ -75,7 +75,8 @@ public struct Configuration: Sendable {
     /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
     public var otlpEncoding: OTLPEncoding = .protobuf
     /// Headers added to every request, on every destination (a proxy's token, a tenant; never logged). Names the
-    /// engine sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`, `App-Secret`, …) are refused.
+    /// destination's wire sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`; App Center's `App-Secret`,
+    /// Segment's `Authorization`: `Destination.wireHeaders`) are refused, in any case.
     public var headers: [HeaderField] = []
     /// SPEC C1: logs per request, 1–500; default 50.
     public var batchSize = 50
@@ -159,7 +160,7 @@ public struct Configuration: Sendable {
             throw .invalidConfiguration("destination segment needs writeKey, the source's write key")
         }
         for header in headers {
-            if let problem = header.problem { throw .invalidConfiguration(problem) }
+            if let problem = header.refusal(for: destination) { throw .invalidConfiguration(problem) }
         }
         try check(.batchSize, Int64(batchSize))
         try check(.transmissionInterval, transmissionInterval.milliseconds)

@@ -20,3 +20,37 @@ extension StringProtocol {
         return String(Substring(scalars[first...last]))
     }
 }
+
+/// `url` as it may appear in a reason, a log or a report (SPEC K3): its userinfo (`user:password@`) and the value of
+/// each query parameter but `api-version` (a token, a signature, a key) shown as `***`.
+///
+/// ```swift
+/// maskingCredentials(in: "https://u:p@h/v1/logs?token=t")  // "https://***@h/v1/logs?token=***"
+/// ```
+package func maskingCredentials(in url: String) -> String {
+    let fragmentSplit = url.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
+    let parts = fragmentSplit[0].split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+    var base = String(parts[0])
+    let schemeEnd = base.afterScheme
+    if schemeEnd != base.startIndex {
+        let authorityEnd = base[schemeEnd...].firstIndex(of: "/") ?? base.endIndex
+        if let at = base[schemeEnd..<authorityEnd].lastIndex(of: "@") {
+            base.replaceSubrange(schemeEnd..<at, with: "***")
+        }
+    }
+    guard parts.count > 1 else { return base + (fragmentSplit.count > 1 ? "#…" : "") }
+    let query = parts[1].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+        guard let equals = pair.firstIndex(of: "=") else { return String(pair) }
+        let name = pair[..<equals]
+        return name.lowercased() == "api-version" ? String(pair) : name + "=***"
+    }
+    return base + "?" + query.joined(separator: "&") + (fragmentSplit.count > 1 ? "#…" : "")
+}
+
+extension String {
+    /// Where a URL's authority starts: just after its `scheme://`; the start when it has none.
+    var afterScheme: Index {
+        guard let colon = firstIndex(of: ":"), self[colon...].hasPrefix("://") else { return startIndex }
+        return index(colon, offsetBy: 3)
+    }
+}
