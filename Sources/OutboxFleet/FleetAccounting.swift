@@ -62,6 +62,14 @@ struct FleetAccounting {
     var evicted: Int { devices.reduce(0) { $0 + $1.evicted } }
     var lost: Int { devices.reduce(0) { $0 + max(0, $1.lost) } }
 
+    /// Why the devices that still hold pending logs did not send them: each distinct stop reason of theirs (SPEC R5,
+    /// R1), with how many devices gave it, most frequent first; `none` for devices that were still trying.
+    var pendingReasons: [(reason: String, devices: Int)] {
+        var counts: [String: Int] = [:]
+        for device in devices where device.pending > 0 { counts[device.store?.stopReason ?? "none", default: 0] += 1 }
+        return counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
     var delayPercentiles: FleetSummary.Delay {
         guard histogram.totalCount > 0 else { return FleetSummary.Delay(p50: 0, p90: 0, p99: 0, max: 0) }
         return FleetSummary.Delay(p50: Int(histogram.valueAtPercentile(50)), p90: Int(histogram.valueAtPercentile(90)),
@@ -191,6 +199,7 @@ extension FleetAccounting {
                                         deadLettered: status.deadLetters, evicted: status.evicted,
                                         delivered: status.delivered, deadOrdinals: [],
                                         expired: status.expired, serverRejected: status.serverRejected)
+            count.stopReason = status.store.disabledReason
             if status.deadLetters > 0, let letters = try? await engine.deadLetters() {
                 count.deadOrdinals = Set(letters.compactMap { ordinal(inLogJSON: $0.log, fields: fields) })
             }
@@ -210,4 +219,6 @@ struct FleetStoreCount {
     /// SPEC F2a: too old to send (S4), and refused by the server inside an accepted request (D5): settled, not lost.
     var expired = 0
     var serverRejected = 0
+    /// Why the store's engine had stopped sending at the end, if it had (SPEC R1, R5).
+    var stopReason: String? = nil
 }

@@ -75,12 +75,44 @@ struct FleetMockStats: Decodable, Sendable {
     var logsUnique: Int
     var logsDuplicate: Int
     var delayMs: Delay
+    /// The other vendors' counts (SPEC V3), by the mock's vendor name; `logs_*` above are App Center's alone.
+    var vendors: [String: VendorCounts] = [:]
 
     struct Delay: Decodable, Sendable { var p99: Int64 }
 
+    struct VendorCounts: Decodable, Sendable {
+        var eventsUnique: Int
+        var eventsDuplicate: Int
+
+        enum CodingKeys: String, CodingKey {
+            case eventsUnique = "events_unique", eventsDuplicate = "events_duplicate"
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case requests, statusCounts = "status_counts", logsUnique = "logs_unique", logsDuplicate = "logs_duplicate",
-             delayMs = "delay_ms"
+             delayMs = "delay_ms", vendors
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        requests = try c.decode(Int.self, forKey: .requests)
+        statusCounts = try c.decode([String: Int].self, forKey: .statusCounts)
+        logsUnique = try c.decode(Int.self, forKey: .logsUnique)
+        logsDuplicate = try c.decode(Int.self, forKey: .logsDuplicate)
+        delayMs = try c.decode(Delay.self, forKey: .delayMs)
+        vendors = try c.decodeIfPresent([String: VendorCounts].self, forKey: .vendors) ?? [:]
+    }
+
+    /// Unique logs the mock holds of `destination`'s wire: App Center's are `logs_unique`, every other wire's its
+    /// vendor's `events_unique` (the mock names its vendors as the engine names its destinations).
+    func unique(on destination: Destination) -> Int {
+        destination == .appCenter ? logsUnique : vendors[destination.name]?.eventsUnique ?? 0
+    }
+
+    /// Re-sent logs of `destination`'s wire the mock absorbed.
+    func duplicates(on destination: Destination) -> Int {
+        destination == .appCenter ? logsDuplicate : vendors[destination.name]?.eventsDuplicate ?? 0
     }
 
     static func read(_ client: FleetMockClient) throws -> FleetMockStats {
@@ -221,7 +253,7 @@ struct FleetLineFields: Sendable {
         timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
     }
 
-    init(_ destination: Destination) {
+    init(_ destination: Destination, segmentProfile: SegmentProfile = .segment) {
         switch destination {
         case .appCenter:
             // App Center's logs as the mock records them: typed properties, `sid`, `timestamp`, `type`.
@@ -263,6 +295,13 @@ struct FleetLineFields: Sendable {
             sessionStart = #""event":"Session Started""#
             sessionEnd = #""event":"Session Ended""#
             timestampIsNanoseconds = false
+            if segmentProfile == .rudderstack {
+                // RudderStack's profile sends the device's time as `originalTimestamp` and the session as a number
+                // (its start in ms), which two devices can share: a device's one session is told by its install
+                // (`anonymousId`) instead.
+                timestamp = #""originalTimestamp":""#
+                session = #""anonymousId":""#
+            }
         }
         receivedAt = #""received_at":""#
     }

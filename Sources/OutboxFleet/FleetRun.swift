@@ -69,9 +69,10 @@ package struct FleetRun {
         let loops = try startLoops(loopCount, plan: plan, specs: specs)
         let network = FleetNetwork.start(loops: loops, endpointIsLoopback: isLoopbackEndpoint(target), logger: logger)
         logger.notice("fleet started", metadata: ["outbox.devices": "\(devices)", "outbox.loops": "\(loopCount)",
-                                                  "outbox.endpoint": "\(target)", "outbox.run": "\(plan.runID)"])
+                                                  "outbox.endpoint": "\(maskingCredentials(in: target))",
+                                                  "outbox.run": "\(plan.runID)"])
         let sampler = FleetSampler(loops: loops, client: baseline == nil ? nil : client, baseline: baseline,
-                                   devices: devices, terminal: isatty(2) != 0,
+                                   destination: options.destination, devices: devices, terminal: isatty(2) != 0,
                                    storeBase: FleetPlanning.resolved(base) + "/")
         sampler.start()
         metrics.attach(loops: loops, sampler: sampler)
@@ -89,7 +90,7 @@ package struct FleetRun {
         }
 
         // The accounting: each store's own count, then the mock's records (SPEC F2).
-        let fields = FleetLineFields(options.destination)
+        let fields = FleetLineFields(options.destination, segmentProfile: options.template.segmentProfile)
         let stores = await FleetAccounting.storeCounts(loops: loops, fields: fields, logger: logger)
         network?.close()
         for loop in loops { loop.stop() }
@@ -108,7 +109,9 @@ package struct FleetRun {
                 logger.error("cannot read GET /_mock/logs: \(error)")
             }
         }
-        let duplicates = zip(finalStats, baselines).reduce(0) { $0 + ($1.0?.logsDuplicate ?? 0) - ($1.1?.logsDuplicate ?? 0) }
+        let duplicates = zip(finalStats, baselines).reduce(0) {
+            $0 + ($1.0?.duplicates(on: options.destination) ?? 0) - ($1.1?.duplicates(on: options.destination) ?? 0)
+        }
 
         // The report.
         let seconds = Double(endNs - startNs) / 1e9
@@ -144,11 +147,21 @@ package struct FleetRun {
                 writeStandardError("outbox fleet: cannot write the report to \(report): \(error)\n")
             }
         }
-        guard recordsRead else { return 2 }
-        if accounting.lost != 0 {
+        if recordsRead && accounting.lost != 0 {
             for line in accounting.missingLines(limit: 10) { writeStandardError(line + "\n") }
             return 1
         }
+        // SPEC F9: what is still stored was not delivered before the drains ended: the run did not do what it was asked.
+        if accounting.pending != 0 {
+            let reasons = accounting.pendingReasons.prefix(3).map {
+                $0.reason == "none" ? "\($0.devices) still trying" : "\($0.devices) stopped: \($0.reason)"
+            }
+            writeStandardError("outbox fleet: \(accounting.pending) logs still pending at the end: the server did not take "
+                               + "them before the devices' drains ended (--timeout \(cFormat("%g", options.timeout)) s, or "
+                               + "sending stopped); devices: \(reasons.joined(separator: "; ")). They stay in the stores.\n")
+            return 1
+        }
+        guard recordsRead else { return 2 }
         if accounting.crossMockDuplicates != 0 {
             writeStandardError("outbox fleet: \(accounting.crossMockDuplicates) logs were recorded by more than one mock "
                                + "(SPEC F6): route each device to one mock (haproxy: balance hdr(Install-ID))\n")

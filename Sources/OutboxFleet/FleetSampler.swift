@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Outbox
 import Synchronization
 
 /// One point of the report's time series (SPEC F3).
@@ -44,6 +45,8 @@ final class FleetSampler: @unchecked Sendable {
     private let loops: [FleetLoop]
     private let client: FleetMockClient?
     private let baseline: FleetMockStats?
+    /// Whose counts of the mock's stats are this run's deliveries (`FleetMockStats.unique(on:)`).
+    private let destination: Destination
     private let devices: Int
     private let terminal: Bool
     /// The stores' directory, whose open files the samples count.
@@ -56,8 +59,9 @@ final class FleetSampler: @unchecked Sendable {
     static let sampleInterval = 1.0
     static let plainLineInterval = 5.0
 
-    init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, devices: Int, terminal: Bool,
-         storeBase: String? = nil) {
+    init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, destination: Destination = .appCenter,
+         devices: Int, terminal: Bool, storeBase: String? = nil) {
+        self.destination = destination
         self.storeBase = storeBase
         self.loops = loops
         self.client = client
@@ -125,7 +129,7 @@ final class FleetSampler: @unchecked Sendable {
         sample.open = loops.reduce(0) { $0 + $1.openNow.load(ordering: .relaxed) }
         (sample.descriptors, sample.storeDescriptors) = FleetResources.openDescriptors(under: storeBase)
         if let client, let baseline, let stats = try? FleetMockStats.read(client) {
-            sample.delivered = stats.logsUnique - baseline.logsUnique
+            sample.delivered = stats.unique(on: destination) - baseline.unique(on: destination)
             var answered = 0
             for (status, count) in stats.statusCounts {
                 let delta = count - (baseline.statusCounts[status] ?? 0)
