@@ -204,12 +204,12 @@ package struct FleetRun {
                 baseline = try FleetMockStats.read(client)
             } catch FleetMockClient.Failure.connect(let reason) where options.endpoint != nil || flag != "--endpoint" {
                 // Said now, not after every device has retried through the whole run.
-                throw FleetError("outbox fleet: cannot reach \(flag) \(target): \(reason); start the server first")
+                throw FleetError("outbox fleet: cannot reach \(flag) \(maskingCredentials(in: target)): \(reason); start the server first")
             } catch {}
         }
         if baseline == nil {
             logger.warning("the server does not answer GET /_mock/stats as an outbox-mock does: lost cannot be counted",
-                           metadata: ["outbox.endpoint": "\(target)"])
+                           metadata: ["outbox.endpoint": "\(maskingCredentials(in: target))"])
         }
         return baseline
     }

@@ -31,8 +31,8 @@ struct DestinationOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The Segment-compatible server: segment (default) or rudderstack.", valueName: "profile"))
     var segmentProfile: String?
 
-    static let apiKeySecret = SecretOption(flag: "--api-key", environment: "OUTBOX_API_KEY")
-    static let writeKeySecret = SecretOption(flag: "--write-key", environment: "OUTBOX_WRITE_KEY")
+    static let apiKeySecret = SecretOption.apiKey
+    static let writeKeySecret = SecretOption.writeKey
 
     func validate() throws {
         let destination = try parsedDestination()

@@ -78,7 +78,9 @@ struct Fleet: ParsableCommand {
     func run() throws {
         let logger = try logging.makeLogger(label: "outbox.fleet")
         var options = FleetOptions(devices: devices, events: events, template: try deviceTemplate(logger: logger),
-                                   commandLine: (["outbox"] + CommandLine.arguments.dropFirst()).joined(separator: " "))
+                                   // SPEC K3: the report shows the command, never a secret given in it.
+                                   commandLine: (["outbox"] + SecretOption.redacting(Array(CommandLine.arguments.dropFirst())))
+                                       .joined(separator: " "))
         options.rate = rate
         options.seed = seed
         options.endpoint = endpoint

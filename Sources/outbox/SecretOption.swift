@@ -1,16 +1,77 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
+import Outbox
 
 /// A secret given on the command line, in a file, or in the environment (SPEC F5): a value in argv is seen by
 /// every local user through `ps`, so each secret flag has a file form and an environment form too.
-struct SecretOption: Sendable {
-    /// `--app-secret`.
-    let flag: String
-    /// `OUTBOX_APP_SECRET`.
-    let environment: String
+///
+/// Every secret flag is a case here, and only here: `redacting(_:)` hides the values of all of them (SPEC K3), so a
+/// secret flag added later is hidden in the fleet's report without a second list to keep.
+enum SecretOption: CaseIterable, Sendable {
+    case appSecret
+    /// PostHog's project API key.
+    case apiKey
+    /// The Segment-compatible source's write key.
+    case writeKey
 
-    static let appSecret = SecretOption(flag: "--app-secret", environment: "OUTBOX_APP_SECRET")
+    /// `--app-secret`.
+    var flag: String {
+        switch self {
+        case .appSecret: "--app-secret"
+        case .apiKey: "--api-key"
+        case .writeKey: "--write-key"
+        }
+    }
+
+    /// `OUTBOX_APP_SECRET`.
+    var environment: String {
+        switch self {
+        case .appSecret: "OUTBOX_APP_SECRET"
+        case .apiKey: "OUTBOX_API_KEY"
+        case .writeKey: "OUTBOX_WRITE_KEY"
+        }
+    }
+
+    /// Flags whose value holds a secret in part: a header's value (`Authorization: Bearer …`), not its name.
+    static let headerFlags = ["--header"]
+
+    /// `arguments` as they may be shown (SPEC K3): the value of every secret flag as `***` (`--app-secret ***`,
+    /// `--app-secret=***`), a header's value as `***` after its name, and in every other argument a URL's userinfo and
+    /// query values masked (`maskingCredentials`).
+    static func redacting(_ arguments: [String]) -> [String] {
+        let secretFlags = Set(allCases.map(\.flag))
+        var out: [String] = []
+        var hideNext: ((String) -> String)? = nil
+        for argument in arguments {
+            if let hide = hideNext {
+                out.append(hide(argument))
+                hideNext = nil
+                continue
+            }
+            let (name, value) = argument.hasPrefix("--") ? split(argument) : (argument, nil)
+            if secretFlags.contains(name) {
+                if value != nil { out.append(name + "=***") } else { out.append(argument); hideNext = { _ in "***" } }
+            } else if headerFlags.contains(name) {
+                if let value { out.append(name + "=" + headerHidden(value)) } else { out.append(argument); hideNext = headerHidden }
+            } else {
+                out.append(argument.contains("://") ? maskingCredentials(in: argument) : argument)
+            }
+        }
+        return out
+    }
+
+    /// `--name=value` as its two parts; `--name` alone as the name and nil.
+    private static func split(_ argument: String) -> (String, String?) {
+        guard let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+
+    /// `Name: value` as `Name: ***`; a line without a colon as `***` (it may be all value).
+    private static func headerHidden(_ line: String) -> String {
+        guard let colon = line.firstIndex(of: ":") else { return "***" }
+        return line[..<colon] + ": ***"
+    }
 
     /// The secret: the flag's value, else the file's content (one final newline dropped), else the environment
     /// variable's; nil when none is given. Two forms at once, an empty secret or an unreadable file are usage errors

@@ -134,3 +134,42 @@ struct SecretsOutOfArgvTests {
         for text in [summary, page, fleet.output, fleet.errors] + fleet.commandLines { #expect(!text.contains(secret)) }
     }
 }
+
+extension SecretsOutOfArgvTests {
+    // SPEC K3: a secret given in argv never reaches the fleet's outputs: report.html (which shows the command line),
+    // summary.json, the live line and the log lines (trace). Every secret flag, in both forms (`--flag S`,
+    // `--flag=S`), `--header` values, and the credentials of a URL (userinfo, query values) are shown as `***`.
+    @Test(arguments: [
+        (["--app-secret", "SECRET-A1"], "--app-secret ***"),
+        (["--app-secret=SECRET-A2"], "--app-secret=***"),
+        (["--destination", "posthog", "--api-key", "SECRET-P1"], "--api-key ***"),
+        (["--destination", "posthog", "--api-key=SECRET-P2"], "--api-key=***"),
+        (["--destination", "segment", "--write-key", "SECRET-W1"], "--write-key ***"),
+        (["--destination", "segment", "--write-key=SECRET-W2"], "--write-key=***"),
+        (["--header", "X-Token: SECRET-H1"], "--header X-Token: ***"),
+        (["--header=X-Token: SECRET-H2"], "--header=X-Token: ***"),
+    ])
+    func theFleetsOutputsShowNoSecretFromItsCommandLine(secretArguments: [String], shown: String) throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let mock = try startMock(); defer { try? mock.stop() }
+        let secret = try #require(secretArguments.last?.split(separator: " ").last.map(String.init)?
+            .split(separator: "=").last.map(String.init))
+        // The endpoint's userinfo and an accounting endpoint's credential query carry secrets of their own.
+        let port = mock.baseURL.split(separator: ":").last.map(String.init) ?? ""
+        let report = dir.path + "/report"
+        let run = try runOutbox(["fleet", "--devices", "2", "--events", "3",
+                                 "--endpoint", "http://user:SECRET-U@127.0.0.1:\(port)",
+                                 "--accounting-endpoint", "http://127.0.0.1:\(port)/?token=SECRET-Q&api_secret=SECRET-Q",
+                                 "--report", report, "--log-level", "trace", "--timeout", "30",
+                                 "--testing", "--interval", "0.1"] + secretArguments, in: dir)
+        #expect(run.status == 0, "\(run.errors.suffix(800))")
+        let summary = (try? String(contentsOfFile: report + "/summary.json", encoding: .utf8)) ?? ""
+        let page = (try? String(contentsOfFile: report + "/report.html", encoding: .utf8)) ?? ""
+        #expect(!summary.isEmpty && !page.isEmpty)
+        for text in [summary, page, run.output, run.errors] {
+            for leaked in [secret, "SECRET-U", "SECRET-Q"] { #expect(!text.contains(leaked), "\(leaked) in \(text.prefix(300))") }
+        }
+        #expect(page.contains(shown), "the page shows \(shown)")
+        #expect(page.contains("http://***@127.0.0.1:\(port)"))
+    }
+}
