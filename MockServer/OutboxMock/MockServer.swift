@@ -226,6 +226,21 @@ extension Scenario {
     public static func fixture(_ name: String) throws -> Scenario {
         try load(path: MockServer.scenarioPath(name))
     }
+
+    /// What `--scenario` names (README, docs/MOCK.md): a file, or a named scenario (`flaky`, `flaky.json`). A file
+    /// there wins; a name (no `/`) that is no file is looked up among the named scenarios, and an unknown one is
+    /// refused listing them.
+    public static func load(nameOrPath argument: String) throws -> Scenario {
+        if argument.contains("/") || FileManager.default.fileExists(atPath: argument) { return try load(path: argument) }
+        guard let directory = MockServer.scenariosDirectory() else { throw MockServerError.fixturesNotFound }
+        let path = try MockServer.scenarioPath(argument)
+        guard FileManager.default.fileExists(atPath: path) else {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+                .filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted()
+            throw ScenarioError.unreadable(path: argument, reason: "no such file, and not a named scenario (named: \(names.joined(separator: ", ")))")
+        }
+        return try load(path: path)
+    }
 }
 
 public enum MockServerError: Error, Equatable, CustomStringConvertible {

@@ -22,7 +22,7 @@ struct OutboxMockCommand: ParsableCommand {
     @Option(help: "Address to bind.")
     var host: String = "127.0.0.1"
 
-    @Option(help: "Scenario file (see Fixtures/scenarios/).")
+    @Option(help: "A named scenario (flaky, outage, lost-ack, …) or a scenario file (see Fixtures/scenarios/).")
     var scenario: String?
 
     @Option(help: "Write every exchange to this file as JSON lines.")
@@ -52,7 +52,7 @@ struct OutboxMockCommand: ParsableCommand {
         }
         let loaded: Scenario?
         do {
-            loaded = try scenario.map { try Scenario.load(path: $0) }
+            loaded = try scenario.map { try Scenario.load(nameOrPath: $0) }
         } catch {
             throw ValidationError("\(error)")
         }

@@ -187,7 +187,7 @@ package struct FleetRun {
     private func startServer() throws -> MockServer? {
         guard options.endpoint == nil else { return nil }
         do {
-            let loaded = try options.scenario.map { try Scenario.load(path: $0) }
+            let loaded = try options.scenario.map { try Scenario.load(nameOrPath: $0) }
             let mock = try MockServer(configuration: .init(scenario: loaded))
             try mock.start()
             return mock

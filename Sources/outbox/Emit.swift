@@ -28,13 +28,8 @@ struct Emit: ParsableCommand {
     @Option(help: "Retry intervals in seconds, comma-separated (SPEC R3), e.g. 10,300,1200.") var retryIntervals: String?
     @Flag(help: "Dispatch once tracking ends and wait until the store is empty or --timeout passes.") var waitDelivered = false
     @Option(help: "Seconds --wait-delivered waits at most.") var timeout: Double = 60
-    @Option(help: "Extra CA bundle (PEM) for an HTTPS endpoint.") var caFile: String?
-    @Option(help: ArgumentHelp("This host's certificate (PEM) for mutual TLS (SPEC K2); with --client-key.", valueName: "path"))
-    var clientCertificate: String?
-    @Option(help: ArgumentHelp("The private key (PEM, unencrypted) of --client-certificate.", valueName: "path"))
-    var clientKey: String?
-    @Option(help: ArgumentHelp("Pins of the server's public key, curl's form: sha256//BASE64[;sha256//…] (SPEC K2).", valueName: "pins"))
-    var pinnedPublicKey: String?
+    @OptionGroup var tls: TLSOptions
+    @OptionGroup var app: AppIdentityOptions
     @Option(help: "Body compression: fast (default) or zlib:LEVEL, LEVEL 1–9 (SPEC W1).") var compression: String?
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
     @Option(help: ArgumentHelp(
@@ -128,11 +123,9 @@ struct Emit: ParsableCommand {
         if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
         configuration.endpoint = resolvedEndpoint
         configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
-        configuration.caFile = caFile
         configuration.storeKey = try storeKey.key()
-        configuration.clientCertificate = clientCertificate
-        configuration.clientKey = clientKey
-        configuration.pinnedPublicKey = pinnedPublicKey
+        tls.apply(to: &configuration)
+        app.apply(to: &configuration)
         try destination.apply(to: &configuration)
         if let batchSize { configuration.batchSize = batchSize }
         if let interval {

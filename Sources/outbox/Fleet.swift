@@ -19,7 +19,9 @@ struct Fleet: ParsableCommand {
     @Option(name: .customLong("accounting-endpoint"),
             help: ArgumentHelp("An outbox-mock whose records hold part of the run, read directly (repeatable; default the endpoint). A log two of them recorded is a cross-mock duplicate (SPEC F6).", valueName: "url"))
     var accountingEndpoints: [String] = []
-    @Option(help: "Scenario file for the in-process mock (SPEC X2).") var scenario: String?
+    @Option(help: ArgumentHelp("The in-process mock's scenario: a named one (flaky, outage, lost-ack, …) or a file (SPEC X2).",
+                               valueName: "name-or-path"))
+    var scenario: String?
     @Option(help: "App secret the devices send (default: \(Fleet.testSecret), a fixed test secret; also OUTBOX_APP_SECRET).")
     var appSecret: String?
     @Option(help: ArgumentHelp("A file holding the app secret (one final newline ignored), kept out of argv.", valueName: "path"))
@@ -38,6 +40,8 @@ struct Fleet: ParsableCommand {
     @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
     var timeout: Double = 600
     @OptionGroup var destination: DestinationOptions
+    @OptionGroup var tls: TLSOptions
+    @OptionGroup var app: AppIdentityOptions
     @OptionGroup var storeKey: StoreKeyOption
     @OptionGroup var logging: LoggingOptions
 
@@ -113,6 +117,8 @@ struct Fleet: ParsableCommand {
         template.logger = logger
         template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
         template.appVersion = "fleet"
+        app.apply(to: &template)
+        tls.apply(to: &template)
         try destination.apply(to: &template, testKeys: true)
         // SPEC K1: every device's store sealed with the one key.
         template.storeKey = try storeKey.key()

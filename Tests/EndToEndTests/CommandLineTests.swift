@@ -189,3 +189,26 @@ extension CommandLineTests {
         #expect(dir.contents() == ["notes.txt"])
     }
 }
+
+extension CommandLineTests {
+    // SPEC D4: OTLP's `service.name` is the app's namespace; `--app-namespace`, `--app-version` and `--app-build` set
+    // it and the app's identity from `emit` and `fleet` (every CLI run reported `outbox`).
+    @Test func emitAndFleetSetTheAppsNamespaceVersionAndBuild() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let identity = ["--app-namespace", "com.example.shop", "--app-version", "4.2.0", "--app-build", "421"]
+        let emitted = try runOutbox(["emit", "--store", dir.file(), "--count", "2", "--destination", "otlp",
+                                     "--endpoint", server.baseURL, "--wait-delivered", "--timeout", "20"] + identity, in: dir)
+        #expect(emitted.status == 0, "\(emitted.errors)")
+        let fleet = try runOutbox(["fleet", "--devices", "1", "--events", "2", "--destination", "otlp",
+                                   "--endpoint", server.baseURL, "--dir", dir.path + "/stores", "--timeout", "20"]
+                                  + identity, in: dir)
+        #expect(fleet.status == 0, "\(fleet.errors)")
+        let events = server.vendorEvents().filter { $0.vendor == .otlp }
+        #expect(events.count == 2 + 1 * (2 + 2))
+        for event in events {
+            #expect(event.json.contains(#"{"key":"service.name","value":{"stringValue":"com.example.shop"}}"#), "\(event.json)")
+            #expect(event.json.contains(#""stringValue":"4.2.0""#))
+        }
+    }
+}

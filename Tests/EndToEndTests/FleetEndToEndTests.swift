@@ -323,4 +323,52 @@ extension FleetEndToEndTests {
         #expect(result.errors.contains("still pending"), "\(result.errors)")
         #expect(result.errors.contains("devices: 2 "), "the devices' state is named: \(result.errors)")
     }
+
+    // SPEC K2 for the fleet: the devices present a client certificate to an endpoint behind mutual TLS (nginx), and
+    // deliver everything; without it nginx refuses them (403) and nothing is delivered.
+    @Test(.enabled(if: NginxServer.isAvailable)) func aFleetDeliversBehindMutualTLSWithItsIdentity() throws {
+        let nginx = try NginxServer(mutualTLS: true)
+        defer { nginx.stop() }
+        let dir = TempDirectory(); defer { dir.remove() }
+        let endpoint = "https://127.0.0.1:\(nginx.mutualTLSPort ?? 0)"
+        let identity = ["--ca-file", nginx.certificatePath, "--client-certificate", nginx.clientCertificatePath,
+                        "--client-key", nginx.clientKeyPath, "--pinned-public-key", try nginx.publicKeyPin()]
+        let report = dir.path + "/report"
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--endpoint", endpoint, "--report", report,
+                                    "--dir", dir.path + "/stores", "--timeout", "20"] + identity + Self.fast, in: dir)
+        // Not an outbox-mock: loss is not counted (exit 2), but the stores say what was delivered.
+        #expect(result.status == 2, "\(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(summary["delivered"] as? Int == 2 * (5 + 2), "\(result.output) \(result.errors)")
+        #expect(summary["pending"] as? Int == 0)
+        let refused = try runOutbox(["fleet", "--devices", "1", "--events", "2", "--endpoint", endpoint,
+                                     "--ca-file", nginx.certificatePath, "--dir", dir.path + "/stores-2",
+                                     "--timeout", "2"] + Self.fast, in: dir)
+        #expect(jsonObject(refused.output)["delivered"] as? Int == 0)
+        #expect(refused.status != 0)
+    }
+
+    // README's named scenarios, by name, in the fleet's in-process mock and in outbox-mock.
+    @Test func aNamedScenarioIsFoundByName() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--scenario", "ok",
+                                    "--dir", dir.path + "/stores", "--timeout", "30"] + Self.fast, in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        // outbox-mock starts with it: it says where it listens (it exits at once, a usage error, when it cannot load it).
+        let mock = Process()
+        mock.executableURL = URL(fileURLWithPath: builtProduct("outbox-mock"))
+        mock.arguments = ["--port", "0", "--host", "127.0.0.1", "--scenario", "flaky"]
+        let pipe = Pipe()
+        mock.standardOutput = pipe
+        mock.standardError = FileHandle.nullDevice
+        try mock.run()
+        let firstLine = String(decoding: pipe.fileHandleForReading.availableData, as: UTF8.self)
+        if mock.isRunning { mock.terminate() }
+        mock.waitUntilExit()
+        #expect(firstLine.hasPrefix("listening on "), "outbox-mock --scenario flaky: \(firstLine)")
+        let unknown = try runOutbox(["fleet", "--devices", "1", "--events", "1", "--scenario", "no-such-scenario",
+                                     "--dir", dir.path + "/stores-2"], in: dir)
+        #expect(unknown.status != 0)
+        #expect(unknown.errors.contains("flaky"), "the error lists the named scenarios: \(unknown.errors)")
+    }
 }
