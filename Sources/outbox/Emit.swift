@@ -192,9 +192,9 @@ struct Emit: ParsableCommand {
             }
         }
         await engine.persisted()
+        var stopped = false
         if waitDelivered {
-            engine.dispatch()
-            _ = await engine.waitUntilDelivered(timeout: try Self.duration(seconds: timeout, option: "--timeout"))
+            stopped = await Self.waitDelivered(engine, timeout: try Self.duration(seconds: timeout, option: "--timeout")) == .stopped
         }
         var status = try await engine.status()
         // The rotation seals the stored rows again on the loop, a step at a time: emit ends when it has.
@@ -211,11 +211,56 @@ struct Emit: ParsableCommand {
             ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
             ("server_rejected", status.serverRejected), ("in_calls_us", Int(inCallsNs / 1000)),
         ])
+        // SPEC R1, R8: nothing more goes out until the configuration changes: waiting longer would change nothing.
+        if stopped && pending > 0 {
+            writeStandardError("outbox emit: sending stopped (\(status.store.disabledReason ?? "refused")); \(pending) logs stay "
+                               + "stored until the configuration changes (an update, or the next start)\n")
+            throw ExitCode.failure
+        }
         // SPEC X3a: waiting for delivery fails when logs are left; dead-lettered ones are settled (counted above).
         if waitDelivered && pending > 0 {
             writeStandardError("outbox emit: \(pending) logs still pending after --timeout \(BoundedFlag.format(timeout)) s (they stay stored)\n")
             throw ExitCode.failure
         }
+    }
+}
+
+extension Emit {
+    enum WaitEnd: Sendable { case drained, timedOut, stopped }
+
+    /// Dispatches, then waits until the store is empty, `timeout` passes, or sending stopped for good (SPEC R1:
+    /// 401/403/404, a refused redirect, the TLS identity; R8: only an update or a restart resumes it).
+    static func waitDelivered(_ engine: OutboxEngine, timeout: Duration) async -> WaitEnd {
+        await withCheckedContinuation { (continuation: CheckedContinuation<WaitEnd, Never>) in
+            let end = ResumeOnce(continuation)
+            Task {
+                let drained = await engine.waitUntilDelivered(timeout: timeout)
+                end.resume(drained ? .drained : .timedOut)
+            }
+            // A dispatch is answered once the requests it started were: a refusal of the first ones shows then.
+            engine.dispatch { _ in
+                Task { if (try? await engine.status())?.store.sendingStopped == true { end.resume(.stopped) } }
+            }
+            // A stop after retries (a 503, then a 401) has no event of its own: the status says it.
+            Task {
+                while !end.isDone {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    if (try? await engine.status())?.store.sendingStopped == true { end.resume(.stopped) }
+                }
+            }
+        }
+    }
+}
+
+/// Resumes a continuation with the first value it is given; later ones are dropped.
+final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<T, Never>?>
+    init(_ continuation: CheckedContinuation<T, Never>) { self.continuation = Mutex(continuation) }
+
+    var isDone: Bool { continuation.withLock { $0 == nil } }
+
+    func resume(_ value: T) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }
 

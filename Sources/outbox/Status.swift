@@ -28,7 +28,16 @@ struct Status: ParsableCommand {
             ("dead_letters", report.deadLetters), ("enabled", report.enabled),
             ("disabled_reason", report.disabledReason), ("install_id", report.installID),
             ("destination", report.destination), ("server_rejected", report.serverRejected),
-            ("rotating_store_key", report.rotatingStoreKey),
+            ("rotating_store_key", report.rotatingStoreKey), ("sending", Self.sending(report)),
         ])
+    }
+
+    /// `enabled` is the install's choice (SPEC T6); this is what happens to its logs: `on`, `opted_out`, `stopped`
+    /// (the server refused the client: only a configuration change resumes, R8) or `retries_exhausted` (a probe
+    /// tries again later, R5).
+    static func sending(_ report: StoreReport) -> String {
+        if !report.enabled { return "opted_out" }
+        if report.sendingStopped { return "stopped" }
+        return report.disabledReason == nil ? "on" : "retries_exhausted"
     }
 }

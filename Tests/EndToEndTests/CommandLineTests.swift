@@ -89,7 +89,7 @@ extension CommandLineTests {
         let object = try #require(jsonLines(result.output).first)
         #expect(Set(object.keys) == ["pending_normal", "pending_critical", "in_flight", "bytes", "oldest_age_s",
                                      "dead_letters", "enabled", "disabled_reason", "install_id",
-                                     "destination", "server_rejected", "rotating_store_key"])  // SPEC X4, D1, K1
+                                     "destination", "server_rejected", "rotating_store_key", "sending"])  // SPEC X4, D1, K1
         #expect(object["rotating_store_key"] as? Bool == false)
         #expect(object["destination"] is NSNull, "nothing was sent")
         #expect(object["server_rejected"] as? Int == 0)
@@ -97,6 +97,7 @@ extension CommandLineTests {
         #expect((object["pending_normal"] as? Int ?? 0) >= 20)  // plus the session's own logs (SPEC A1)
         #expect(object["in_flight"] as? Int == 0)
         #expect(object["enabled"] as? Bool == true)
+        #expect(object["sending"] as? String == "on")
     }
 
     // SPEC X5: `outbox demo` run as a process delivers through its flaky scenario and reports lost 0.
@@ -191,6 +192,49 @@ extension CommandLineTests {
 }
 
 extension CommandLineTests {
+    // SPEC R1, R8, X3a: once the server refused the client (401) sending has stopped until an update, so
+    // `emit --wait-delivered` exits 1 at once with the reason instead of idling to its --timeout; `status` then says
+    // the install is opted in but its sending stopped.
+    @Test func waitDeliveredExitsAtOnceWhenSendingStoppedForGood() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock("unauthorized"); defer { try? server.stop() }
+        let started = Date()
+        let result = try runOutbox(["emit", "--store", dir.file(), "--count", "5", "--endpoint", server.baseURL,
+                                    "--app-secret", "k", "--wait-delivered", "--timeout", "60"], in: dir)
+        #expect(result.status == 1, "\(result.errors)")
+        #expect(Date().timeIntervalSince(started) < 20, "not after the 60 s timeout")
+        #expect(result.errors.contains("401"), "\(result.errors)")
+        let status = try #require(jsonLines(try runOutbox(["status", "--store", dir.file()], in: dir).output).first)
+        #expect(status["enabled"] as? Bool == true)
+        #expect(status["sending"] as? String == "stopped")
+        #expect((status["disabled_reason"] as? String)?.contains("401") == true)
+    }
+
+    // docs/CLI.md: `status` and `dead-letters` read a store read-only, also on a read-only file system (a tmpfs
+    // remounted read-only after the store was written).
+    @Test func statusAndDeadLettersReadAStoreOnAReadOnlyFileSystem() throws {
+        guard let disk = SmallDisk.mount(megabytes: 8) else { return }
+        defer { disk.unmount() }
+        let dir = TempDirectory(); defer { dir.remove() }
+        let refusing = try startMock(scenario: try Scenario.decode(from: Data(#"{"rules": [{"match": {}, "respond": {"status": 400}}]}"#.utf8)))
+        defer { try? refusing.stop() }
+        let emitted = try runOutbox(["emit", "--store", disk.store, "--count", "3", "--endpoint", refusing.baseURL,
+                                     "--app-secret", "k", "--wait-delivered", "--timeout", "20"], in: dir)
+        #expect(emitted.status == 0, "\(emitted.errors)")
+        let more = try runOutbox(["emit", "--store", disk.store, "--count", "4"], in: dir)
+        #expect(more.status == 0, "\(more.errors)")
+        let remount = try run("/usr/bin/mount", ["-o", "remount,ro", disk.path])
+        #expect(remount.status == 0, "\(remount.output)")
+        let status = try runOutbox(["status", "--store", disk.store], in: dir)
+        #expect(status.status == 0, "\(status.errors)")
+        let object = try #require(jsonLines(status.output).first)
+        #expect(object["dead_letters"] as? Int == 3)
+        #expect(object["pending_normal"] as? Int == 4)
+        let letters = try runOutbox(["dead-letters", "--store", disk.store], in: dir)
+        #expect(letters.status == 0, "\(letters.errors)")
+        #expect(jsonLines(letters.output).count == 3)
+    }
+
     // SPEC D4: OTLP's `service.name` is the app's namespace; `--app-namespace`, `--app-version` and `--app-build` set
     // it and the app's identity from `emit` and `fleet` (every CLI run reported `outbox`).
     @Test func emitAndFleetSetTheAppsNamespaceVersionAndBuild() throws {

@@ -20,6 +20,13 @@ public struct StoreReport: Sendable, Equatable, Codable {
     /// opens some of them. Once false, the previous key opens nothing in the store and can be destroyed.
     public var rotatingStoreKey = false
 
+    /// SPEC R1, R8: sending stopped by the server's answer (401/403/404, a redirect not followed) or the TLS identity,
+    /// until `update` or a restart — not retries exhausted, which a probe ends by itself (R5).
+    public var sendingStopped: Bool {
+        guard let disabledReason else { return false }
+        return !disabledReason.hasPrefix("retries exhausted")
+    }
+
     /// A sealed store (SPEC K1) needs its `storeKey`: `storeKeyInvalid` without it, or with another.
     public static func read(path: String, clock: any OutboxClock = SystemClock(), storeKey: StoreKey? = nil) throws -> StoreReport {
         let (counts, meta) = try StoreInspector.inspect(path: path, key: storeKey)

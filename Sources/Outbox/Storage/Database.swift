@@ -21,6 +21,8 @@ final class Database {
         static let readWrite = OpenFlags(rawValue: SQLITE_OPEN_READWRITE)
         static let create = OpenFlags(rawValue: SQLITE_OPEN_CREATE)
         static let noMutex = OpenFlags(rawValue: SQLITE_OPEN_NOMUTEX)
+        /// `path` is a `file:` URI (`?immutable=1`, `?mode=ro`).
+        static let uri = OpenFlags(rawValue: SQLITE_OPEN_URI)
         static let `default`: OpenFlags = [.readWrite, .create, .noMutex]
     }
 

@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// Reading a store file without taking it over (SPEC X4, R2): read-only, without the lock, recovery, migration or
 /// expiry, so that `outbox status` works while an engine runs on the file (WAL readers do not block the writer).
@@ -9,8 +10,8 @@ enum StoreInspector {
         guard FileSystem.exists(path) else {
             throw .io(path: path, message: "no store at this path (check --store)")
         }
-        _ = try StorePathCheck.classify(path)
-        let db = try Database(path: path, flags: [.readOnly, .noMutex])
+        _ = try StorePathCheck.classify(path, reading: true)
+        let db = try Database(path: openPath(path), flags: [.readOnly, .noMutex, .uri])
         do throws(OutboxError) {
             // A writer's checkpoint can briefly hold the WAL index; wait for it rather than fail.
             sqlite3_busy_timeout(db.handle, 2000)
@@ -24,6 +25,19 @@ enum StoreInspector {
             db.close()
             throw error
         }
+    }
+
+    /// What SQLite opens to read the store at `path`. A WAL reader creates or maps the `-shm` index beside the file;
+    /// in a directory it cannot write (a read-only file system, a backup's mount) it could not, so there the file is
+    /// opened `immutable` — exact only when no WAL holds committed pages, which is so when there is none (an engine
+    /// that closed checkpoints and removes it). A WAL left there is read through the index as usual (SQLite reads an
+    /// existing `-shm` read-only).
+    static func openPath(_ path: String) -> String {
+        let uri = "file:" + StorePathCheck.uriEscaped(path)
+        guard access(FileSystem.directory(of: path), W_OK) != 0 else { return uri }
+        var wal = stat()
+        if stat(path + "-wal", &wal) == 0 && wal.st_size > 0 { return uri }
+        return uri + "?immutable=1"
     }
 
     /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and

@@ -23,21 +23,22 @@ enum StorePathCheck {
     }
 
     /// Classifies `path`, or throws the reason the engine must not touch it: `notAStore`, or `io` naming the path or
-    /// its directory and what is wrong with it.
-    static func classify(_ path: String) throws(OutboxError) -> Kind {
+    /// its directory and what is wrong with it. `reading`: only to read it (`outbox status`), which needs no
+    /// writable directory (a store on a read-only file system is read all the same).
+    static func classify(_ path: String, reading: Bool = false) throws(OutboxError) -> Kind {
         var info = stat()
         if stat(path, &info) != 0 {
             let code = errno
             guard code == ENOENT || code == ENOTDIR else {
                 throw .io(path: path, message: "cannot read the store file: \(FileSystem.errnoText(code))")
             }
-            try checkDirectory(of: path)
+            try checkDirectory(of: path, writable: !reading)
             return .new
         }
         if info.st_mode & S_IFMT == S_IFDIR {
             throw .io(path: path, message: "is a directory, not a store file: give the path of a file inside it, such as \(path)/outbox.sqlite")
         }
-        try checkDirectory(of: path)
+        try checkDirectory(of: path, writable: !reading)
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw .notAStore(path: path, reason: "it is not a regular file")
         }
@@ -64,7 +65,7 @@ enum StorePathCheck {
     }
 
     /// The store's directory must exist, be a directory and let the engine create its files there (the WAL, the lock).
-    static func checkDirectory(of path: String) throws(OutboxError) {
+    static func checkDirectory(of path: String, writable: Bool = true) throws(OutboxError) {
         let directory = FileSystem.directory(of: path)
         var info = stat()
         guard stat(directory, &info) == 0 else {
@@ -80,7 +81,7 @@ enum StorePathCheck {
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw .io(path: directory, message: "is not a directory (a part of the store path is a file)")
         }
-        guard access(directory, W_OK | X_OK) == 0 else {
+        guard !writable || access(directory, W_OK | X_OK) == 0 else {
             throw .io(path: directory, message: "the store's directory is not writable: \(FileSystem.errnoText())")
         }
     }
