@@ -125,6 +125,25 @@ enum ConfigDecoder {
             c.retryIntervals = intervals
         case "maxRetryAfterMs": c.maxRetryAfter = try duration(value, key)
         case "probeIntervalMs": c.probeInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
+        case "recoveryProbe":
+            // null: R3/R5 alone (App Center's behaviour); an object: R9–R10 with its intervals, each optional.
+            c.recoveryProbe = try optional(value) { v throws(CFailure) in
+                guard case .object(let members) = v else { throw wrongType(key, "null or an object of intervals in ms", v) }
+                var probe = RecoveryProbe()
+                for member in members {
+                    let name = "\(key).\(member.key)"
+                    switch member.key {
+                    case "initialIntervalMs": probe.initialInterval = try duration(member.value, name)
+                    case "maxIntervalMs": probe.maxInterval = try duration(member.value, name)
+                    case "longFaultIntervalMs": probe.longFaultInterval = try duration(member.value, name)
+                    case "longFaultAfterMs": probe.longFaultAfter = try duration(member.value, name)
+                    case "drainJitterMs": probe.drainJitter = try duration(member.value, name)
+                    default:
+                        throw CFailure(code: invalid, message: "configuration key '\(key)': unknown member '\(member.key)' (initialIntervalMs, maxIntervalMs, longFaultIntervalMs, longFaultAfterMs, drainJitterMs)")
+                    }
+                }
+                return probe
+            }
         case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
         case "requestTimeoutMs": c.requestTimeout = try duration(value, key)
         case "caFile": c.caFile = try optional(value) { v throws(CFailure) in try string(v, key) }

@@ -61,10 +61,8 @@ struct Demo: ParsableCommand {
         configuration.testingAllowsValuesBelowBounds = true
         configuration.transmissionInterval = .milliseconds(500)
         configuration.criticalTransmissionInterval = .milliseconds(200)
-        configuration.retryIntervals = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(2), .seconds(2)]
-        // A batch can use up its attempts across the outage and a run of 503s; the probe (SPEC R5) then lets one
-        // batch through 2 s later, and its success re-enables sending. The demo shows that state too.
-        configuration.probeInterval = .seconds(2)
+        // Retries and recovery run on their defaults (SPEC R3, R9–R10): during the outage and after a 503 one probe at a
+        // time goes, 1 s, 2 s, 4 s … apart, and the first success drains the backlog.
         // Only the app's events go into the store (no startSession log, SPEC A2), so that the report adds up.
         configuration.sessionTracking = .manual
         let engine = try OutboxEngine(configuration: configuration)

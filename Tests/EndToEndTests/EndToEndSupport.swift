@@ -27,6 +27,9 @@ func fastConfiguration(store: String, endpoint: String) -> Configuration {
     configuration.criticalTransmissionInterval = .milliseconds(20)
     configuration.retryIntervals = [.milliseconds(100), .milliseconds(200), .milliseconds(400)]
     configuration.probeInterval = nil
+    // SPEC R9–R10 on, in milliseconds instead of seconds: a test that proves R3–R5 alone sets it to nil.
+    configuration.recoveryProbe = RecoveryProbe(initialInterval: .milliseconds(50), maxInterval: .milliseconds(400),
+                                                longFaultInterval: .milliseconds(400), drainJitter: .zero)
     configuration.requestTimeout = .seconds(5)
     // Manual sessions: the server receives exactly the logs a test tracked (no startSession log, SPEC A1–A2).
     configuration.sessionTracking = .manual

@@ -91,6 +91,9 @@ final class DeliveryDriver {
     var retries: Int { machine.retries }
     var counters: DeliveryCounters { machine.counters }
     var inFlightBatches: Int { machine.inFlightBatches }
+    /// SPEC R9–R10: the fault that holds and the drain's width, for status and tests.
+    var fault: DeliveryMachine.Fault? { machine.fault }
+    var drainWidth: Int? { machine.drainWidth }
 
     // MARK: - Events from the engine
 

@@ -53,6 +53,43 @@ struct DeliveryMachine: Sendable {
         var retry = RetryPolicy()
         /// SPEC S4: a log older than this is never sent.
         var maxAgeMs: Int64 = 25 * 24 * 3600 * 1000
+        /// SPEC R9–R10: recovery probing and the paced drain; nil gives R3/R5 alone (App Center's behaviour). The
+        /// machine's own default is nil so that its tests of R3–R5 read as those rules; `Configuration` turns it on.
+        var recovery: Recovery? = nil
+    }
+
+    /// SPEC R9–R10's intervals, in milliseconds.
+    struct Recovery: Sendable, Equatable {
+        /// The first probe's interval; each next one doubles, up to `capMs`.
+        var initialMs: Int64 = 1000
+        var capMs: Int64 = 10_000
+        /// The cap once a fault has lasted `longFaultAfterMs`.
+        var longCapMs: Int64 = 60_000
+        var longFaultAfterMs: Int64 = 300_000
+        /// After R6, `retryNow` or an update, the first request waits a random time up to this.
+        var drainJitterMs: Int64 = 1000
+
+        /// The wait before the next probe after `probes` were sent in a fault that began `faultMs` ago, drawn
+        /// uniformly in [interval/2, interval] as R3's are.
+        func probeDelay<R: RandomNumberGenerator>(probes: Int, faultMs: Int64, capped: Bool, using random: inout R) -> Int64 {
+            let cap = faultMs >= longFaultAfterMs ? longCapMs : capMs
+            var interval = capped ? cap : initialMs
+            if !capped {
+                for _ in 0..<min(probes, 62) where interval < cap { interval *= 2 }
+                interval = min(interval, cap)
+            }
+            let low = interval / 2
+            guard interval > low else { return interval }
+            return Int64.random(in: low...interval, using: &random)
+        }
+    }
+
+    /// SPEC R9: a fault holds from a retryable failure until a success.
+    struct Fault: Equatable, Sendable {
+        var sinceMs: Int64
+        /// Probes sent in this fault.
+        var probes = 0
+        var nextProbeAtMs: Int64
     }
 
     /// Why nothing is sent although logs wait (SPEC R5, R1), visible through the API and `outbox status`.
@@ -87,8 +124,11 @@ struct DeliveryMachine: Sendable {
         var phase: Phase = .inFlight
         /// SPEC R3: each batch has its own retry state.
         var failedAttempts = 0
-        /// SPEC R5: the one batch let through while retries are exhausted.
+        /// SPEC R5: the one batch let through while retries are exhausted; R9: the one request sent during a fault.
         var isProbe = false
+        /// SPEC R9: when a batch waiting for its R3 retry is sent early as a probe, that retry's time, kept for it
+        /// should the probe fail (a probe's failure uses up no attempt).
+        var retryAtBeforeProbeMs: Int64?
     }
 
     /// What a finished transfer means for its batch (SPEC R1).
@@ -223,6 +263,14 @@ struct DeliveryMachine: Sendable {
     private var deliveredBatch: Int64?
     private var armedAtMs: Int64?
     private var lastDisabledReason: String?
+    /// SPEC R9: the fault that holds, if any (only with `settings.recovery`).
+    private(set) var fault: Fault?
+    /// SPEC R10: while draining after a fault, how many requests may be in flight; nil: C3's limit.
+    private(set) var drainWidth: Int?
+    /// SPEC R10: after R6, `retryNow` or an update, nothing is sent before this (monotonic).
+    private var drainStartAtMs: Int64?
+    /// SPEC R9: the next claim is a probe's (nothing waited for a retry, so the probe takes the oldest stored logs).
+    private var claimIsProbe = false
 
     /// `waiting`: what the store holds at start. A backlog found then has waited long enough: it is due at once.
     init(settings: Settings, now: DeliveryNow, waiting: Waiting, random: IDGenerator = IDGenerator()) {
@@ -323,7 +371,8 @@ struct DeliveryMachine: Sendable {
         }
         let key = nextKey
         nextKey += 1
-        var isProbe = false
+        var isProbe = claimIsProbe
+        claimIsProbe = false
         if case .retriesExhausted = stop { isProbe = true }
         flights[key] = Flight(logs: batch.logs, batchID: batch.batchID, isProbe: isProbe)
         for index in dispatches.indices where dispatches[index].open { dispatches[index].batches.insert(key) }
@@ -401,6 +450,7 @@ struct DeliveryMachine: Sendable {
         case .delivered, .partiallyRejected:
             flights[key] = nil
             if case .retriesExhausted = stop { setStop(nil, into: &actions) }  // the probe got through (R5)
+            recovered(nowMs: nowMs, into: &actions)
             var rejected = 0
             if case .partiallyRejected(let count, let message) = outcome {
                 rejected = min(max(0, count), seqs.count)
@@ -421,6 +471,7 @@ struct DeliveryMachine: Sendable {
         case .split, .refuse:
             flights[key] = nil
             if case .retriesExhausted = stop { setStop(nil, into: &actions) }
+            recovered(nowMs: nowMs, into: &actions)  // the server answered: it is there (R9)
             bisect(key, flight.logs, outcome: outcome, into: &actions)
         case .stop(let status, let reason):
             flights[key] = nil
@@ -430,6 +481,10 @@ struct DeliveryMachine: Sendable {
             setStop(.refused(status: status, reason: reason), into: &actions)
             settle(key, failed: true, into: &actions)
         case .retryable(let reason, let retryAfterMs):
+            if settings.recovery != nil {
+                failedWithRecovery(key, flight, reason: reason, retryAfterMs: retryAfterMs, nowMs: nowMs, into: &actions)
+                return
+            }
             flight.failedAttempts += 1
             guard !flight.isProbe, let delay = settings.retry.delay(afterFailedAttempts: flight.failedAttempts, using: &randomSource) else {
                 flights[key] = nil
@@ -555,6 +610,155 @@ struct DeliveryMachine: Sendable {
             flights[key]?.failedAttempts = 0
             if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: nowMs) }
         }
+        if let recovery = settings.recovery {
+            // SPEC R10: a fault ends with what ended it; a fleet that saw the same network change or update does not
+            // come back in one instant: the first request waits 0–1 s, then the drain widens from one.
+            fault = nil
+            drainWidth = 1
+            let jitter = recovery.drainJitterMs > 0 ? Int64.random(in: 0...recovery.drainJitterMs, using: &randomSource) : 0
+            drainStartAtMs = nowMs + jitter
+        }
+    }
+
+    // MARK: - Recovery (SPEC R9–R10)
+
+    /// A retryable failure with recovery on. A probe's failure uses up no attempt and schedules the next probe; any
+    /// other failure is R3's (an attempt used, a retry scheduled, or R5 when none is left) and starts a fault.
+    private mutating func failedWithRecovery(_ key: BatchKey, _ flight: Flight, reason: String, retryAfterMs: Int64?,
+                                             nowMs: Int64, into actions: inout [Action]) {
+        guard let recovery = settings.recovery else { return }
+        var flight = flight
+        drainWidth = 1  // R10: any retryable failure narrows the drain to one request
+        if let retryAfterMs, retryAfterMs > 0 {
+            // R9: the server's Retry-After is a floor for every request to it, probes included (capped as R4).
+            holds.pipelinePausedUntilMs = max(holds.pipelinePausedUntilMs ?? 0, nowMs + min(retryAfterMs, settings.retry.maxRetryAfterMs))
+        }
+        if flight.isProbe {
+            flight.isProbe = false
+            if case .retriesExhausted = stop {
+                // Disabled by R5: the probe's rows go back; the fault goes on probing at the cap.
+                flights[key] = nil
+                actions.append(.release(batchID: flight.batchID, seqs: flight.logs.map(\.seq)))
+            } else {
+                let retryAt = flight.retryAtBeforeProbeMs
+                    ?? nowMs + (settings.retry.delay(afterFailedAttempts: 1, using: &randomSource) ?? recovery.capMs)
+                flight.retryAtBeforeProbeMs = nil
+                flight.phase = .waitingRetry(atMs: retryAt)
+                flights[key] = flight
+            }
+            var current = fault ?? Fault(sinceMs: nowMs, nextProbeAtMs: nowMs)
+            current.nextProbeAtMs = nowMs + probeDelay(current, nowMs: nowMs)
+            fault = current
+            actions.append(.log(LogLine(level: .info, message: "probe failed; the destination is still unreachable", metadata: [
+                "outbox.reason": reason, "outbox.probe_in_ms": "\(current.nextProbeAtMs - nowMs)"])))
+            settle(key, failed: true, into: &actions)
+            return
+        }
+        flight.failedAttempts += 1
+        guard let delay = settings.retry.delay(afterFailedAttempts: flight.failedAttempts, using: &randomSource) else {
+            flights[key] = nil
+            actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept; probing goes on",
+                                        metadata: ["outbox.reason": reason])))
+            actions.append(.release(batchID: flight.batchID, seqs: flight.logs.map(\.seq)))
+            setStop(.retriesExhausted(sinceMs: nowMs, lastError: reason), into: &actions)
+            beginFault(nowMs: nowMs)
+            settle(key, failed: true, into: &actions)
+            return
+        }
+        retries += 1
+        flight.phase = .waitingRetry(atMs: nowMs + delay)
+        flights[key] = flight
+        beginFault(nowMs: nowMs)
+        actions.append(.log(LogLine(level: .info, message: "batch will be retried", metadata: [
+            "outbox.batch": "\(key)", "outbox.attempt": "\(flight.failedAttempts)", "outbox.reason": reason,
+            "outbox.retry_in_ms": "\(delay)", "outbox.probe_in_ms": "\((fault?.nextProbeAtMs ?? nowMs) - nowMs)"])))
+        settle(key, failed: true, into: &actions)
+    }
+
+    /// R9: a fault begins (unless one holds); its first probe goes after the schedule's first interval.
+    private mutating func beginFault(nowMs: Int64) {
+        guard fault == nil, settings.recovery != nil else { return }
+        var started = Fault(sinceMs: nowMs, nextProbeAtMs: nowMs)
+        started.nextProbeAtMs = nowMs + probeDelay(started, nowMs: nowMs)
+        fault = started
+    }
+
+    private mutating func probeDelay(_ fault: Fault, nowMs: Int64) -> Int64 {
+        guard let recovery = settings.recovery else { return 0 }
+        var capped = false
+        if case .retriesExhausted = stop { capped = true }  // R9: after R5, at the cap
+        return recovery.probeDelay(probes: fault.probes, faultMs: nowMs - fault.sinceMs, capped: capped, using: &randomSource)
+    }
+
+    /// A success (or any answer that is not retryable): R9's fault ends and every batch waiting for a retry is due at
+    /// once, paced by R10's drain from one request; outside a fault, a success widens the drain by one.
+    private mutating func recovered(nowMs: Int64, into actions: inout [Action]) {
+        guard settings.recovery != nil else { return }
+        if let ended = fault {
+            fault = nil
+            drainWidth = 1
+            for key in flights.keys {
+                if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: nowMs) }
+            }
+            actions.append(.log(LogLine(level: .info, message: "the destination answers again; draining", metadata: [
+                "outbox.fault_ms": "\(nowMs - ended.sinceMs)", "outbox.probes": "\(ended.probes)"])))
+        } else if let width = drainWidth {
+            drainWidth = width + 1 >= settings.maxBatchesInFlight ? nil : width + 1
+        }
+    }
+
+    /// R9 while a fault holds: R3 retries whose time passes count as attempts used (R5 when none is left), and one
+    /// request at a time goes, the probe — the oldest batch waiting for a retry, else a claim of the oldest stored
+    /// logs — when its time comes. Returns true when the probe is a claim.
+    private mutating func probeIfDue(now: DeliveryNow, waiting: Waiting, earliest wake: inout Int64?,
+                                     into actions: inout [Action]) -> Bool {
+        let nowMs = now.monoMs
+        var released = false  // rows given back by R5 here are claimable by the probe below
+        for (key, flight) in flights.sorted(by: { $0.key < $1.key }) {
+            guard case .waitingRetry(let at) = flight.phase else { continue }
+            guard at <= nowMs else { wake = min(wake ?? at, at); continue }
+            var counted = flight
+            counted.failedAttempts += 1
+            if let delay = settings.retry.delay(afterFailedAttempts: counted.failedAttempts, using: &randomSource) {
+                retries += 1
+                counted.phase = .waitingRetry(atMs: nowMs + delay)
+                flights[key] = counted
+                wake = min(wake ?? nowMs + delay, nowMs + delay)
+            } else {
+                actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept; probing goes on",
+                                            metadata: ["outbox.reason": "the destination stayed unreachable"])))
+                setStop(.retriesExhausted(sinceMs: nowMs, lastError: "the destination stayed unreachable"), into: &actions)
+                released = true
+                break  // setStop released every batch waiting for a retry
+            }
+        }
+        guard var current = fault else { return false }
+        if flights.values.contains(where: { $0.phase == .inFlight }) { return false }  // one request at a time
+        guard nowMs >= current.nextProbeAtMs else {
+            wake = min(wake ?? current.nextProbeAtMs, current.nextProbeAtMs)
+            return false
+        }
+        let waitingRetry = flights.filter { if case .waitingRetry = $0.value.phase { return true } else { return false } }
+        if let (key, flight) = waitingRetry.min(by: { ($0.value.logs.first?.seq ?? 0, $0.key) < ($1.value.logs.first?.seq ?? 0, $1.key) }) {
+            current.probes += 1
+            fault = current
+            var probe = flight
+            if case .waitingRetry(let at) = flight.phase { probe.retryAtBeforeProbeMs = at }
+            probe.isProbe = true
+            probe.phase = .inFlight
+            flights[key] = probe
+            counters.requests += 1
+            counters.probes += 1
+            actions.append(.log(LogLine(level: .debug, message: "probing", metadata: ["outbox.batch": "\(key)"])))
+            actions.append(.send(key, probe.logs))
+            return false
+        }
+        guard waiting.total > 0 || released else { return false }  // nothing to probe with: the fault waits for logs
+        current.probes += 1
+        fault = current
+        claimIsProbe = true
+        counters.probes += 1
+        return true
     }
 
     // MARK: - Opt-out and shutdown
@@ -617,14 +821,21 @@ struct DeliveryMachine: Sendable {
 
         if !holds.keepOffTheWire {  // SPEC R7, C5, T6
             if let until = holds.pipelinePausedUntilMs, nowMs >= until { holds.pipelinePausedUntilMs = nil }
-            if let until = holds.pipelinePausedUntilMs {
+            if let start = drainStartAtMs, nowMs >= start { drainStartAtMs = nil }
+            if let until = holds.pipelinePausedUntilMs ?? drainStartAtMs {
                 earliest(until)
-            } else if stop == nil {
-                resendDue(now: now, earliest: &wake, into: &actions)
-            }
-            if holds.pipelinePausedUntilMs == nil, shouldClaim(nowMs: nowMs, waiting: waiting, earliest: &wake) {
-                actions.append(.claim(limit: settings.batchSize, completing: deliveredBatch))
-                return
+            } else if fault != nil {
+                // SPEC R9: only the probe; a stop by the server's answer (R1) sends nothing at all.
+                if !isRefused, probeIfDue(now: now, waiting: waiting, earliest: &wake, into: &actions) {
+                    actions.append(.claim(limit: settings.batchSize, completing: deliveredBatch))
+                    return
+                }
+            } else {
+                if stop == nil { resendDue(now: now, earliest: &wake, into: &actions) }
+                if shouldClaim(nowMs: nowMs, waiting: waiting, earliest: &wake) {
+                    actions.append(.claim(limit: settings.batchSize, completing: deliveredBatch))
+                    return
+                }
             }
         }
         if let batch = deliveredBatch {
@@ -638,7 +849,7 @@ struct DeliveryMachine: Sendable {
                 actions.append(.notifyIdle(idleWaiters))
                 idleWaiters = []
             }
-        } else if !dispatches.isEmpty && (waiting.total == 0 || holds.offline || holds.paused || stop != nil) {
+        } else if !dispatches.isEmpty && (waiting.total == 0 || holds.offline || holds.paused || stop != nil || fault != nil) {
             // Nothing more will be claimed for these dispatches: they wait only for the batches they hold.
             closeDispatches()
             notifySettledDispatches(into: &actions)
@@ -671,11 +882,20 @@ struct DeliveryMachine: Sendable {
                     continue
                 }
             }
+            if let width = drainWidth, inFlightRequests >= width { continue }  // SPEC R10: paced
             kept.phase = .inFlight
             flights[key] = kept
             counters.requests += 1
             actions.append(.send(key, kept.logs))
         }
+    }
+
+    /// Requests on the wire now (batches waiting for a retry hold a lease but no request).
+    private var inFlightRequests: Int { flights.values.count(where: { $0.phase == .inFlight }) }
+
+    private var isRefused: Bool {
+        if case .refused? = stop { return true }
+        return false
     }
 
     /// SPEC S4: a log's age is its boot-time age when it was captured during this boot, its wall-clock age otherwise.
@@ -701,6 +921,7 @@ struct DeliveryMachine: Sendable {
             break
         }
         guard flights.count < settings.maxBatchesInFlight else { return false }
+        if let width = drainWidth, inFlightRequests >= width { return false }  // SPEC R10
         if dispatchRequested { return true }
         if let interval = settings.dispatchIntervalMs {
             if interval <= 0 { return false }  // manual: only dispatch()
@@ -733,4 +954,6 @@ public struct DeliveryCounters: Sendable, Equatable {
     public var deadLettered = 0
     /// SPEC D5: logs a server refused inside a request it accepted.
     public var serverRejected = 0
+    /// SPEC R9: requests sent as probes during a fault (also counted in `requests`).
+    public var probes = 0
 }

@@ -89,7 +89,11 @@ public struct Configuration: Sendable {
     /// SPEC R4: the longest pause a `Retry-After` may impose, 1 s – 1 day; default 1 h.
     public var maxRetryAfter: Duration = .seconds(3600)
     /// SPEC R5: after exhausted retries one probe batch goes through this often; nil: until restart. Default 30 min.
+    /// With `recoveryProbe` set, a disabled destination probes at R9's cap instead.
     public var probeInterval: Duration? = .seconds(1800)
+    /// SPEC R9–R10: while a fault holds, one probe at a time on a schedule from 1 s to 10 s (60 s after 5 min);
+    /// after it, a drain that widens from one request. nil: R3/R5 alone, App Center's behaviour exactly.
+    public var recoveryProbe: RecoveryProbe? = RecoveryProbe()
     /// SPEC C6: nil = automatic (C2); > 0 = periodic dispatch; ≤ 0 = manual (`dispatch()` only).
     public var dispatchInterval: Duration? = nil
     /// A request that has not completed after this is a timeout (retryable), 1 s – 10 min; default 30 s.
@@ -172,6 +176,7 @@ public struct Configuration: Sendable {
         for interval in retryIntervals { try check(.retryIntervals, interval.milliseconds, name: "each of retryIntervals") }
         try check(.maxRetryAfter, maxRetryAfter.milliseconds)
         if let probeInterval { try check(.probeInterval, probeInterval.milliseconds) }
+        if let recoveryProbe { try recoveryProbe.validate(testing: testingAllowsValuesBelowBounds) }
         // SPEC C6: 0 or less is manual dispatch; only a period is bounded.
         if let dispatchInterval, dispatchInterval > .zero { try check(.dispatchInterval, dispatchInterval.milliseconds) }
         try check(.requestTimeout, requestTimeout.milliseconds)
@@ -210,6 +215,7 @@ public struct Configuration: Sendable {
         settings.criticalIntervalMs = criticalTransmissionInterval.milliseconds
         settings.dispatchIntervalMs = dispatchInterval?.milliseconds
         settings.probeIntervalMs = probeInterval?.milliseconds
+        settings.recovery = recoveryProbe?.machineSettings
         settings.retry = RetryPolicy(intervalsMs: retryIntervals.map(\.milliseconds), maxRetryAfterMs: maxRetryAfter.milliseconds)
         settings.maxAgeMs = storeLimits.maxAgeMs
         return settings
@@ -256,5 +262,52 @@ extension Duration {
         if overflow { return seconds < 0 ? Int64.min : Int64.max }
         let (sum, carry) = scaled.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
         return carry ? (seconds < 0 ? Int64.min : Int64.max) : sum
+    }
+}
+
+/// SPEC R9–R10: how a destination finds out that a fault is over, and how it drains afterwards. Each probe interval is
+/// drawn between half and all of its value, so that a fleet that lost the same server does not come back at once.
+public struct RecoveryProbe: Sendable, Equatable {
+    /// The first probe's interval after a fault begins; each next one doubles. Default 1 s.
+    public var initialInterval: Duration = .seconds(1)
+    /// The longest interval while the fault is young. Default 10 s.
+    public var maxInterval: Duration = .seconds(10)
+    /// The interval once the fault has lasted `longFaultAfter`. Defaults 60 s after 5 min.
+    public var longFaultInterval: Duration = .seconds(60)
+    public var longFaultAfter: Duration = .seconds(300)
+    /// After a network change (R6), `retryNow()` or an update (R8), the first request waits a random time up to this.
+    /// Default 1 s; zero sends at once.
+    public var drainJitter: Duration = .seconds(1)
+
+    public init(initialInterval: Duration = .seconds(1), maxInterval: Duration = .seconds(10),
+                longFaultInterval: Duration = .seconds(60), longFaultAfter: Duration = .seconds(300),
+                drainJitter: Duration = .seconds(1)) {
+        self.initialInterval = initialInterval
+        self.maxInterval = maxInterval
+        self.longFaultInterval = longFaultInterval
+        self.longFaultAfter = longFaultAfter
+        self.drainJitter = drainJitter
+    }
+
+    /// Intervals of 1 ms – 1 day (100 ms with `testing` off for the probes: a faster one is a herd), each cap no
+    /// shorter than what it caps; the error names the field.
+    func validate(testing: Bool) throws(OutboxError) {
+        let day: Int64 = 86_400_000, least: Int64 = testing ? 1 : 100
+        let fields: [(String, Duration, Int64)] = [
+            ("recoveryProbe.initialInterval", initialInterval, least), ("recoveryProbe.maxInterval", maxInterval, least),
+            ("recoveryProbe.longFaultInterval", longFaultInterval, least), ("recoveryProbe.longFaultAfter", longFaultAfter, 0),
+            ("recoveryProbe.drainJitter", drainJitter, 0)]
+        for (name, value, minimum) in fields where !(minimum...day).contains(value.milliseconds) {
+            throw .invalidConfiguration("\(name) must be between \(minimum) ms and \(day) ms, got \(value.milliseconds) ms")
+        }
+        guard maxInterval >= initialInterval, longFaultInterval >= maxInterval else {
+            throw .invalidConfiguration("recoveryProbe's intervals must grow: initialInterval ≤ maxInterval ≤ longFaultInterval, got \(initialInterval.milliseconds) ms, \(maxInterval.milliseconds) ms, \(longFaultInterval.milliseconds) ms")
+        }
+    }
+
+    var machineSettings: DeliveryMachine.Recovery {
+        DeliveryMachine.Recovery(initialMs: initialInterval.milliseconds, capMs: maxInterval.milliseconds,
+                                 longCapMs: longFaultInterval.milliseconds, longFaultAfterMs: longFaultAfter.milliseconds,
+                                 drainJitterMs: drainJitter.milliseconds)
     }
 }

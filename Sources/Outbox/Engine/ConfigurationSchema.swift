@@ -112,6 +112,7 @@ extension Configuration {
         field("retryIntervals", "retryIntervalsMs") { $0.retryIntervals != $1.retryIntervals },
         field("maxRetryAfter", "maxRetryAfterMs") { $0.maxRetryAfter != $1.maxRetryAfter },
         field("probeInterval", "probeIntervalMs") { $0.probeInterval != $1.probeInterval },
+        field("recoveryProbe", "recoveryProbe") { $0.recoveryProbe != $1.recoveryProbe },
         field("dispatchInterval", "dispatchIntervalMs") { $0.dispatchInterval != $1.dispatchInterval },
         field("requestTimeout", "requestTimeoutMs", changeable: true) { $0.requestTimeout != $1.requestTimeout },
         field("caFile", "caFile", changeable: true) { $0.caFile != $1.caFile },

@@ -299,7 +299,7 @@ public final class OutboxEngine: @unchecked Sendable {
             expired: core.store.expiredTotal,
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
-            lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal)
+            probes: core.delivery?.counters.probes ?? 0, lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal)
     }
 
     // MARK: - Shutdown
@@ -361,6 +361,8 @@ public struct EngineStatus: Sendable, Equatable, Codable {
     public var deadLettered: Int
     public var retries: Int
     public var requests: Int
+    /// SPEC R9: requests sent as probes during faults (also counted in `requests`).
+    public var probes: Int = 0
     /// Logs found lost at this engine's start (a WAL cut short while stopped, SPEC S7): see `lostLogsAtOpen`.
     public var lostAtOpen: Int = 0
     /// SPEC K1: logs of a sealed store that did not open under its key (altered on disk), deleted unsent.
