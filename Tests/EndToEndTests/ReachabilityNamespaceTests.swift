@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable import Outbox
 
@@ -132,5 +133,183 @@ struct ReachabilityNamespaceTests {
         let firstAt = serverStart + Int64((jsonObject(firstLine)["at"] as? Int) ?? 1_000_000)
         print("network back -> first request: at most \(firstAt - online) ms; delivered and exited after \(doneAt - online) ms")
         #expect(firstAt - online < 3000)
+    }
+
+    // SPEC N1, R8: whether to watch the network is decided again on every endpoint change — none for loopback, one
+    // for a remote endpoint, none again back on loopback. (No request goes: nothing is tracked.)
+    @Test func anUpdateDecidesAgainWhetherToWatchTheNetwork() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        var configuration = Configuration(storePath: dir.file())
+        configuration.endpoint = "http://127.0.0.1:9"
+        configuration.appSecret = "k"
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        #expect(await Self.watches(engine) == false, "loopback needs no watcher")
+        try engine.update { $0.endpoint = "http://192.0.2.1:9" }
+        #expect(await Self.watches(engine) == true, "a remote endpoint is watched")
+        try engine.update { $0.endpoint = "http://localhost:9" }
+        #expect(await Self.watches(engine) == false, "back on loopback the watcher goes")
+        var unwatched = configuration
+        unwatched.storePath = dir.file("b")
+        unwatched.watchesNetwork = false
+        let second = try OutboxEngine(configuration: unwatched)
+        defer { second.shutdown() }
+        try second.update { $0.endpoint = "http://192.0.2.1:9" }
+        #expect(await Self.watches(second) == false, "watchesNetwork false stays so")
+    }
+
+    static func watches(_ engine: OutboxEngine) async -> Bool {
+        await withCheckedContinuation { continuation in
+            engine.onLoop({ continuation.resume(returning: $0.watchesNetworkNow) },
+                          orElse: { continuation.resume(returning: false) })
+        }
+    }
+
+    // SPEC N1, R6, R7, R8 with the real rtnetlink watcher and no `setReachability`: an engine started on a loopback
+    // endpoint, updated to a remote one, sees the network go and come back (R7: nothing attempted while offline);
+    // updated back to loopback while the network is down, it delivers (loopback is always reachable). The engine
+    // runs in this process, created on a thread that joined the test's namespace (its loop thread inherits it); one
+    // mock listens on that namespace's loopback, the other in a second namespace behind a veth pair.
+    @Test func anEngineUpdatedFromLoopbackToRemoteAndBackWatchesTheNetworkOnlyWhileRemote() async throws {
+        guard Self.canRun else {
+            print("skipped: this test creates network namespaces and needs root and iproute2 (uid \(getuid()))")
+            return
+        }
+        let suffix = String((getpid() + 7) % 10000)
+        let engineNS = "obxU\(suffix)", serverNS = "obxV\(suffix)"
+        let net = "10.233.\(Int(suffix)! % 200)"
+        let dir = TempDirectory(); defer { dir.remove() }
+        defer {
+            _ = try? ip("netns del \(engineNS)")
+            _ = try? ip("netns del \(serverNS)")
+        }
+        #expect(try ip("netns add \(engineNS)") == 0)
+        #expect(try ip("netns add \(serverNS)") == 0)
+        #expect(try ip("link add vU\(suffix) netns \(engineNS) type veth peer name vV\(suffix) netns \(serverNS)") == 0)
+        try ip("-n \(engineNS) addr add \(net).1/24 dev vU\(suffix)")
+        try ip("-n \(serverNS) addr add \(net).2/24 dev vV\(suffix)")
+        for (ns, dev) in [(engineNS, "vU\(suffix)"), (serverNS, "vV\(suffix)")] {
+            try ip("-n \(ns) link set lo up")
+            try ip("-n \(ns) link set \(dev) up")
+        }
+        #expect(try ip("-n \(engineNS) route add default via \(net).2") == 0)
+
+        // One mock on the engine namespace's loopback, one in the server namespace.
+        let mock = builtProduct("outbox-mock")
+        let port = 20_000 + Int(suffix)! % 20_000
+        var servers: [Process] = []
+        defer { for server in servers where server.isRunning { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() } }
+        for (ns, host) in [(engineNS, "127.0.0.1"), (serverNS, "\(net).2")] {
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: Self.ip)
+            server.arguments = ["netns", "exec", ns, mock, "--host", host, "--port", "\(port)"]
+            let output = Pipe()
+            server.standardOutput = output
+            try server.run()
+            servers.append(server)
+            #expect(LineReader(output.fileHandleForReading).next() == "listening on http://\(host):\(port)")
+        }
+
+        let lines = LogLines()
+        var configuration = Configuration(storePath: dir.file())
+        configuration.endpoint = "http://127.0.0.1:\(port)"
+        configuration.appSecret = "k"
+        configuration.logger = Logger(label: "outbox.test", factory: { _ in lines })
+        configuration.dispatchInterval = .zero  // manual: requests go when the test dispatches
+        let engine = try Self.inNamespace(engineNS) { [configuration] in try OutboxEngine(configuration: configuration) }
+        defer { engine.shutdown() }
+        func deliver(_ count: Int) async throws -> DispatchResult {
+            for i in 0..<count { try engine.trackEvent("e", properties: ["i": .int(Int64(i))]) }
+            return await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
+        }
+
+        // Loopback: no watcher; delivered to the namespace's loopback mock.
+        #expect(try await deliver(5) == .good)
+        #expect(await Self.watches(engine) == false)
+
+        // Remote: the watcher starts; the network going is seen (R7: no attempt), and its return (R6).
+        try engine.update { $0.endpoint = "http://\(net).2:\(port)" }
+        #expect(await Self.watches(engine) == true)
+        #expect(try await deliver(5) == .good)
+        var mark = lines.count
+        try ip("-n \(engineNS) link set vU\(suffix) down")
+        #expect(lines.waitFor("network offline", since: mark), "the watcher saw the link go: \(lines.all)")
+        let requestsBefore = try await engine.status().requests
+        #expect(try await deliver(5) == .error)
+        #expect(try await engine.status().requests == requestsBefore, "nothing is attempted while offline (R7)")
+        mark = lines.count
+        try ip("-n \(engineNS) link set vU\(suffix) up")
+        try ip("-n \(engineNS) route add default via \(net).2")
+        #expect(lines.waitFor("network online", since: mark), "the watcher saw it come back: \(lines.all)")
+        #expect(try await deliver(0) == .good, "the waiting logs go")
+
+        // Back to loopback while the network is down: no watcher, online, delivered.
+        mark = lines.count
+        try ip("-n \(engineNS) link set vU\(suffix) down")
+        #expect(lines.waitFor("network offline", since: mark), "\(lines.all)")
+        try engine.update { $0.endpoint = "http://127.0.0.1:\(port)" }
+        #expect(await Self.watches(engine) == false)
+        #expect(try await deliver(5) == .good, "loopback is always reachable: \(lines.all)")
+        let status = try await engine.status()
+        #expect(status.delivered >= 20)  // and the engine's own logs (its session's start)
+        #expect(status.store.pendingNormal == 0)
+    }
+
+    /// Runs `body` on a thread of its own that joined the network namespace `name` (`ip netns add`'s), and returns
+    /// its result; the threads it creates (an engine's loop thread) stay in that namespace.
+    static func inNamespace<T>(_ name: String, _ body: @escaping @Sendable () throws -> T) throws -> T {
+        typealias SetNS = @convention(c) (Int32, Int32) -> Int32
+        guard let symbol = dlsym(nil, "setns") else { throw OutboxError.invalidConfiguration("no setns") }
+        let setns = unsafeBitCast(symbol, to: SetNS.self)
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: Result<T, any Error> = .failure(OutboxError.invalidConfiguration("not run"))
+        let thread = Thread {
+            defer { done.signal() }
+            let fd = open("/var/run/netns/\(name)", O_RDONLY)
+            guard fd >= 0, setns(fd, 0x4000_0000 /* CLONE_NEWNET */) == 0 else {
+                result = .failure(OutboxError.invalidConfiguration("setns \(name): errno \(errno)"))
+                return
+            }
+            close(fd)
+            result = Result { try body() }
+        }
+        thread.start()
+        done.wait()
+        return try result.get()
+    }
+}
+
+/// The engine's log lines, for a test to wait for one (the watcher's and delivery's reports) without polling.
+final class LogLines: LogHandler, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var lines: [String] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .info
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        condition.lock()
+        lines.append(event.message.description)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var all: [String] { condition.lock(); defer { condition.unlock() }; return lines }
+    var count: Int { condition.lock(); defer { condition.unlock() }; return lines.count }
+
+    /// Waits until a line after the first `since` contains `text`; false after 20 s (a bound for a failing test,
+    /// not a delay).
+    func waitFor(_ text: String, since: Int) -> Bool {
+        let deadline = Date().addingTimeInterval(20)
+        condition.lock()
+        defer { condition.unlock() }
+        while !lines.dropFirst(since).contains(where: { $0.contains(text) }) {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
     }
 }

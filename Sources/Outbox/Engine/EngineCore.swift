@@ -292,7 +292,12 @@ final class EngineCore {
         }
         guard let delivery else { return }
         DeliverySetup(loop: loop, logger: logger).reconfigure(delivery, to: updated, installID: installID, previous: previous)
+        // SPEC N1, R8: from loopback to a remote endpoint the network matters again, and back it no longer does.
+        if let endpoint = updated.endpoint, endpoint != previous.endpoint { reachability?.endpointChanged(to: endpoint) }
     }
+
+    /// Whether an rtnetlink watcher runs now (SPEC N1; tests).
+    var watchesNetworkNow: Bool { reachability?.isWatching ?? false }
 
     func setReachability(_ reachability: Reachability?) {
         self.reachability?.setOverride(reachability)

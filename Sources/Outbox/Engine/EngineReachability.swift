@@ -12,26 +12,53 @@ final class EngineReachability {
     /// The network type changed (for the device context, SPEC A10).
     private let networkTypeChanged: (String) -> Void
 
+    /// `Configuration.watchesNetwork`: whether any endpoint but loopback is watched.
+    private let watches: Bool
+    private let logger: Logger
+
     /// Starts a watcher when `watches` and the endpoint is not loopback (SPEC N1: loopback is always reachable).
     init(loop: EventLoop, delivery: DeliveryDriver, endpoint: String, watches: Bool, logger: Logger,
          networkTypeChanged: @escaping (String) -> Void) {
         self.loop = loop
         self.delivery = delivery
         self.networkTypeChanged = networkTypeChanged
+        self.watches = watches
+        self.logger = logger
+        startWatching(for: endpoint)
+    }
+
+    /// The watcher's network type; nil when no watcher runs.
+    var watchedNetworkType: String? { watcher?.state.networkType }
+    /// Whether a watcher runs (tests).
+    var isWatching: Bool { watcher != nil }
+
+    /// SPEC N1, R8: the endpoint changed; whether to watch is decided again — a remote endpoint needs the watcher
+    /// (R6, R7 depend on it), a loopback one none, and delivery is then online whatever the network does.
+    func endpointChanged(to endpoint: String) {
+        loop.assertOnLoopThread()
+        let needsWatcher = watches && !isLoopbackEndpoint(endpoint)
+        if needsWatcher && watcher == nil {
+            startWatching(for: endpoint)
+            if let type = watcher?.state.networkType { networkTypeChanged(type) }
+        } else if !needsWatcher, watcher != nil {
+            let wasOnline = watcher?.state.online ?? true
+            close()
+            if override == nil && !wasOnline { delivery?.reachability(online: true) }
+        }
+    }
+
+    private func startWatching(for endpoint: String) {
         guard watches && !isLoopbackEndpoint(endpoint) else { return }
         do {
             let watcher = try ReachabilityWatcher(loop: loop, logger: logger) { [unowned self] state in
                 self.stateChanged(state)
             }
             self.watcher = watcher
-            if !watcher.state.online { delivery.reachability(online: false) }
+            if override == nil && !watcher.state.online { delivery?.reachability(online: false) }
         } catch {
             logger.warning("no reachability watcher; assuming online", metadata: ["outbox.error": "\(error)"])
         }
     }
-
-    /// The watcher's network type; nil when no watcher runs.
-    var watchedNetworkType: String? { watcher?.state.networkType }
 
     private func stateChanged(_ state: NetworkState) {
         networkTypeChanged(state.networkType)

@@ -11,11 +11,15 @@ struct NetworkState: Equatable, Sendable {
     /// SPEC A10: `wired`, `wifi` or `none`.
     var networkType: String
 
-    /// Reads the state from `/proc/net/route`, `/proc/net/ipv6_route` and `getifaddrs` (no polling: called on events).
+    /// Reads the state from `/proc/thread-self/net/route`, `…/ipv6_route` and `getifaddrs` (no polling: called on
+    /// events). The calling thread's routes, not `/proc/net`'s (the main thread's): an engine whose threads run in a
+    /// network namespace of their own reads the namespace its sockets and its netlink watcher are in.
     static func current(procRoot: String = "/proc", sysRoot: String = "/sys") -> NetworkState {
         let upWithAddress = interfacesUpWithAddress()
-        var defaultInterface = defaultRouteInterface(ipv4: (try? String(contentsOfFile: procRoot + "/net/route", encoding: .utf8)) ?? "",
-                                                     ipv6: (try? String(contentsOfFile: procRoot + "/net/ipv6_route", encoding: .utf8)) ?? "")
+        let threadNet = procRoot + "/thread-self/net"
+        let net = FileManager.default.fileExists(atPath: threadNet + "/route") ? threadNet : procRoot + "/net"
+        var defaultInterface = defaultRouteInterface(ipv4: (try? String(contentsOfFile: net + "/route", encoding: .utf8)) ?? "",
+                                                     ipv6: (try? String(contentsOfFile: net + "/ipv6_route", encoding: .utf8)) ?? "")
         if let interface = defaultInterface, !upWithAddress.contains(interface) { defaultInterface = nil }
         let online = defaultInterface != nil
         var type = "none"
