@@ -45,6 +45,11 @@ struct CommandLineTests {
         (["--destination", "kafka"], "--destination: unknown destination 'kafka': the destinations are appcenter, otlp"),
         (["--header", "NoColonHere"], "--header: a header has no colon"),
         (["--header", "Content-Type: text/plain"], "--header: header Content-Type is set by the engine"),
+        // SPEC D1: a header the destination's wire sets itself, in any case, is refused for that destination.
+        (["--destination", "segment", "--write-key", "wk", "--endpoint", "http://127.0.0.1:9", "--header", "authorization: Basic x"],
+         "header authorization is set by the segment destination"),
+        (["--endpoint", "http://127.0.0.1:9", "--app-secret", "k", "--header", "APP-SECRET: y"],
+         "header APP-SECRET is set by the appcenter destination"),
         (["--header-file", "/nonexistent/headers"], "--header-file: cannot read /nonexistent/headers"),
     ])
     func badEmitArgumentsExitNonZeroNamingTheOption(extra: [String], option: String) throws {

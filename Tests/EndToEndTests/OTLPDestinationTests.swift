@@ -69,6 +69,17 @@ struct OTLPDestinationTests {
         #expect(Self.otlpUnique(server) == 20)
     }
 
+    // SPEC D1: OTLP sets no Authorization of its own: a collector behind one gets the user's, once.
+    @Test func anAuthorizationHeaderGoesToTheCollector() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let result = try runOutbox(["emit", "--store", dir.file(), "--count", "10", "--destination", "otlp",
+                                    "--endpoint", server.baseURL, "--header", "Authorization: Bearer collector-token",
+                                    "--wait-delivered", "--timeout", "30"] + Self.fast, in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        #expect(Self.otlpUnique(server) == 10)
+    }
+
     // SPEC R1: a 404 stops sending; the reason names the URL requested, not another vendor's path.
     @Test func aWrongPathStopsWithTheURLRequestedInItsReason() throws {
         let dir = TempDirectory(); defer { dir.remove() }
