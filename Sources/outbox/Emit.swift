@@ -13,7 +13,7 @@ struct Emit: ParsableCommand {
 
     @Option(help: "The SQLite store file.") var store: String
     @Option(help: "How many events to track.") var count: Int
-    @Option(help: "Ingestion server base URL; the destination appends its path (appcenter: /logs?api-version=1.0.0, otlp: /v1/logs).")
+    @Option(help: "Ingestion server base URL; the destination appends its path (appcenter: /logs?api-version=1.0.0, otlp: /v1/logs) unless the URL already ends in it.")
     var endpoint: String?
     @Option(help: "App secret sent with --endpoint (also OUTBOX_APP_SECRET).") var appSecret: String?
     @Option(help: ArgumentHelp("A file holding the app secret (one final newline ignored), kept out of argv.", valueName: "path"))

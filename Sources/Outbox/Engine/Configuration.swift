@@ -58,7 +58,8 @@ public struct Configuration: Sendable {
     // MARK: Delivery (SPEC C, R, W). Without an endpoint the engine only stores.
 
     /// The ingestion server's base URL; the destination appends its path (App Center: `{endpoint}/logs?api-version=1.0.0`,
-    /// SPEC W1, D1). nil: store only.
+    /// SPEC W1, D1). An endpoint that already ends in that path (`http://collector:4318/v1/logs`) is used as it is.
+    /// nil: store only.
     public var endpoint: String? = nil
     /// Sent as `App-Secret` (never logged).
     public var appSecret: String = ""
