@@ -30,6 +30,7 @@ struct Emit: ParsableCommand {
     @Option(help: "Seconds --wait-delivered waits at most.") var timeout: Double = 60
     @OptionGroup var tls: TLSOptions
     @OptionGroup var app: AppIdentityOptions
+    @OptionGroup var recovery: RecoveryOptions
     @Option(help: "Body compression: fast (default) or zlib:LEVEL, LEVEL 1–9 (SPEC W1).") var compression: String?
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
     @Option(help: ArgumentHelp(
@@ -133,6 +134,7 @@ struct Emit: ParsableCommand {
             configuration.criticalTransmissionInterval = min(configuration.criticalTransmissionInterval, configuration.transmissionInterval)
         }
         if let intervals = try parsedRetryIntervals() { configuration.retryIntervals = intervals }
+        recovery.apply(to: &configuration, testing: testing)
         if let compression = try parsedCompression() { configuration.bodyCompression = compression }
         return configuration
     }

@@ -32,6 +32,7 @@ struct Fleet: ParsableCommand {
     @Option(help: "Logs per request (1–500).") var batchSize: Int?
     @Option(help: "Transmission interval in seconds (SPEC C2).") var interval: Double?
     @Option(help: "Retry intervals in seconds, comma-separated (SPEC R3).") var retryIntervals: String?
+    @OptionGroup var recovery: RecoveryOptions
     @Flag(help: "Allow values below the user-facing bounds (short intervals for tests).") var testing = false
     @Option(help: "Directory for the devices' stores (default: a temporary directory, removed at the end).") var dir: String?
     @Option(help: "Write report.html and summary.json into this directory (SPEC F3).") var report: String?
@@ -142,6 +143,7 @@ struct Fleet: ParsableCommand {
             // A test fleet's devices that used up their retries try again soon, not after SPEC's 30 minutes (R5).
             if testing, let longest = intervals.max() { template.probeInterval = longest }
         }
+        recovery.apply(to: &template, testing: testing)
         return template
     }
 }

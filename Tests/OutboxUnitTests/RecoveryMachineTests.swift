@@ -181,9 +181,12 @@ struct RecoveryMachineTests {
     @Test func afterExhaustedRetriesProbingGoesOnAtTheCap() {
         let rig = rig { $0.retry = RetryPolicy(intervalsMs: [1000]); $0.probeIntervalMs = 1_800_000 }
         rig.track(50)
+        var idle = false
+        rig.driver.whenIdle { idle = true }
         rig.sender.answer(503)      // attempt 1
         rig.advance(ms: 1000)       // its R3 retry passes during the fault: attempt 2, none left
         #expect(rig.driver.disabledReason?.contains("retries exhausted") == true)
+        #expect(!idle, "the rows R5 gave back wait in the store: the engine is not idle")
         var probes = 0
         for _ in 0..<60 {
             rig.advance(ms: 1000)
@@ -196,6 +199,7 @@ struct RecoveryMachineTests {
         #expect(rig.driver.fault == nil)
         rig.sender.answerAll(200)
         #expect(rig.queue.stored == 0)
+        #expect(idle)
     }
 
     // SPEC R9: without recovery (`recoveryProbe: nil`) a failure starts no fault: R3 alone.

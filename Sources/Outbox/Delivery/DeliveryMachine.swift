@@ -710,10 +710,9 @@ struct DeliveryMachine: Sendable {
     /// R9 while a fault holds: R3 retries whose time passes count as attempts used (R5 when none is left), and one
     /// request at a time goes, the probe — the oldest batch waiting for a retry, else a claim of the oldest stored
     /// logs — when its time comes. Returns true when the probe is a claim.
-    private mutating func probeIfDue(now: DeliveryNow, waiting: Waiting, earliest wake: inout Int64?,
+    private mutating func probeIfDue(now: DeliveryNow, waiting: inout Waiting, earliest wake: inout Int64?,
                                      into actions: inout [Action]) -> Bool {
         let nowMs = now.monoMs
-        var released = false  // rows given back by R5 here are claimable by the probe below
         for (key, flight) in flights.sorted(by: { $0.key < $1.key }) {
             guard case .waitingRetry(let at) = flight.phase else { continue }
             guard at <= nowMs else { wake = min(wake ?? at, at); continue }
@@ -727,9 +726,12 @@ struct DeliveryMachine: Sendable {
             } else {
                 actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept; probing goes on",
                                             metadata: ["outbox.reason": "the destination stayed unreachable"])))
+                // setStop gives back every batch waiting for a retry: their rows wait in the store again (the
+                // probe below may claim them; and the engine is not idle).
+                let held = flights.values.filter { $0.phase != .inFlight }.reduce(0) { $0 + $1.logs.count }
                 setStop(.retriesExhausted(sinceMs: nowMs, lastError: "the destination stayed unreachable"), into: &actions)
-                released = true
-                break  // setStop released every batch waiting for a retry
+                waiting.normal += held
+                break
             }
         }
         guard var current = fault else { return false }
@@ -753,7 +755,7 @@ struct DeliveryMachine: Sendable {
             actions.append(.send(key, probe.logs))
             return false
         }
-        guard waiting.total > 0 || released else { return false }  // nothing to probe with: the fault waits for logs
+        guard waiting.total > 0 else { return false }  // nothing to probe with: the fault waits for logs
         current.probes += 1
         fault = current
         claimIsProbe = true
@@ -814,7 +816,8 @@ struct DeliveryMachine: Sendable {
     // MARK: - Decisions
 
     /// Sends what is due, and arms the timer for the next moment something will be.
-    private mutating func decide(now: DeliveryNow, waiting: Waiting, into actions: inout [Action]) {
+    private mutating func decide(now: DeliveryNow, waiting given: Waiting, into actions: inout [Action]) {
+        var waiting = given
         let nowMs = now.monoMs
         var wake: Int64?
         func earliest(_ time: Int64?) { if let time { wake = min(wake ?? time, time) } }
@@ -826,7 +829,7 @@ struct DeliveryMachine: Sendable {
                 earliest(until)
             } else if fault != nil {
                 // SPEC R9: only the probe; a stop by the server's answer (R1) sends nothing at all.
-                if !isRefused, probeIfDue(now: now, waiting: waiting, earliest: &wake, into: &actions) {
+                if !isRefused, probeIfDue(now: now, waiting: &waiting, earliest: &wake, into: &actions) {
                     actions.append(.claim(limit: settings.batchSize, completing: deliveredBatch))
                     return
                 }
