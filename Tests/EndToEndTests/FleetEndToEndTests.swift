@@ -271,8 +271,8 @@ extension FleetEndToEndTests {
     // too, is found in /_mock/logs by its fields (on PostHog and Segment each device's session_start/Session Started
     // and its end by the session id its events carry, so a session log matched to no device would count as lost),
     // and nothing is lost.
-    // Every destination and profile the engine speaks (issue 47 item 2: RudderStack's `originalTimestamp` and numeric
-    // `sessionId` were not read, and its fleets reported every log lost).
+    // Every destination and profile the engine speaks: a profile nobody iterated (RudderStack's `originalTimestamp`
+    // and numeric `sessionId`) once went unread, and its fleets reported every log lost.
     @Test(arguments: [(["appcenter"], 3, 10), (["otlp"], 4, 25), (["otlp", "--otlp-encoding", "json"], 3, 10),
                       (["posthog"], 3, 10), (["segment"], 3, 10),
                       (["segment", "--segment-profile", "rudderstack", "--write-key", "K"], 3, 10)])
