@@ -91,10 +91,12 @@ vendor-venv:
 	@scripts/compare/venv.sh .build/vendor-venv || echo "make test: the vendor clients are not installed; VendorClientsEndToEndTests will be skipped"
 
 # SPEC V6: the official clients of Segment, PostHog, Snowplow, Mixpanel and OpenTelemetry and Outbox through the same
-# seven scenarios, each run on its own outbox-mock (nginx TLS front for Mixpanel and PostHog); writes
-# compare/REPORT.md and compare/compare.svg. Release builds; about 5 minutes once built.
+# scenarios, each run on its own outbox-mock (nginx TLS front for Mixpanel and PostHog); each run's added delay over
+# the client's steady run (SPEC D9a), whose arithmetic test_compare.py checks first; writes compare/REPORT.md and
+# compare/compare.svg. Release builds; about 5 minutes once built.
 compare: deps
 	$(call install-missing,python3 python3-venv openssl nginx,compare)
+	python3 scripts/compare/test_compare.py
 	scripts/compare/venv.sh .build/vendor-venv --plot
 	$(SWIFT) build -c release --product outbox
 	$(SWIFT) build -c release --product outbox-mock

@@ -11,6 +11,11 @@ sources at the pinned versions show (scripts/compare/venv.sh). Each Python clien
 Outbox by `outbox emit`. A run ends when every tracked event has arrived, when the client process ends, or 25 s
 after the client's last call (CAP_S); what has not arrived by then is lost, except what Outbox still holds in its
 store (the `kept` column). Counts, duplicates and delays come from the mock (`/_mock/stats`, `/_mock/logs`).
+The `steady` scenario (the fault runs' load on a healthy server) is each client's baseline: a run's added delay is
+its p99 delay over every tracked event, an undelivered one counting as infinite, minus the client's steady p99
+(SPEC D9a); the report sets Outbox's beside each wire's reference client. --mock and --outbox take other builds
+(a debug build for a quick check: `--mock .build/debug/outbox-mock --outbox .build/debug/outbox --out /tmp/c
+--only outbox,segment --scenarios steady,outage`; only a release build's figures belong in compare/).
 Writes OUT/REPORT.md, OUT/compare.svg and OUT/results.json.
 """
 import argparse
@@ -69,6 +74,8 @@ PACKAGES = {"segment": "segment-analytics-python", "posthog": "posthog", "snowpl
 SC = os.path.join(ROOT, "Fixtures", "scenarios")
 SCENARIOS = [  # name, scenario file, load, what it is
     ("ok", f"{SC}/ok.json", BURST, "healthy server, 1 000 events as fast as the caller can"),
+    ("steady", f"{SC}/ok.json", PACED, "healthy server, 300 events at 20/s, nothing injected: the baseline of the "
+     "added delay (SPEC D9a)"),
     ("flaky", f"{SC}/compare/flaky.json", PACED, "20 % of requests 503 (seeded)"),
     ("outage", f"{SC}/compare/outage.json", PACED, "connections refused from 2 s to 22 s"),
     ("lost-ack", f"{SC}/compare/lost-ack.json", PACED, "20 % of requests recorded, then closed unanswered"),
@@ -112,6 +119,58 @@ def parse_time(text):
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+# The scenarios whose added delay the summary compares (SPEC D9a): the faults that every client survives in principle.
+FAULTS = ["flaky", "outage", "lost-ack", "throttle"]
+# Each wire's reference client (SPEC D9a): its official client, which queues rather than sends inside the tracking
+# call; App Center has none, and Segment's client stands in, as it does on any wire whose client lost something.
+REFERENCE = {"App Center": None, "Segment": "segment", "PostHog": "posthog", "OTLP": "otel"}
+FALLBACK_REFERENCE = "segment"
+
+
+def event_ms(vendor, entry):
+    """The event's own time in a line of `/_mock/logs`, epoch ms, read where the mock reads it for `delay_ms`
+    (MockServer/OutboxMock/Vendors); None when the event carries none."""
+    try:
+        if vendor == "otlp":
+            return int(entry["timeUnixNano"]) / 1e6
+        if vendor == "snowplow":
+            return float(entry.get("ttm") or entry["dtm"])
+        if vendor == "mixpanel":
+            value = float(entry["properties"]["time"])
+            return value if value > 1e11 else value * 1000   # seconds (the Python client's float) or ms
+        return parse_time(entry["timestamp"]) * 1000
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def p99_over_tracked(delays_ms, tracked):
+    """The p99 delay over every tracked event, an event not delivered counting as infinite (SPEC D9a); the rank is
+    the mock's (`delay_ms`: the ⌈0.99·n⌉-th smallest), so with nothing undelivered it is the mock's p99."""
+    if not tracked:
+        return None
+    rank = -(-99 * tracked // 100)
+    if rank > len(delays_ms):
+        return float("inf")
+    return sorted(delays_ms)[rank - 1]
+
+
+def fault_end_s(file):
+    """When the scenario's last timed fault ends, in seconds after the mock's start (the outage's recovery); None
+    for a scenario whose faults have no end."""
+    with open(file) as f:
+        rules = json.load(f).get("rules", [])
+    ends = [rule.get("match", {}).get("until_s") for rule in rules]
+    ends = [end for end in ends if end is not None]
+    return max(ends) if ends else None
+
+
+def json_delay(ms):
+    """A delay for results.json, which has no infinity: seconds, or the string "inf"."""
+    if ms is None:
+        return None
+    return "inf" if ms == float("inf") else round(ms / 1000, 3)
+
+
 class Run:
     """One client through one scenario, on its own mock (and TLS front)."""
 
@@ -128,6 +187,8 @@ class Run:
                                 text=True, start_new_session=True)
         self.procs.append(mock)
         line = mock.stdout.readline().strip()
+        # The scenario's clock starts as the mock starts listening: `after_s`/`until_s` count from about here.
+        self.mock_started = time.time()
         if not line.startswith("listening on "):
             raise RuntimeError(f"outbox-mock did not start: {line!r}")
         self.mock_url = line.split("listening on ", 1)[1]
@@ -294,6 +355,19 @@ http {{
                 result["vendor_stats"] = vendor
                 logs = [entry for entry in logs if entry.get("vendor") == VENDOR[self.client]]
             arrivals = sorted(parse_time(entry["received_at"]) for entry in logs if "received_at" in entry)
+            # Per-event delays, for the p99 over every tracked event (SPEC D9a): the mock's `delay_ms` is over the
+            # delivered ones only.
+            vendor = VENDOR[self.client]
+            delays = []
+            for entry in logs:
+                at = event_ms(vendor, entry)
+                if at is not None and "received_at" in entry:
+                    delays.append(parse_time(entry["received_at"]) * 1000 - at)
+            p99_all = p99_over_tracked(delays, result["tracked"])
+            result.update(p99_all_s=json_delay(p99_all), undated=len(logs) - len(delays))
+            fault_end = fault_end_s(self.file)
+            if fault_end is not None and arrivals:
+                result["last_after_recovery_s"] = round(arrivals[-1] - (self.mock_started + fault_end), 2)
             result.update(delivered=delivered, duplicated=duplicated, kept=kept,
                           lost=max(result["tracked"] - delivered - kept, 0),
                           delay_ms=stats.get("delay_ms") if delivered else None,
@@ -395,13 +469,16 @@ def versions():
 
 NOTES = {
     "outbox": "Durable store (SPEC S1): events are written to SQLite before `track` returns, so nothing is lost on "
-              "exit — the next launch sends them (`exit` row: a second `outbox emit --count 0`). Retries 5xx/429/"
-              "refused after 5–10 s, 2.5–5 min, 10–20 min (R3) and honours Retry-After (R4); what is still waiting at "
-              "the cap stays on disk (`kept`, not lost). A 400 is bisected so that only the poison events are "
-              "dead-lettered and their neighbours delivered (R1, R2). Ids make re-sends duplicates the server absorbs. Its "
-              "retry schedule is App Center's, made for phones' batteries: a batch that fails twice waits minutes, "
-              "so within the 25 s cap Outbox delivers less than the in-memory clients under a long outage — and "
-              "loses nothing: what the cap left is sent by the next launch (`kept` column). On exit without "
+              "exit — the next launch sends them (`exit` row: a second `outbox emit --count 0`). A batch that "
+              "fails is retried after 5–10 s, 2.5–5 min, 10–20 min (R3, App Center's schedule, made for phones' "
+              "batteries), but a failure also starts a fault (R9, on by default): while it holds Outbox sends one "
+              "request at a time, the oldest waiting batch as a probe, 1 s apart doubling to 10 s, each interval "
+              "drawn between half and all of its value, Retry-After a floor (R4); a probe's failure uses up no "
+              "attempt, and its success makes every waiting batch due, drained from one request in flight widening "
+              "to three (R10). So the server's recovery is noticed within seconds, not minutes, without a herd of "
+              "retries during the fault; whatever is still waiting at the cap stays on disk (`kept`, not lost). A "
+              "400 is bisected so that only the poison events are dead-lettered and their neighbours delivered (R1, "
+              "R2). Ids make re-sends duplicates the server absorbs. On exit without "
               "flush, requests still in flight are cancelled and their events stay stored (C8): the next launch "
               "sends them again, and the server absorbs them as duplicates by id.",
     "outbox-segment": "Outbox as above, on Segment's wire (`--destination segment`): the same store, retries and "
@@ -438,6 +515,91 @@ NOTES = {
 }
 
 
+def seconds(value):
+    """A delay from results.json (seconds or "inf") as a number."""
+    if value is None:
+        return None
+    return float("inf") if value == "inf" else value
+
+
+def add_added_delays(results):
+    """SPEC D9a: each run's p99 over every tracked event minus the same client's steady p99 (`added_delay_s`;
+    "inf" when the run left more than 1 % of its events undelivered, None without a steady run)."""
+    steady = {r["client"]: seconds(r.get("p99_all_s")) for r in results if r["scenario"] == "steady"}
+    for r in results:
+        base, value = steady.get(r["client"]), seconds(r.get("p99_all_s"))
+        if base is None or value is None or base == float("inf"):
+            r["added_delay_s"] = None
+        elif value == float("inf"):
+            r["added_delay_s"] = "inf"
+        else:
+            r["added_delay_s"] = round(value - base, 3)
+
+
+def delay_cell(value):
+    value = seconds(value)
+    if value is None:
+        return "—"
+    return "∞" if value == float("inf") else f"{value:,.2f}"
+
+
+def reference_for(wire, scenario, by_key):
+    """The reference client of a wire in a scenario (SPEC D9a): the wire's official client when it ran and lost
+    nothing, else Segment's client in the same scenario when it lost nothing; None when neither qualifies."""
+    for client in (REFERENCE.get(wire), FALLBACK_REFERENCE):
+        r = by_key.get((client, scenario)) if client else None
+        if r is not None and r["lost"] == 0 and r.get("added_delay_s") is not None:
+            return r
+    return None
+
+
+def summary_lines(clients, scenarios, by_key):
+    """The added-delay table (Outbox beside each wire's reference) and the outage's last arrivals (SPEC D9a)."""
+    rows = []
+    for client in [c for c in CLIENTS if is_outbox(c) and c in clients]:
+        wire = WIRE[client]
+        for name in [s for s in FAULTS if s in scenarios]:
+            ours = by_key.get((client, name))
+            if ours is None:
+                continue
+            ref = reference_for(wire, name, by_key)
+            a = seconds(ours.get("added_delay_s"))
+            b = seconds(ref.get("added_delay_s")) if ref else None
+            if a is None or b is None:
+                verdict = "—"
+            else:
+                verdict = "**yes**" if a <= b + 1 else "**no**"
+            rows.append(f"| {wire} | {name} | {client} | {fmt(ours['lost'])} / {fmt(ours['kept'])} | "
+                        f"{delay_cell(ours.get('added_delay_s'))} | "
+                        f"{ref['client'] if ref else 'none lost nothing'} | "
+                        f"{delay_cell(ref.get('added_delay_s')) if ref else '—'} | {verdict} |")
+    lines = []
+    if rows:
+        lines += ["", "## Added delay: Outbox beside each wire's reference client (SPEC D9a)", "",
+                  "Added delay = the run's p99 delay over *all* tracked events (an event not delivered within the "
+                  "run counts as infinite: ∞ once more than 1 % are missing) minus the same client's p99 in "
+                  "**steady**. The reference is the wire's official client when it lost nothing in that scenario "
+                  "(all of them queue rather than send inside the tracking call); App Center has no official "
+                  "Python client, and where the wire's client lost something Segment's client in the same "
+                  "scenario stands in. The aim: Outbox lost 0 and kept 0, and its added delay ≤ the reference's "
+                  "+ 1 s.", "",
+                  "| wire | scenario | Outbox | lost / kept | added delay s | reference | its added delay s | "
+                  "≤ reference + 1 s |",
+                  "| --- | --- | --- | ---: | ---: | --- | ---: | --- |"] + rows
+    if "outage" in scenarios:
+        outage = [by_key[(c, "outage")] for c in clients if (c, "outage") in by_key]
+        if outage:
+            until = fault_end_s(next(file for name, file, _, _ in SCENARIOS if name == "outage"))
+            lines += ["", f"## Outage: the last event's arrival after the server's recovery ({until:g} s after the "
+                          "mock's start)", "",
+                      "| wire | client | delivered within the run | last arrival after recovery s |",
+                      "| --- | --- | ---: | ---: |"]
+            for r in sorted(outage, key=lambda r: list(WIRE.values()).index(WIRE[r["client"]])):
+                lines.append(f"| {WIRE[r['client']]} | {r['client']} | {fmt(r['delivered'])} of {fmt(r['tracked'])} | "
+                             f"{fmt(r.get('last_after_recovery_s'), 2)} |")
+    return lines
+
+
 def kept_cell(r):
     if not is_outbox(r["client"]):
         return "—"
@@ -468,13 +630,17 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
           "reached the mock by then is **lost** — except what Outbox still holds in its store (**kept**).",
         "",
         "Columns: tracked = calls made; delivered = unique events at the mock; duplicated = re-sent events the mock "
-        "absorbed; p50/p99 = delivery delay (arrival minus the event's own timestamp, from the mock's `delay_ms`); "
+        "absorbed; p50/p99 = delivery delay of the delivered events (arrival minus the event's own timestamp, from the "
+        "mock's `delay_ms`); p99 all = the p99 delay over every tracked event, one not delivered within the run "
+        "counting as infinite (∞ once more than 1 % are missing; from the per-event delays in `/_mock/logs`); added = "
+        "p99 all minus the same client's p99 all in steady (SPEC D9a); "
         "calls/s = tracked ÷ time spent inside the tracking calls, measured in each client's own process (Outbox: "
         "`outbox emit`'s `in_calls_us`); drain = delivered ÷ (last arrival − first call). The throughput rows run "
         "one at a time, after the others, so that no other run shares the 2 cores.",
         "",
-        "| wire | client | scenario | tracked | delivered | lost | kept | duplicated | p50 delay s | p99 delay s | calls/s | drain ev/s |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| wire | client | scenario | tracked | delivered | lost | kept | duplicated | p50 delay s | p99 delay s | "
+        "p99 all s | added s | calls/s | drain ev/s |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for client in sorted(clients, key=lambda c: list(WIRE.values()).index(WIRE[c])):
         for name in scenarios:
@@ -486,7 +652,8 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
                 f"| {WIRE[client]} | {client} | {name} | {fmt(r['tracked'])} | {fmt(r['delivered'])} | "
                 f"{'**' + fmt(r['lost']) + '**' if r['lost'] else '0'} | {kept_cell(r)} | "
                 f"{fmt(r['duplicated'])} | {fmt(delay.get('p50') / 1000 if 'p50' in delay else None, 2)} | "
-                f"{fmt(delay.get('p99') / 1000 if 'p99' in delay else None, 2)} | {fmt(r.get('calls_per_s'))} | "
+                f"{fmt(delay.get('p99') / 1000 if 'p99' in delay else None, 2)} | {delay_cell(r.get('p99_all_s'))} | "
+                f"{delay_cell(r.get('added_delay_s'))} | {fmt(r.get('calls_per_s'))} | "
                 f"{fmt(r.get('drain_eps'))} |")
     pair_lines = []
     for wire, ours, theirs in PAIRS:
@@ -498,11 +665,12 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
         pair_lines.append(f"| {wire} | {ours} / {theirs} | {fmt(a.get('calls_per_s'))} / {fmt(b.get('calls_per_s'))} | "
                           f"{fmt(calls, 2)}× | {fmt(a.get('drain_eps'))} / {fmt(b.get('drain_eps'))} | {fmt(drain, 2)}× | "
                           f"{fmt(a['lost'])} / {fmt(b['lost'])} |")
+    lines += summary_lines(clients, scenarios, by_key)
     if pair_lines:
         lines += ["", "## Outbox against each wire's own client (throughput: 100 000 events, healthy server)", "",
                   "| wire | Outbox / client | calls/s | Outbox's ratio | drain ev/s | Outbox's ratio | lost |",
                   "| --- | --- | ---: | ---: | ---: | ---: | ---: |"] + pair_lines
-    lines += ["", "![lost and p99 delay per client and scenario](compare.svg)", "",
+    lines += ["", "![lost, p99 delay and added delay per client and scenario](compare.svg)", "",
               "## Why each client lost what it lost", ""]
     for client in clients:
         lines.append(f"- **{client}** — {NOTES[client]}")
@@ -532,19 +700,33 @@ def plot(out, results, clients, scenarios):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     by_key = {(r["client"], r["scenario"]): r for r in results}
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(20, 5))
     width = 0.8 / len(clients)
+    # An infinite added delay (more than 1 % undelivered) is drawn hatched, just above the highest finite bar.
+    finite = [seconds(r.get("added_delay_s")) for r in results]
+    finite = [value for value in finite if value is not None and value != float("inf")]
+    ceiling = max(finite + [1.0]) * 1.1
     for index, client in enumerate(clients):
         xs = [s + (index - (len(clients) - 1) / 2) * width for s in range(len(scenarios))]
         lost = []
         p99 = []
+        added, infinite = [], []
         for name in scenarios:
             r = by_key.get((client, name))
             lost.append(100.0 * r["lost"] / r["tracked"] if r and r["tracked"] else 0)
             p99.append((r.get("delay_ms") or {}).get("p99", 0) / 1000 if r else 0)
+            value = seconds(r.get("added_delay_s")) if r else None
+            infinite.append(value == float("inf"))
+            added.append(ceiling if value == float("inf") else (value or 0))
         axes[0].bar(xs, lost, width, label=client)
         axes[1].bar(xs, p99, width, label=client)
-    for axis, title in zip(axes, ["lost (% of tracked)", "p99 delivery delay (s)"]):
+        bars = axes[2].bar(xs, added, width, label=client)
+        for bar, inf in zip(bars, infinite):
+            if inf:
+                bar.set_hatch("//")
+                bar.set_alpha(0.5)
+    for axis, title in zip(axes, ["lost (% of tracked)", "p99 delivery delay of the delivered (s)",
+                                  "added delay: p99 over all tracked − steady p99 (s; hatched: ∞)"]):
         axis.set_xticks(range(len(scenarios)))
         axis.set_xticklabels(scenarios)
         axis.set_title(title)
@@ -604,6 +786,7 @@ def main():
     duration = time.time() - started
     binaries = ", ".join(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
                          for path in (tools.outbox, tools.mock))
+    add_added_delays(results)
     write_report(args.out, results, clients, scenarios, duration, skipped, binaries)
     plot(args.out, results, clients, scenarios)
     shutil.rmtree(tools.work, ignore_errors=True)
