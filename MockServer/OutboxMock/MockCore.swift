@@ -274,6 +274,18 @@ final class MockCore: Sendable {
         listener.replaceSchedule(generation: generation, epochNs: now, outages: outages, isCurrent: isCurrent)
     }
 
+    /// Restarts the scenario clock alone (`at`, `after_s`, `until_s` count from now, its outages rescheduled): counts,
+    /// logs, request numbers and the random source go on, so nothing already recorded is lost.
+    func restartClock() {
+        let now = clock.monotonicNs()
+        let (generation, outages) = state.withLockedValue { s in
+            s.epochNs = now
+            s.generation += 1
+            return (s.generation, s.engine.scheduledOutages)
+        }
+        listener.replaceSchedule(generation: generation, epochNs: now, outages: outages, isCurrent: isCurrent)
+    }
+
     func isCurrent(_ generation: Int) -> Bool {
         state.withLockedValue { $0.generation == generation }
     }

@@ -191,6 +191,10 @@ public final class MockServer: Sendable {
     /// Clears counts, logs and requests and restarts the scenario clock (like `POST /_mock/reset`).
     public func reset() { core.reset() }
 
+    /// Restarts the scenario clock from now and keeps every count, log and request: a run that starts after the
+    /// server (the fleet's first tracked event, SPEC F9) times its scenario from its own start.
+    public func restartScenarioClock() { core.restartClock() }
+
     // MARK: - Fixtures
 
     /// The named scenarios' directory (SPEC P3): `$OUTBOX_FIXTURES/scenarios` when that is set, else the `Scenarios`

@@ -30,6 +30,41 @@ struct FleetPlan: Sendable {
     var drainMs: UInt64 = 600_000
     /// Requests in curl at once per loop, all its devices together (`SharedTransport`).
     var transfersPerLoop = 32
+    /// SPEC F9: told of the fleet's first tracked event, before it is tracked.
+    var firstEvent: FleetFirstEvent? = nil
+}
+
+/// SPEC F9: the moment of the fleet's first tracked event — the scenario clock of the fleet's in-process mock starts
+/// there, so that `outage-60`'s minute of tracking before the fault does not depend on how long the devices took to open.
+final class FleetFirstEvent: Sendable {
+    private let monotonic = Atomic<UInt64>(0)
+    private let wall = Atomic<Int64>(0)
+    private let started: @Sendable () -> Void
+
+    /// `started` runs once, on the thread of the first event, before that event is tracked.
+    init(started: @escaping @Sendable () -> Void = {}) {
+        self.started = started
+    }
+
+    func mark() {
+        guard monotonic.load(ordering: .acquiring) == 0 else { return }
+        let now = max(1, monotonicNs())
+        guard monotonic.compareExchange(expected: 0, desired: now, ordering: .acquiringAndReleasing).exchanged else { return }
+        wall.store(wallClockMs(), ordering: .releasing)
+        started()
+    }
+
+    /// Monotonic ns of the first event; nil before it.
+    var atNs: UInt64? {
+        let value = monotonic.load(ordering: .acquiring)
+        return value == 0 ? nil : value
+    }
+
+    /// Wall-clock ms of the first event (the mock stamps arrivals with its wall clock); nil before it.
+    var wallMs: Int64? {
+        let value = wall.load(ordering: .acquiring)
+        return value == 0 ? nil : value
+    }
 }
 
 /// A simulated install: its engine while it is open, and where its tracking is. Owned by its loop's thread.
@@ -58,6 +93,9 @@ final class FleetDevice {
     var doneTracking = false
     /// SPEC F1, A2: the device's session (FleetSessions.swift).
     var session = FleetSession.notStarted
+    /// SPEC F9: its engine's request counters (`EngineStatus.requests`, `.probes`) when last read.
+    var requests = 0
+    var probes = 0
 
     init(spec: FleetDeviceSpec) {
         self.spec = spec
@@ -105,6 +143,12 @@ final class FleetLoop: @unchecked Sendable {
     /// Engines open now (SPEC F4), and devices closed after draining.
     let openNow = Atomic<Int>(0)
     let closedTotal = Atomic<Int>(0)
+    /// SPEC F9: requests the loop's engines made (every attempt, refused connections included) and of those probes,
+    /// from the engines' own counters: the open ones' read at each sample (`countRequests`), the closed ones' final counts.
+    let requestsTotal = Atomic<Int>(0)
+    let probesTotal = Atomic<Int>(0)
+    private var closedRequests = 0
+    private var closedProbes = 0
 
     /// Per device once the loop stopped: (number, tracked, rejected, install id).
     private(set) var finalCounts: [(number: Int, tracked: Int, rejected: Int, install: String)] = []
@@ -251,7 +295,10 @@ final class FleetLoop: @unchecked Sendable {
             let elapsed = Double(now &- max(startNs, device.startNs)) / 1e9
             let target = plan.rate.map { min(plan.events, Int(elapsed * $0 + device.spec.phase)) }
                 ?? min(plan.events, device.next + Self.burst)
-            if device.next < target { newlyTracked += device.beginSession() }
+            if device.next < target {
+                plan.firstEvent?.mark()
+                newlyTracked += device.beginSession()
+            }
             while device.next < target {
                 if device.spec.offlineAt == device.next && !device.wentOffline {
                     device.wentOffline = true
@@ -296,6 +343,25 @@ final class FleetLoop: @unchecked Sendable {
         }, period, 0)
     }
 
+    /// SPEC F9: adds up the engines' request counters into `requestsTotal` and `probesTotal`, on the loop thread; the
+    /// sampler asks for it at each sample (FleetSampler), so that the counts are of that moment.
+    func countRequests() {
+        guard !stopping else { return }
+        var requests = closedRequests
+        var probes = closedProbes
+        for device in devices[..<nextToOpen] {
+            guard let engine = device.engine else { continue }
+            if let status = try? engine.statusWaiting() {
+                device.requests = status.requests
+                device.probes = status.probes
+            }
+            requests += device.requests
+            probes += device.probes
+        }
+        requestsTotal.store(requests, ordering: .relaxed)
+        probesTotal.store(probes, ordering: .relaxed)
+    }
+
     /// SPEC C7: what waits goes now; once the store is empty with nothing in flight the device is idle and its engine
     /// closes (SPEC F4), its counts kept for the accounting.
     private func startDrain(_ device: FleetDevice) {
@@ -318,6 +384,8 @@ final class FleetLoop: @unchecked Sendable {
         device.closedCount = FleetStoreCount(pending: 0, deadLettered: 0, evicted: status.evicted,
                                              delivered: status.delivered, deadOrdinals: [],
                                              expired: status.expired, serverRejected: status.serverRejected)
+        closedRequests += status.requests
+        closedProbes += status.probes
         engine.shutdown()
         device.engine = nil
         openCount -= 1
@@ -373,6 +441,12 @@ final class FleetLoop: @unchecked Sendable {
 struct Unchecked<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+func wallClockMs() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
 }
 
 package func monotonicNs() -> UInt64 {

@@ -118,6 +118,11 @@ struct FleetMockStats: Decodable, Sendable {
     static func read(_ client: FleetMockClient) throws -> FleetMockStats {
         try JSONDecoder().decode(FleetMockStats.self, from: Data(client.get("/_mock/stats")))
     }
+
+    /// The in-process mock's counts, read directly: its port is closed while a scenario refuses connections.
+    static func read(_ server: MockServer) throws -> FleetMockStats {
+        try JSONDecoder().decode(FleetMockStats.self, from: JSONEncoder().encode(server.stats()))
+    }
 }
 
 /// One line of `GET /_mock/logs`, read by position rather than decoded: a million lines through `JSONDecoder` would
@@ -129,6 +134,8 @@ struct FleetLogLine {
     var ordinal: Int
     /// received_at − timestamp, ms.
     var delayMs: Int64
+    /// received_at, epoch ms.
+    var receivedMs: Int64 = 0
     /// The session the event was tracked in (SPEC A2); nil outside one.
     var sid: String?
 
@@ -138,6 +145,7 @@ struct FleetLogLine {
         var kind: Kind
         var sid: String
         var delayMs: Int64
+        var receivedMs: Int64 = 0
     }
 
     static func parseSessionLog(_ line: UnsafeRawBufferPointer, fields: FleetLineFields) -> SessionLog? {
@@ -153,7 +161,7 @@ struct FleetLogLine {
         guard let sid = stringValue(after: fields.session, in: bytes),
               let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(fields.eventMs),
               let received = stringValue(after: fields.receivedAt, in: bytes).flatMap(epochMs) else { return nil }
-        return SessionLog(kind: kind, sid: String(sid), delayMs: received - sent)
+        return SessionLog(kind: kind, sid: String(sid), delayMs: received - sent, receivedMs: received)
     }
 
     static func parse(_ line: UnsafeRawBufferPointer, fields: FleetLineFields) -> FleetLogLine? {
@@ -163,7 +171,7 @@ struct FleetLogLine {
               let ordinal = intValue(after: fields.ordinal, in: bytes),
               let sent = stringValue(after: fields.timestamp, in: bytes).flatMap(fields.eventMs),
               let received = stringValue(after: fields.receivedAt, in: bytes).flatMap(epochMs) else { return nil }
-        return FleetLogLine(run: run, device: device, ordinal: ordinal, delayMs: received - sent,
+        return FleetLogLine(run: run, device: device, ordinal: ordinal, delayMs: received - sent, receivedMs: received,
                             sid: stringValue(after: fields.session, in: bytes).map(String.init))
     }
 

@@ -49,6 +49,8 @@ struct FleetReport {
     var command: String
     /// `GET /metrics`'s answer once the closing object is known (FleetMetrics.swift).
     var metrics: [UInt8]? = nil
+    /// SPEC F9: the run through its scenario's fault; nil when the scenario refuses nothing in a window.
+    var recovery: FleetRecovery? = nil
 
     func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -62,12 +64,15 @@ struct FleetReport {
     /// shards of a run on several machines merge into one histogram exactly instead of averaging percentiles. Only
     /// the file carries them: the closing line stays one a reader can take in.
     /// `samples` too: `[seconds, tracked, delivered]` over the run (delivered: what the endpoint's mock counted, null
-    /// when it is not one), for a merged report's curves per shard.
+    /// when it is not one), for a merged report's curves per shard. SPEC F9's recovery figures (`FleetRecovery`), null
+    /// when the scenario has no fault window.
     var summaryJSON: String {
+        let recoveryJSON = (recovery?.jsonFields ?? FleetRecovery.nullFields).map { "\(jsonString($0.0)):\($0.1)" }
+            .joined(separator: ",")
         let pairs = histogram.recordedValues().map { "[\($0.value),\($0.count)]" }.joined(separator: ",")
         let curve = samples.map { "[\(cFormat("%.1f", $0.t)),\($0.tracked),\($0.delivered.map(String.init) ?? "null")]" }
             .joined(separator: ",")
-        return String(json.dropLast()) + #","delay_histogram":[\#(pairs)],"samples":[\#(curve)]}"#
+        return String(json.dropLast()) + ",\(recoveryJSON)" + #","delay_histogram":[\#(pairs)],"samples":[\#(curve)]}"#
     }
 
     func html() -> String {
@@ -81,7 +86,7 @@ struct FleetReport {
             ("events/s", cFormat("%.1f", summary.eventsPerSecond)),
             ("delay p50 / p90 / p99 / max", summary.delay.map { "\($0.p50) / \($0.p90) / \($0.p99) / \($0.max) ms" } ?? "–"),
             ("peak RSS", "\(summary.peakRSSKiB / 1024) MiB"), ("CPU", cFormat("%.1f s", summary.cpuSeconds)),
-        ]
+        ] + recoveryRows
         let table = rows.map { "<tr><th>\(escape($0.0))</th><td>\(escape($0.1))</td></tr>" }.joined(separator: "\n")
         return """
         <!DOCTYPE html>
@@ -104,13 +109,30 @@ struct FleetReport {
         <figure><figcaption>Delivered and pending over time</figcaption>\(deliveredChart())</figure>
         <figure><figcaption>Events per second</figcaption>\(rateChart())</figure>
         <figure><figcaption>Delivery delay (server arrival − event time)</figcaption>\(delayChart())</figure>
-        <figure><figcaption>Requests by status, per second</figcaption>\(statusChart())</figure>
+        <figure><figcaption>Requests per second: made by the devices (refused ones included), and answered by the mock by status</figcaption>\(statusChart())</figure>
         </div>
         <h2 style="font-size:15px">summary.json</h2><pre>\(escape(json))</pre>
         </body></html>
 
         """
     }
+
+    /// SPEC F9's figures, beside the others in the table.
+    private var recoveryRows: [(String, String)] {
+        guard let recovery else { return [] }
+        func figure(_ value: Double?, _ format: String) -> String { value.map { cFormat(format, $0) } ?? "–" }
+        let windows = recovery.windows.map { cFormat("%.0f–%.0f s", $0.from, $0.until) }.joined(separator: ", ")
+        return [
+            ("fault (connections refused)", windows),
+            ("requests per device per minute in the fault", figure(recovery.faultRequestsPerDevicePerMinute, "%.2f")),
+            ("fault end → last delivery", figure(recovery.recoverySeconds, "%.1f s")),
+            ("requests/s: peak 10 s after / steady before", figure(recovery.recoveryPeakRPS, "%.1f") + " / "
+                + figure(recovery.steadyRPS, "%.1f")),
+        ]
+    }
+
+    /// The fault's windows, shaded on every chart over time.
+    private var shaded: [(Double, Double)] { recovery?.windows.map { ($0.from, $0.until) } ?? [] }
 
     private func deliveredChart() -> String {
         var series: [SVGChart.Series] = [
@@ -124,7 +146,7 @@ struct FleetReport {
         }
         series.append(.init(name: "devices offline", color: "#b3261e", axis: .right,
                             points: samples.map { ($0.t, Double(summary.devices - $0.online)) }))
-        return SVGChart(series: series, xLabel: "s", yLabel: "logs", rightLabel: "devices offline").lineChart()
+        return SVGChart(series: series, xLabel: "s", yLabel: "logs", rightLabel: "devices offline", shaded: shaded).lineChart()
     }
 
     private func rateChart() -> String {
@@ -140,7 +162,7 @@ struct FleetReport {
         if !delivered.isEmpty {
             series.append(.init(name: "delivered/s", color: "#187a2f", points: perSecond(delivered)))
         }
-        return SVGChart(series: series, xLabel: "s", yLabel: "events/s").lineChart()
+        return SVGChart(series: series, xLabel: "s", yLabel: "events/s", shaded: shaded).lineChart()
     }
 
     private func statusChart() -> String {
@@ -151,14 +173,21 @@ struct FleetReport {
                 b.t > a.t ? (b.t, Double(value(b) - value(a)) / (b.t - a.t)) : nil
             }
         }
+        // SPEC F9: what the devices sent, counted by their engines: during a refusal the mock sees none of it.
+        if samples.contains(where: { $0.requests > 0 }) {
+            series.append(.init(name: "sent by devices", color: "#111827", points: perSecond(\.requests)))
+            if samples.contains(where: { $0.probes > 0 }) {
+                series.append(.init(name: "probes", color: "#0891b2", points: perSecond(\.probes)))
+            }
+        }
         for status in statuses {
             series.append(.init(name: status, color: Self.statusColor(status), points: perSecond { $0.statusCounts[status] ?? 0 }))
         }
         if samples.contains(where: { $0.noAnswer > 0 }) {
             series.append(.init(name: "no answer", color: "#7c3aed", points: perSecond(\.noAnswer)))
         }
-        if series.isEmpty { return SVGChart.empty("the server is not an outbox-mock: no request counts") }
-        return SVGChart(series: series, xLabel: "s", yLabel: "requests/s").lineChart()
+        if series.isEmpty { return SVGChart.empty("no request counts") }
+        return SVGChart(series: series, xLabel: "s", yLabel: "requests/s", shaded: shaded).lineChart()
     }
 
     static func statusColor(_ status: String) -> String {
@@ -219,6 +248,8 @@ struct SVGChart {
     var xLabel: String
     var yLabel: String
     var rightLabel: String? = nil
+    /// Time windows shaded behind the lines (SPEC F9's fault), in the x axis's units.
+    var shaded: [(Double, Double)] = []
 
     static let width = 640.0
     static let height = 300.0
@@ -233,7 +264,7 @@ struct SVGChart {
         let plotH = Self.height - Self.top - Self.bottom
         let all = series.flatMap(\.points)
         guard !all.isEmpty else { return Self.empty("no samples") }
-        let maxX = Self.niceCeiling(max(1, all.map(\.0).max() ?? 1))
+        let maxX = Self.niceCeiling(max(1, all.map(\.0).max() ?? 1, shaded.map(\.1).max() ?? 0))
         let leftMax = Self.niceCeiling(series.filter { $0.axis == .left }.flatMap(\.points).map(\.1).max() ?? 1)
         let rightMax = Self.niceCeiling(series.filter { $0.axis == .right }.flatMap(\.points).map(\.1).max() ?? 1)
         func x(_ v: Double) -> Double { Self.left + v / maxX * plotW }
@@ -241,6 +272,11 @@ struct SVGChart {
 
         var out = "<svg viewBox=\"0 0 \(Int(Self.width)) \(Int(Self.height))\" xmlns=\"http://www.w3.org/2000/svg\" font-family=\"sans-serif\" font-size=\"11\">"
         out += Self.frame(plotW: plotW, plotH: plotH)
+        for window in shaded where window.1 > window.0 {
+            let from = x(max(0, window.0))
+            out += "<rect class=\"fault\" x=\"\(f(from))\" y=\"\(f(Self.top))\" width=\"\(f(x(min(maxX, window.1)) - from))\" height=\"\(f(plotH))\" fill=\"#fde2e2\"><title>fault: connections refused \(cFormat("%.0f–%.0f s", window.0, window.1))</title></rect>"
+            out += "<text x=\"\(f(from + 4))\" y=\"\(f(Self.top + 14))\" fill=\"#b3261e\">fault</text>"
+        }
         let steps = Self.divisions(leftMax)
         for i in 0...steps {
             let value = leftMax * Double(i) / Double(steps)

@@ -30,7 +30,8 @@ package struct FleetRun {
 
         let base = try makeStoreDirectory()
         defer { if options.dir == nil { try? FileManager.default.removeItem(atPath: base) } }
-        let server = try startServer()
+        let scenario = try loadScenario()
+        let server = try startServer(scenario)
         defer { try? server?.stop() }
         let target = options.endpoint ?? server?.baseURL ?? ""
         let http = try BlockingHTTPClient()
@@ -61,6 +62,9 @@ package struct FleetRun {
         plan.maxOpenPerLoop = maxOpen >= devices ? .max : max(1, maxOpen / loopCount)
         plan.drainMs = UInt64((options.timeout * 1000).rounded())
         plan.transfersPerLoop = FleetPlanning.transfersPerLoop
+        // SPEC F9: the in-process mock's scenario clock starts at the fleet's first tracked event.
+        let firstEvent = FleetFirstEvent { server?.restartScenarioClock() }
+        plan.firstEvent = firstEvent
         let specs = FleetPlanning.deviceSpecs(options)
 
         // The run: one loop per core, devices dealt round-robin; tracking, with the progress line and the samples.
@@ -73,7 +77,7 @@ package struct FleetRun {
                                                   "outbox.run": "\(plan.runID)"])
         let sampler = FleetSampler(loops: loops, client: baseline == nil ? nil : client, baseline: baseline,
                                    destination: options.destination, devices: devices, terminal: isatty(2) != 0,
-                                   storeBase: FleetPlanning.resolved(base) + "/")
+                                   storeBase: FleetPlanning.resolved(base) + "/", server: server)
         sampler.start()
         metrics.attach(loops: loops, sampler: sampler)
         let (startNs, trackingEndNs, endNs) = await track(loops)
@@ -124,6 +128,12 @@ package struct FleetRun {
             eventsPerSecond: seconds > 0 ? Double(delivered) / seconds : 0,
             delay: recordsRead ? accounting.delayPercentiles : nil, peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds)
         let json = summary.json
+        let samples = sampler.samples()
+        let recovery = FleetRecovery.measure(
+            scenarioWindows: FleetRecovery.faultWindows(scenario),
+            firstEventT: firstEvent.atNs.map { Double(Int64(bitPattern: $0 &- sampler.startNs)) / 1e9 },
+            samples: samples, devices: devices, lastReceivedMs: recordsRead ? accounting.lastReceivedMs : nil,
+            firstEventWallMs: firstEvent.wallMs)
         metrics.finish(summary, delays: accounting.histogram)
         print(json)
         fflush(nil)
@@ -138,10 +148,11 @@ package struct FleetRun {
         ])
         if let report = options.report {
             do {
-                try FleetReport(summary: summary, json: json, samples: sampler.samples(), histogram: accounting.histogram,
+                try FleetReport(summary: summary, json: json, samples: samples, histogram: accounting.histogram,
                                 title: "outbox fleet — \(devices) devices × \(options.events) events",
                                 command: options.commandLine,
-                                metrics: metricsServer.map { _ in FleetMetrics.render(metrics.snapshot()) })
+                                metrics: metricsServer.map { _ in FleetMetrics.render(metrics.snapshot()) },
+                                recovery: recovery)
                     .write(to: report)
             } catch {
                 writeStandardError("outbox fleet: cannot write the report to \(report): \(error)\n")
@@ -183,11 +194,20 @@ package struct FleetRun {
         return base
     }
 
-    /// The mock, in-process, unless the run has an endpoint.
-    private func startServer() throws -> MockServer? {
+    /// `--scenario`, named or a file: the in-process mock's.
+    private func loadScenario() throws -> Scenario? {
         guard options.endpoint == nil else { return nil }
         do {
-            let loaded = try options.scenario.map { try Scenario.load(nameOrPath: $0) }
+            return try options.scenario.map { try Scenario.load(nameOrPath: $0) }
+        } catch {
+            throw FleetError("outbox fleet: cannot start the mock: \(error)")
+        }
+    }
+
+    /// The mock, in-process, unless the run has an endpoint.
+    private func startServer(_ loaded: Scenario?) throws -> MockServer? {
+        guard options.endpoint == nil else { return nil }
+        do {
             let mock = try MockServer(configuration: .init(scenario: loaded))
             try mock.start()
             return mock

@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Outbox
+import OutboxMock
 import Synchronization
 
 /// One point of the report's time series (SPEC F3).
@@ -21,6 +22,10 @@ struct FleetSample: Sendable {
     var descriptors: Int = 0
     /// Of those, the ones open on files under the stores' directory.
     var storeDescriptors: Int = 0
+    /// SPEC F9: requests the devices made since the run started (every attempt, refused connections included: a
+    /// refused one never reaches the mock), and of those probes, from the engines' own counters.
+    var requests: Int = 0
+    var probes: Int = 0
 }
 
 /// SPEC F4's descriptor figures over a run: the most descriptors open at once, the most devices open at once, and the
@@ -44,6 +49,8 @@ struct FleetDescriptorPeak {
 final class FleetSampler: @unchecked Sendable {
     private let loops: [FleetLoop]
     private let client: FleetMockClient?
+    /// The fleet's in-process mock, read directly rather than through its port (closed during a refusal, SPEC F9).
+    private let server: MockServer?
     private let baseline: FleetMockStats?
     /// Whose counts of the mock's stats are this run's deliveries (`FleetMockStats.unique(on:)`).
     private let destination: Destination
@@ -54,13 +61,15 @@ final class FleetSampler: @unchecked Sendable {
     private let state = Mutex<(stop: Bool, samples: [FleetSample])>((false, []))
     private let finished = DispatchSemaphore(value: 0)
     private let wake = DispatchSemaphore(value: 0)
+    private let startedAt = Atomic<UInt64>(0)
 
     /// Seconds between two samples; between two plain progress lines when stderr is not a terminal.
     static let sampleInterval = 1.0
     static let plainLineInterval = 5.0
 
     init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, destination: Destination = .appCenter,
-         devices: Int, terminal: Bool, storeBase: String? = nil) {
+         devices: Int, terminal: Bool, storeBase: String? = nil, server: MockServer? = nil) {
+        self.server = server
         self.destination = destination
         self.storeBase = storeBase
         self.loops = loops
@@ -71,6 +80,7 @@ final class FleetSampler: @unchecked Sendable {
     }
 
     func start() {
+        startedAt.store(monotonicNs(), ordering: .releasing)
         startThread { [self] in self.runLoop() }
     }
 
@@ -82,6 +92,9 @@ final class FleetSampler: @unchecked Sendable {
     }
 
     func samples() -> [FleetSample] { state.withLock { $0.samples } }
+
+    /// Monotonic ns at `start()`: a sample's `t` counts from here.
+    var startNs: UInt64 { startedAt.load(ordering: .acquiring) }
 
     func descriptors() -> FleetDescriptorPeak {
         state.withLock { state in
@@ -99,7 +112,7 @@ final class FleetSampler: @unchecked Sendable {
     }
 
     private func runLoop() {
-        let start = monotonicNs()
+        let start = startNs
         var lastPlain = -Self.plainLineInterval
         while true {
             let sample = take(t: Double(monotonicNs() - start) / 1e9)
@@ -127,8 +140,16 @@ final class FleetSampler: @unchecked Sendable {
         var sample = FleetSample(t: t, tracked: tracked, delivered: nil, online: devices - offline, statusCounts: [:],
                                  noAnswer: 0, p99Ms: nil)
         sample.open = loops.reduce(0) { $0 + $1.openNow.load(ordering: .relaxed) }
+        // The loops add up their engines' counters now, each on its thread; one still busy past the deadline gives
+        // its last count.
+        let counted = DispatchSemaphore(value: 0)
+        for loop in loops { loop.run { $0.countRequests(); counted.signal() } }
+        let deadline = DispatchTime.now() + Self.sampleInterval / 2
+        for _ in loops where counted.wait(timeout: deadline) == .timedOut { break }
+        sample.requests = loops.reduce(0) { $0 + $1.requestsTotal.load(ordering: .relaxed) }
+        sample.probes = loops.reduce(0) { $0 + $1.probesTotal.load(ordering: .relaxed) }
         (sample.descriptors, sample.storeDescriptors) = FleetResources.openDescriptors(under: storeBase)
-        if let client, let baseline, let stats = try? FleetMockStats.read(client) {
+        if let client, let baseline, let stats = try? server.map({ try FleetMockStats.read($0) }) ?? FleetMockStats.read(client) {
             sample.delivered = stats.unique(on: destination) - baseline.unique(on: destination)
             var answered = 0
             for (status, count) in stats.statusCounts {

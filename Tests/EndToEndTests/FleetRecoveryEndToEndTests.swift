@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+/// SPEC F9: recovery at fleet scale, on a small fleet through a short refusal (the 10 000-device run is in
+/// BENCHMARKS.md).
+@Suite("outbox fleet through an outage (SPEC F9)")
+struct FleetRecoveryEndToEndTests {
+    /// The probes' scale under `--testing` with sub-second retry intervals (RecoveryOptions): the shortest interval
+    /// doubling up to the longest.
+    static let retryIntervals = [0.5, 1.0, 2.0]
+    static let fault = (from: 2.0, until: 6.0)
+
+    // SPEC F9, R9: 20 devices × 30 events at 5 per second while the in-process mock refuses connections from 2 s to
+    // 6 s after the first event. Nothing is lost or left pending; summary.json measures the fault from the engines'
+    // own counters (a refused connection never reaches the mock): each device probes one request at a time on R9's
+    // schedule, the backlog arrives within seconds of the fault's end; the report shades the fault on its plots.
+    @Test func aFleetThroughAShortOutageRecoversAndMeasuresIt() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let scenario = dir.file("outage.json")
+        let rule = #"{"match": {"after_s": \#(Self.fault.from), "until_s": \#(Self.fault.until)}, "action": "refuse"}"#
+        try Data(#"{"rules": [\#(rule)]}"#.utf8).write(to: URL(fileURLWithPath: scenario))
+        let report = dir.path + "/report"
+        let devices = 20
+        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "30", "--rate", "5",
+                                    "--scenario", scenario, "--dir", dir.path + "/stores", "--report", report,
+                                    "--timeout", "60", "--testing", "--interval", "0.1", "--batch-size", "10",
+                                    "--retry-intervals", Self.retryIntervals.map { "\($0)" }.joined(separator: ",")],
+                                   in: dir)
+        #expect(result.status == 0, "stderr: \(result.errors)")
+        let summary = jsonObject(result.output)
+        #expect(summary["lost"] as? Int == 0)
+        #expect(summary["pending"] as? Int == 0)
+        #expect(summary["delivered"] as? Int == devices * (30 + 2))
+
+        let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
+        let perDevicePerMinute = try #require(written["fault_requests_per_device_per_min"] as? Double, "\(written)")
+        // R9: one request at a time while the fault holds — the (at most C3's three) requests in flight that met
+        // it, then probes at intervals drawn between half and all of 0.5, 1, 2, 2 s: at most 5 in the fault's 4 s.
+        // The counters are read once a second and the window's edges fall between two readings: one more.
+        let minutes = (Self.fault.until - Self.fault.from) / 60
+        #expect(perDevicePerMinute > 0, "the devices kept probing: \(written)")
+        #expect(perDevicePerMinute <= (3 + 5 + 1) / minutes, "\(written)")
+        let recovery = try #require(written["recovery_s"] as? Double, "\(written)")
+        #expect(recovery >= 0 && recovery <= 5, "\(written)")
+        let steady = try #require(written["steady_rps"] as? Double, "\(written)")
+        #expect(steady > 0)
+        #expect((written["recovery_peak_rps"] as? Double ?? -1) >= 0, "\(written)")
+
+        let html = try String(contentsOfFile: report + "/report.html", encoding: .utf8)
+        #expect(html.contains("<rect class=\"fault\""), "the fault is shaded")
+        #expect(html.contains("sent by devices"), "the devices' own request counts are plotted")
+        #expect(html.contains("fault end → last delivery"))
+    }
+
+    // Without a fault window the recovery figures are null, and nothing is shaded.
+    @Test func aRunWithoutAFaultHasNullRecoveryFigures() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let report = dir.path + "/report"
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--scenario", "ok", "--report", report,
+                                    "--dir", dir.path + "/stores", "--timeout", "30"] + FleetEndToEndTests.fast, in: dir)
+        #expect(result.status == 0, "stderr: \(result.errors)")
+        let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
+        for key in ["fault_requests_per_device_per_min", "recovery_s", "recovery_peak_rps", "steady_rps"] {
+            #expect(written.keys.contains(key) && written[key] is NSNull, "\(key): \(written)")
+        }
+        let html = try String(contentsOfFile: report + "/report.html", encoding: .utf8)
+        #expect(!html.contains("class=\"fault\""))
+    }
+}
