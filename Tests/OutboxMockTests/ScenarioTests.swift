@@ -201,6 +201,26 @@ struct ScenarioTests {
         }
     }
 
+    // SPEC F9: the scenario clock alone restarts (the fleet's first event): after_s counts from there, and what was
+    // recorded before — counts, logs, request numbers — stays.
+    @Test func restartingTheScenarioClockKeepsWhatWasRecorded() throws {
+        let scenario = #"{"rules":[{"match":{"after_s":0.4,"until_s":0.8},"respond":{"status":503}}]}"#
+        let clock = ManualMockClock()
+        let configuration = MockServer.Configuration(scenario: try Scenario.decode(from: Data(scenario.utf8)),
+                                                     threads: 2, clock: clock)
+        try withServer(configuration) { (server: MockServer) throws in
+            #expect(try Wire.post(server.port, Wire.events(1)).status == 200)
+            clock.advance(seconds: 0.5)
+            server.restartScenarioClock()
+            #expect(try Wire.post(server.port, Wire.events(1)).status == 200)   // 0 s on the restarted clock
+            clock.advance(seconds: 0.4)
+            #expect(try Wire.post(server.port, Wire.events(1)).status == 503)
+            #expect(server.stats().requests == 3)
+            #expect(server.stats().logsUnique == 2)
+            #expect(try requestLines(server.port).map { $0["at"] as? Int } == [0, 0, 400])
+        }
+    }
+
     // SPEC X2 clock_skew_s, M7: received_at and the Date header are the injected wall clock plus the skew.
     @Test func receivedAtAndTheDateHeaderFollowTheInjectedClock() throws {
         let clock = ManualMockClock(wallMs: 1_795_332_826_000)   // 2026-11-22T07:33:46Z
