@@ -152,7 +152,7 @@ c-test: c-install
 # (the mock, once more, took a minute per `make test`).
 swift-app: deps
 	python3 scripts/manifest-check.py "$(SWIFT)"
-	$(SWIFT) build --package-path examples/swift-app --scratch-path .build --product SwiftAppPackageTests
+	$(SWIFT) build --package-path examples/swift-app --scratch-path .build --build-tests
 	$(SWIFT) test --package-path examples/swift-app --scratch-path .build --skip-build
 
 # SPEC P4: the Debian packages (outbox, liboutbox0, liboutbox-dev) in .build/deb, checked by lintian. The commands

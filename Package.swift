@@ -17,7 +17,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         // OTLP/HTTP, the engine's destination and the mock's (SPEC D1, V1): code generated once by scripts/gen-otlp.sh.
-        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        // No traits: their defines (FieldMask, delimited streams: unused here) made the swift-app build (make swift-app)
+        // and this one compile SwiftProtobuf differently, each undoing the other in the shared .build.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0", traits: []),
         // `outbox fleet`'s delivery-delay percentiles (SPEC F1, F3).
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
