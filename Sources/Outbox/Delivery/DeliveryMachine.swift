@@ -99,9 +99,12 @@ struct DeliveryMachine: Sendable {
         /// 401/403/404 or a redirect the engine does not follow: only a restart or `update` resumes (SPEC R8).
         case refused(status: Int, reason: String)
 
+        /// How a `retriesExhausted` reason begins, as persisted for `outbox status` (which tells it from a stop by it).
+        static let retriesExhaustedWords = "retries exhausted"
+
         var description: String {
             switch self {
-            case .retriesExhausted(_, let error): return "retries exhausted (last error: \(error))"
+            case .retriesExhausted(_, let error): return "\(Self.retriesExhaustedWords) (last error: \(error))"
             case .refused(0, let reason): return "TLS identity: \(reason)"
             case .refused(let status, let reason): return "server answered \(status): \(reason)"
             }

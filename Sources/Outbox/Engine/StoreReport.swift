@@ -24,7 +24,8 @@ public struct StoreReport: Sendable, Equatable, Codable {
     /// until `update` or a restart — not retries exhausted, which a probe ends by itself (R5).
     public var sendingStopped: Bool {
         guard let disabledReason else { return false }
-        return !disabledReason.hasPrefix("retries exhausted")
+        // The reason is what the store persisted, also from an engine that has stopped: its words tell the two apart.
+        return !disabledReason.hasPrefix(DeliveryMachine.Stop.retriesExhaustedWords)
     }
 
     /// A sealed store (SPEC K1) needs its `storeKey`: `storeKeyInvalid` without it, or with another.
