@@ -66,6 +66,8 @@ final class FleetSampler: @unchecked Sendable {
     /// Seconds between two samples; between two plain progress lines when stderr is not a terminal.
     static let sampleInterval = 1.0
     static let plainLineInterval = 5.0
+    /// How long a sample waits for the loops' request counts.
+    static let countWait = 2.0
 
     init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, destination: Destination = .appCenter,
          devices: Int, terminal: Bool, storeBase: String? = nil, server: MockServer? = nil) {
@@ -115,7 +117,7 @@ final class FleetSampler: @unchecked Sendable {
         let start = startNs
         var lastPlain = -Self.plainLineInterval
         while true {
-            let sample = take(t: Double(monotonicNs() - start) / 1e9)
+            let sample = take(start: start)
             let (stopping, previous) = state.withLock { state -> (Bool, FleetSample?) in
                 let previous = state.samples.last
                 state.samples.append(sample)
@@ -134,18 +136,20 @@ final class FleetSampler: @unchecked Sendable {
         finished.signal()
     }
 
-    private func take(t: Double) -> FleetSample {
+    private func take(start: UInt64) -> FleetSample {
+        // SPEC F9: the loops add up their engines' request counters, each on its thread (a status reads the store:
+        // this is the sample's cost that grows with the devices open); the sample's time is when they all did, or
+        // when the wait for a busy loop ended (its count is then its last one).
+        let counted = DispatchSemaphore(value: 0)
+        for loop in loops { loop.run { $0.countRequests(); counted.signal() } }
+        let deadline = DispatchTime.now() + Self.countWait
+        for _ in loops where counted.wait(timeout: deadline) == .timedOut { break }
+        let t = Double(monotonicNs() - start) / 1e9
         let tracked = loops.reduce(0) { $0 + $1.trackedTotal.load(ordering: .relaxed) }
         let offline = loops.reduce(0) { $0 + $1.offlineNow.load(ordering: .relaxed) }
         var sample = FleetSample(t: t, tracked: tracked, delivered: nil, online: devices - offline, statusCounts: [:],
                                  noAnswer: 0, p99Ms: nil)
         sample.open = loops.reduce(0) { $0 + $1.openNow.load(ordering: .relaxed) }
-        // The loops add up their engines' counters now, each on its thread; one still busy past the deadline gives
-        // its last count.
-        let counted = DispatchSemaphore(value: 0)
-        for loop in loops { loop.run { $0.countRequests(); counted.signal() } }
-        let deadline = DispatchTime.now() + Self.sampleInterval / 2
-        for _ in loops where counted.wait(timeout: deadline) == .timedOut { break }
         sample.requests = loops.reduce(0) { $0 + $1.requestsTotal.load(ordering: .relaxed) }
         sample.probes = loops.reduce(0) { $0 + $1.probesTotal.load(ordering: .relaxed) }
         (sample.descriptors, sample.storeDescriptors) = FleetResources.openDescriptors(under: storeBase)
