@@ -13,7 +13,7 @@ struct FleetRecovery {
     /// From the fault's end to the mock's receipt of the run's last log (0 when nothing arrived after it); nil when
     /// the run ended before the fault did or the mock's records were not read.
     var recoverySeconds: Double?
-    /// The most requests per second between two samples in the 10 s after the fault.
+    /// The most requests per second between two counted samples in the 10 s after the fault.
     var recoveryPeakRPS: Double?
     /// Requests per second in the minute before the fault (from the first event when that is nearer).
     var steadyRPS: Double?
@@ -34,8 +34,10 @@ struct FleetRecovery {
     /// - Parameters:
     ///   - firstEventT: the fleet's first tracked event, when the scenario clock started, in sample time.
     ///   - faultEndWallMs: wall-clock ms of the last window's end, to compare with the mock's arrival stamps.
-    static func measure(scenarioWindows: [(from: Double, until: Double)], firstEventT: Double?, samples: [FleetSample],
+    static func measure(scenarioWindows: [(from: Double, until: Double)], firstEventT: Double?, samples all: [FleetSample],
                         devices: Int, lastReceivedMs: Int64?, firstEventWallMs: Int64?) -> FleetRecovery? {
+        // Only the samples at which every loop counted its requests (FleetSampler.countSpacing).
+        let samples = all.filter(\.requestsCounted)
         guard !scenarioWindows.isEmpty, let firstEventT, let last = samples.last else { return nil }
         let windows = scenarioWindows.map { (from: firstEventT + $0.from, until: firstEventT + $0.until) }
         var recovery = FleetRecovery(windows: windows)

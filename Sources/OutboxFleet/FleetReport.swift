@@ -174,10 +174,16 @@ struct FleetReport {
             }
         }
         // SPEC F9: what the devices sent, counted by their engines: during a refusal the mock sees none of it.
-        if samples.contains(where: { $0.requests > 0 }) {
-            series.append(.init(name: "sent by devices", color: "#111827", points: perSecond(\.requests)))
-            if samples.contains(where: { $0.probes > 0 }) {
-                series.append(.init(name: "probes", color: "#0891b2", points: perSecond(\.probes)))
+        let counted = samples.filter(\.requestsCounted)
+        func countedPerSecond(_ value: (FleetSample) -> Int) -> [(Double, Double)] {
+            zip(counted, counted.dropFirst()).compactMap { a, b in
+                b.t > a.t ? (b.t, Double(value(b) - value(a)) / (b.t - a.t)) : nil
+            }
+        }
+        if counted.contains(where: { $0.requests > 0 }) {
+            series.append(.init(name: "sent by devices", color: "#111827", points: countedPerSecond(\.requests)))
+            if counted.contains(where: { $0.probes > 0 }) {
+                series.append(.init(name: "probes", color: "#0891b2", points: countedPerSecond(\.probes)))
             }
         }
         for status in statuses {

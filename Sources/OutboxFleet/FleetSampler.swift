@@ -26,6 +26,8 @@ struct FleetSample: Sendable {
     /// refused one never reaches the mock), and of those probes, from the engines' own counters.
     var requests: Int = 0
     var probes: Int = 0
+    /// Every loop added its counts up for this sample: only such samples measure requests (the others repeat the last).
+    var requestsCounted = false
 }
 
 /// SPEC F4's descriptor figures over a run: the most descriptors open at once, the most devices open at once, and the
@@ -68,6 +70,12 @@ final class FleetSampler: @unchecked Sendable {
     static let plainLineInterval = 5.0
     /// How long a sample waits for the loops' request counts.
     static let countWait = 2.0
+    /// The loops count their engines' requests at most once per this many times what the last count took, so that
+    /// counting (a status a device, which reads its store) keeps at most a fifth of a loop's time at any fleet size.
+    static let countSpacing = 5.0
+    /// Sampler thread only: when the last count started, and how long it took (s).
+    private var lastCountNs: UInt64 = 0
+    private var lastCountSeconds = 0.0
 
     init(loops: [FleetLoop], client: FleetMockClient?, baseline: FleetMockStats?, destination: Destination = .appCenter,
          devices: Int, terminal: Bool, storeBase: String? = nil, server: MockServer? = nil) {
@@ -117,7 +125,7 @@ final class FleetSampler: @unchecked Sendable {
         let start = startNs
         var lastPlain = -Self.plainLineInterval
         while true {
-            let sample = take(start: start)
+            let sample = take(start: start, last: state.withLock { $0.stop })
             let (stopping, previous) = state.withLock { state -> (Bool, FleetSample?) in
                 let previous = state.samples.last
                 state.samples.append(sample)
@@ -136,14 +144,20 @@ final class FleetSampler: @unchecked Sendable {
         finished.signal()
     }
 
-    private func take(start: UInt64) -> FleetSample {
+    private func take(start: UInt64, last: Bool) -> FleetSample {
         // SPEC F9: the loops add up their engines' request counters, each on its thread (a status reads the store:
-        // this is the sample's cost that grows with the devices open); the sample's time is when they all did, or
-        // when the wait for a busy loop ended (its count is then its last one).
-        let counted = DispatchSemaphore(value: 0)
-        for loop in loops { loop.run { $0.countRequests(); counted.signal() } }
-        let deadline = DispatchTime.now() + Self.countWait
-        for _ in loops where counted.wait(timeout: deadline) == .timedOut { break }
+        // the cost that grows with the devices open, hence `countSpacing`); the sample's time is when they all did,
+        // or when the wait for a busy loop ended (the sample then does not count as measured).
+        var requestsCounted = false
+        let countStart = monotonicNs()
+        if last || Double(countStart &- lastCountNs) / 1e9 >= max(Self.sampleInterval, Self.countSpacing * lastCountSeconds) {
+            let counted = DispatchSemaphore(value: 0)
+            for loop in loops { loop.run { $0.countRequests(); counted.signal() } }
+            let deadline = DispatchTime.now() + Self.countWait
+            requestsCounted = loops.allSatisfy { _ in counted.wait(timeout: deadline) == .success }
+            lastCountNs = countStart
+            lastCountSeconds = Double(monotonicNs() - countStart) / 1e9
+        }
         let t = Double(monotonicNs() - start) / 1e9
         let tracked = loops.reduce(0) { $0 + $1.trackedTotal.load(ordering: .relaxed) }
         let offline = loops.reduce(0) { $0 + $1.offlineNow.load(ordering: .relaxed) }
@@ -152,6 +166,7 @@ final class FleetSampler: @unchecked Sendable {
         sample.open = loops.reduce(0) { $0 + $1.openNow.load(ordering: .relaxed) }
         sample.requests = loops.reduce(0) { $0 + $1.requestsTotal.load(ordering: .relaxed) }
         sample.probes = loops.reduce(0) { $0 + $1.probesTotal.load(ordering: .relaxed) }
+        sample.requestsCounted = requestsCounted
         (sample.descriptors, sample.storeDescriptors) = FleetResources.openDescriptors(under: storeBase)
         if let client, let baseline, let stats = try? server.map({ try FleetMockStats.read($0) }) ?? FleetMockStats.read(client) {
             sample.delivered = stats.unique(on: destination) - baseline.unique(on: destination)
