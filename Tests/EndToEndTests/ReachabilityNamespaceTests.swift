@@ -32,6 +32,22 @@ struct ReachabilityNamespaceTests {
         try await networkChange(.defaultRouteMoves)
     }
 
+    /// Two namespaces joined by a veth pair (`engineDev` with `net`.1, `serverDev` with `net`.2), loopback up in both,
+    /// and the engine's default route through the server's side. The caller deletes them.
+    private func linkedNamespaces(_ engineNS: String, _ serverNS: String, net: String, engineDev: String,
+                                  serverDev: String) throws {
+        #expect(try ip("netns add \(engineNS)") == 0)
+        #expect(try ip("netns add \(serverNS)") == 0)
+        #expect(try ip("link add \(engineDev) netns \(engineNS) type veth peer name \(serverDev) netns \(serverNS)") == 0)
+        try ip("-n \(engineNS) addr add \(net).1/24 dev \(engineDev)")
+        try ip("-n \(serverNS) addr add \(net).2/24 dev \(serverDev)")
+        for (ns, dev) in [(engineNS, engineDev), (serverNS, serverDev)] {
+            try ip("-n \(ns) link set lo up")
+            try ip("-n \(ns) link set \(dev) up")
+        }
+        #expect(try ip("-n \(engineNS) route add default via \(net).2") == 0)
+    }
+
     private func networkChange(_ change: Change) async throws {
         guard Self.canRun else {
             print("skipped: this test creates network namespaces and needs root and iproute2 (uid \(getuid()))")
@@ -45,17 +61,9 @@ struct ReachabilityNamespaceTests {
             _ = try? ip("netns del \(serverNS)")
         }
         // Two namespaces joined by a veth pair; the engine's side has a default route through the server's side.
-        #expect(try ip("netns add \(engineNS)") == 0)
-        #expect(try ip("netns add \(serverNS)") == 0)
-        #expect(try ip("link add vE\(suffix) netns \(engineNS) type veth peer name vS\(suffix) netns \(serverNS)") == 0)
-        try ip("-n \(engineNS) addr add 10.231.\(Int(suffix)! % 200).1/24 dev vE\(suffix)")
-        try ip("-n \(serverNS) addr add 10.231.\(Int(suffix)! % 200).2/24 dev vS\(suffix)")
-        for (ns, dev) in [(engineNS, "vE\(suffix)"), (serverNS, "vS\(suffix)")] {
-            try ip("-n \(ns) link set lo up")
-            try ip("-n \(ns) link set \(dev) up")
-        }
+        try linkedNamespaces(engineNS, serverNS, net: "10.231.\(Int(suffix)! % 200)", engineDev: "vE\(suffix)",
+                             serverDev: "vS\(suffix)")
         let serverAddress = "10.231.\(Int(suffix)! % 200).2"
-        #expect(try ip("-n \(engineNS) route add default via \(serverAddress)") == 0)
         if change == .defaultRouteMoves {
             // A second pair of interfaces for the route to move to; the server stays reachable through the first.
             let second = "10.232.\(Int(suffix)! % 200)"
@@ -184,16 +192,7 @@ struct ReachabilityNamespaceTests {
             _ = try? ip("netns del \(engineNS)")
             _ = try? ip("netns del \(serverNS)")
         }
-        #expect(try ip("netns add \(engineNS)") == 0)
-        #expect(try ip("netns add \(serverNS)") == 0)
-        #expect(try ip("link add vU\(suffix) netns \(engineNS) type veth peer name vV\(suffix) netns \(serverNS)") == 0)
-        try ip("-n \(engineNS) addr add \(net).1/24 dev vU\(suffix)")
-        try ip("-n \(serverNS) addr add \(net).2/24 dev vV\(suffix)")
-        for (ns, dev) in [(engineNS, "vU\(suffix)"), (serverNS, "vV\(suffix)")] {
-            try ip("-n \(ns) link set lo up")
-            try ip("-n \(ns) link set \(dev) up")
-        }
-        #expect(try ip("-n \(engineNS) route add default via \(net).2") == 0)
+        try linkedNamespaces(engineNS, serverNS, net: net, engineDev: "vU\(suffix)", serverDev: "vV\(suffix)")
 
         // One mock on the engine namespace's loopback, one in the server namespace.
         let mock = builtProduct("outbox-mock")
