@@ -41,8 +41,10 @@ struct FleetAccounting {
     private let events: Int
     /// Delivery delay (server arrival − the log's timestamp) of this run's unique logs, ms.
     private(set) var histogram = Histogram<UInt64>(highestTrackableValue: 24 * 3600 * 1000, numberOfSignificantValueDigits: .three)
-    /// SPEC F9: when the mock received the last of this run's unique logs, epoch ms; nil before one was read.
-    private(set) var lastReceivedMs: Int64?
+    /// SPEC F9: the backlog of a fault is every log tracked (stamped) before the fault ended, epoch ms: set before
+    /// the records are read; `lastBacklogReceivedMs` is when the mock received the last of them (nil: none).
+    var backlogCutoffMs: Int64?
+    private(set) var lastBacklogReceivedMs: Int64?
 
     init(devices counts: [(number: Int, tracked: Int, rejected: Int, install: String)], stores: [String: FleetStoreCount],
          deviceOffset: Int, events: Int) {
@@ -85,7 +87,8 @@ struct FleetAccounting {
         var splitter = LineSplitter()
         var histogram = self.histogram
         var devices = self.devices
-        var lastReceivedMs = self.lastReceivedMs
+        var lastBacklogReceivedMs = self.lastBacklogReceivedMs
+        let cutoff = backlogCutoffMs ?? .min
         let offset = deviceOffset
         let events = self.events
         // Session logs carry no properties: they are kept aside (a few per device) and tied to their device by the
@@ -117,7 +120,9 @@ struct FleetAccounting {
             }
             devices[index].delivered[word] |= bit
             devices[index].uniqueDelivered += 1
-            lastReceivedMs = max(lastReceivedMs ?? log.receivedMs, log.receivedMs)
+            if log.receivedMs - log.delayMs <= cutoff {
+                lastBacklogReceivedMs = max(lastBacklogReceivedMs ?? log.receivedMs, log.receivedMs)
+            }
             _ = histogram.record(UInt64(max(0, min(log.delayMs, 24 * 3600 * 1000))))
         }
         try client.get("/_mock/logs") { chunk in splitter.feed(chunk, line: consume) }
@@ -132,11 +137,13 @@ struct FleetAccounting {
                 continue
             }
             devices[index].uniqueDelivered += 1
-            lastReceivedMs = max(lastReceivedMs ?? session.receivedMs, session.receivedMs)
+            if session.receivedMs - session.delayMs <= cutoff {
+                lastBacklogReceivedMs = max(lastBacklogReceivedMs ?? session.receivedMs, session.receivedMs)
+            }
             _ = histogram.record(UInt64(max(0, min(session.delayMs, 24 * 3600 * 1000))))
         }
         self.devices = devices
-        self.lastReceivedMs = lastReceivedMs
+        self.lastBacklogReceivedMs = lastBacklogReceivedMs
         self.histogram = histogram
         self.crossMockDuplicates = crossMockDuplicates
     }

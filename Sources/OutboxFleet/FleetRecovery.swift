@@ -10,8 +10,10 @@ struct FleetRecovery {
     /// Requests during the fault (its part within the run) per device per minute of it; nil when the run ended before
     /// the fault began.
     var faultRequestsPerDevicePerMinute: Double?
-    /// From the fault's end to the mock's receipt of the run's last log (0 when nothing arrived after it); nil when
-    /// the run ended before the fault did or the mock's records were not read.
+    /// From the fault's end to the mock's receipt of the last log of its backlog — the logs tracked before it ended
+    /// (0 when all of them arrived before); nil when the run ended before the fault did or the mock's records were
+    /// not read. Logs tracked after the fault are not waited for: at `--rate 0.5` tracking goes on 80 s past
+    /// `outage-60`'s end.
     var recoverySeconds: Double?
     /// The most requests per second between two counted samples in the 10 s after the fault.
     var recoveryPeakRPS: Double?
@@ -33,9 +35,11 @@ struct FleetRecovery {
     /// nil when the scenario refuses nothing in a window or nothing was tracked (its clock never started).
     /// - Parameters:
     ///   - firstEventT: the fleet's first tracked event, when the scenario clock started, in sample time.
-    ///   - faultEndWallMs: wall-clock ms of the last window's end, to compare with the mock's arrival stamps.
+    ///   - faultEndMs: wall-clock ms of the last window's end (`faultEndMs(_:firstEventWallMs:)`).
+    ///   - lastBacklogReceivedMs: when the mock received the last log tracked before then; nil when there was none.
+    ///   - recordsRead: whether the mock's records were read (else `recoverySeconds` is nil).
     static func measure(scenarioWindows: [(from: Double, until: Double)], firstEventT: Double?, samples all: [FleetSample],
-                        devices: Int, lastReceivedMs: Int64?, firstEventWallMs: Int64?) -> FleetRecovery? {
+                        devices: Int, faultEndMs: Int64?, lastBacklogReceivedMs: Int64?, recordsRead: Bool) -> FleetRecovery? {
         // Only the samples at which every loop counted its requests (FleetSampler.countSpacing).
         let samples = all.filter(\.requestsCounted)
         guard !scenarioWindows.isEmpty, let firstEventT, let last = samples.last else { return nil }
@@ -67,11 +71,16 @@ struct FleetRecovery {
             return Double(b.requests - a.requests) / (b.t - a.t)
         }
         recovery.recoveryPeakRPS = rates.max()
-        if let lastReceivedMs, let firstEventWallMs {
-            let endMs = Double(firstEventWallMs) + (scenarioWindows.map(\.until).max() ?? 0) * 1000
-            recovery.recoverySeconds = max(0, (Double(lastReceivedMs) - endMs) / 1000)
+        if recordsRead, let faultEndMs {
+            recovery.recoverySeconds = max(0, Double((lastBacklogReceivedMs ?? faultEndMs) - faultEndMs) / 1000)
         }
         return recovery
+    }
+
+    /// The wall-clock ms at which the scenario's last refused window ends, its clock having started at the first event.
+    static func faultEndMs(_ scenarioWindows: [(from: Double, until: Double)], firstEventWallMs: Int64?) -> Int64? {
+        guard let firstEventWallMs, let until = scenarioWindows.map(\.until).max() else { return nil }
+        return firstEventWallMs + Int64((until * 1000).rounded())
     }
 
     /// A cumulative count at `t`, linear between the samples around it.

@@ -125,7 +125,7 @@ struct FleetReport {
         return [
             ("fault (connections refused)", windows),
             ("requests per device per minute in the fault", figure(recovery.faultRequestsPerDevicePerMinute, "%.2f")),
-            ("fault end → last delivery", figure(recovery.recoverySeconds, "%.1f s")),
+            ("fault end → its backlog delivered", figure(recovery.recoverySeconds, "%.1f s")),
             ("requests/s: peak 10 s after / steady before", figure(recovery.recoveryPeakRPS, "%.1f") + " / "
                 + figure(recovery.steadyRPS, "%.1f")),
         ]

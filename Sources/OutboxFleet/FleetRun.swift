@@ -101,6 +101,9 @@ package struct FleetRun {
         var accounting = FleetAccounting(devices: loops.flatMap(\.finalCounts),
                                          stores: loops.reduce(stores) { $0.merging($1.closedStores) { open, _ in open } },
                                          deviceOffset: options.deviceOffset, events: options.events)
+        let faultWindows = FleetRecovery.faultWindows(scenario)
+        let faultEndMs = FleetRecovery.faultEndMs(faultWindows, firstEventWallMs: firstEvent.wallMs)
+        accounting.backlogCutoffMs = faultEndMs
         let finalStats = accountingClients.map { $0.flatMap { try? FleetMockStats.read($0) } }
         var recordsRead = false
         if baselines.allSatisfy({ $0 != nil }), finalStats.allSatisfy({ $0 != nil }) {
@@ -130,10 +133,10 @@ package struct FleetRun {
         let json = summary.json
         let samples = sampler.samples()
         let recovery = FleetRecovery.measure(
-            scenarioWindows: FleetRecovery.faultWindows(scenario),
+            scenarioWindows: faultWindows,
             firstEventT: firstEvent.atNs.map { Double(Int64(bitPattern: $0 &- sampler.startNs)) / 1e9 },
-            samples: samples, devices: devices, lastReceivedMs: recordsRead ? accounting.lastReceivedMs : nil,
-            firstEventWallMs: firstEvent.wallMs)
+            samples: samples, devices: devices, faultEndMs: faultEndMs,
+            lastBacklogReceivedMs: accounting.lastBacklogReceivedMs, recordsRead: recordsRead)
         metrics.finish(summary, delays: accounting.histogram)
         print(json)
         fflush(nil)

@@ -10,10 +10,11 @@ struct FleetRecoveryEndToEndTests {
     static let retryIntervals = [0.5, 1.0, 2.0]
     static let fault = (from: 2.0, until: 6.0)
 
-    // SPEC F9, R9: 20 devices × 30 events at 5 per second while the in-process mock refuses connections from 2 s to
-    // 6 s after the first event. Nothing is lost or left pending; summary.json measures the fault from the engines'
-    // own counters (a refused connection never reaches the mock): each device probes one request at a time on R9's
-    // schedule, the backlog arrives within seconds of the fault's end; the report shades the fault on its plots.
+    // SPEC F9, R9: 20 devices × 60 events at 5 per second (12 s) while the in-process mock refuses connections from
+    // 2 s to 6 s after the first event. Nothing is lost or left pending; summary.json measures the fault from the
+    // engines' own counters (a refused connection never reaches the mock): each device probes one request at a time
+    // on R9's schedule; the backlog — what was tracked before the fault ended, not the 6 s of tracking after it —
+    // arrives within seconds of the fault's end; the report shades the fault on its plots.
     @Test func aFleetThroughAShortOutageRecoversAndMeasuresIt() throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let scenario = dir.file("outage.json")
@@ -21,7 +22,7 @@ struct FleetRecoveryEndToEndTests {
         try Data(#"{"rules": [\#(rule)]}"#.utf8).write(to: URL(fileURLWithPath: scenario))
         let report = dir.path + "/report"
         let devices = 20
-        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "30", "--rate", "5",
+        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "60", "--rate", "5",
                                     "--scenario", scenario, "--dir", dir.path + "/stores", "--report", report,
                                     "--timeout", "60", "--testing", "--interval", "0.1", "--batch-size", "10",
                                     "--retry-intervals", Self.retryIntervals.map { "\($0)" }.joined(separator: ",")],
@@ -30,7 +31,7 @@ struct FleetRecoveryEndToEndTests {
         let summary = jsonObject(result.output)
         #expect(summary["lost"] as? Int == 0)
         #expect(summary["pending"] as? Int == 0)
-        #expect(summary["delivered"] as? Int == devices * (30 + 2))
+        #expect(summary["delivered"] as? Int == devices * (60 + 2))
 
         let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
         let perDevicePerMinute = try #require(written["fault_requests_per_device_per_min"] as? Double, "\(written)")
@@ -41,7 +42,8 @@ struct FleetRecoveryEndToEndTests {
         #expect(perDevicePerMinute > 0, "the devices kept probing: \(written)")
         #expect(perDevicePerMinute <= (3 + 5 + 1) / minutes, "\(written)")
         let recovery = try #require(written["recovery_s"] as? Double, "\(written)")
-        #expect(recovery >= 0 && recovery <= 5, "\(written)")
+        // The next probe comes at most 2 s after the fault's end, and the drain's interval is 0.1 s.
+        #expect(recovery >= 0 && recovery <= 4, "\(written)")
         let steady = try #require(written["steady_rps"] as? Double, "\(written)")
         #expect(steady > 0)
         #expect((written["recovery_peak_rps"] as? Double ?? -1) >= 0, "\(written)")
@@ -49,7 +51,7 @@ struct FleetRecoveryEndToEndTests {
         let html = try String(contentsOfFile: report + "/report.html", encoding: .utf8)
         #expect(html.contains("<rect class=\"fault\""), "the fault is shaded")
         #expect(html.contains("sent by devices"), "the devices' own request counts are plotted")
-        #expect(html.contains("fault end → last delivery"))
+        #expect(html.contains("fault end → its backlog delivered"))
     }
 
     // Without a fault window the recovery figures are null, and nothing is shaded.
