@@ -11,8 +11,8 @@ struct FleetRecovery {
     /// the fault began.
     var faultRequestsPerDevicePerMinute: Double?
     /// From the fault's end to the mock's receipt of the last log of its backlog — the logs tracked before it ended
-    /// (0 when all of them arrived before); nil when the run ended before the fault did or the mock's records were
-    /// not read. Logs tracked after the fault are not waited for: at `--rate 0.5` tracking goes on 80 s past
+    /// (0 when all of them arrived before); nil when the run ended before the fault did, logs were still pending at
+    /// its end or the mock's records were not read. Logs tracked after the fault are not waited for: at `--rate 0.5` tracking goes on 80 s past
     /// `outage-60`'s end.
     var recoverySeconds: Double?
     /// The most requests per second between two counted samples in the 10 s after the fault.
@@ -37,9 +37,9 @@ struct FleetRecovery {
     ///   - firstEventT: the fleet's first tracked event, when the scenario clock started, in sample time.
     ///   - faultEndMs: wall-clock ms of the last window's end (`faultEndMs(_:firstEventWallMs:)`).
     ///   - lastBacklogReceivedMs: when the mock received the last log tracked before then; nil when there was none.
-    ///   - recordsRead: whether the mock's records were read (else `recoverySeconds` is nil).
+    ///   - backlogKnown: the mock's records were read and nothing was left pending (else `recoverySeconds` is nil).
     static func measure(scenarioWindows: [(from: Double, until: Double)], firstEventT: Double?, samples all: [FleetSample],
-                        devices: Int, faultEndMs: Int64?, lastBacklogReceivedMs: Int64?, recordsRead: Bool) -> FleetRecovery? {
+                        devices: Int, faultEndMs: Int64?, lastBacklogReceivedMs: Int64?, backlogKnown: Bool) -> FleetRecovery? {
         // Only the samples at which every loop counted its requests (FleetSampler.countSpacing).
         let samples = all.filter(\.requestsCounted)
         guard !scenarioWindows.isEmpty, let firstEventT, let last = samples.last else { return nil }
@@ -71,7 +71,7 @@ struct FleetRecovery {
             return Double(b.requests - a.requests) / (b.t - a.t)
         }
         recovery.recoveryPeakRPS = rates.max()
-        if recordsRead, let faultEndMs {
+        if backlogKnown, let faultEndMs {
             recovery.recoverySeconds = max(0, Double((lastBacklogReceivedMs ?? faultEndMs) - faultEndMs) / 1000)
         }
         return recovery

@@ -136,7 +136,7 @@ package struct FleetRun {
             scenarioWindows: faultWindows,
             firstEventT: firstEvent.atNs.map { Double(Int64(bitPattern: $0 &- sampler.startNs)) / 1e9 },
             samples: samples, devices: devices, faultEndMs: faultEndMs,
-            lastBacklogReceivedMs: accounting.lastBacklogReceivedMs, recordsRead: recordsRead)
+            lastBacklogReceivedMs: accounting.lastBacklogReceivedMs, backlogKnown: recordsRead && accounting.pending == 0)
         metrics.finish(summary, delays: accounting.histogram)
         print(json)
         fflush(nil)

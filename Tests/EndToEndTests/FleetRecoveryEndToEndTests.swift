@@ -54,6 +54,25 @@ struct FleetRecoveryEndToEndTests {
         #expect(html.contains("fault end → its backlog delivered"))
     }
 
+    // A run that ends inside its fault (the drains' --timeout passes while connections are refused) measures the
+    // requests made during the fault so far, and no recovery: recovery_s and recovery_peak_rps are null; it exits 1,
+    // its logs pending.
+    @Test func aRunEndingInsideTheFaultHasNoRecoveryFigures() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let scenario = dir.file("down.json")
+        try Data(#"{"rules": [{"match": {"after_s": 0, "until_s": 600}, "action": "refuse"}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: scenario))
+        let report = dir.path + "/report"
+        let result = try runOutbox(["fleet", "--devices", "2", "--events", "5", "--scenario", scenario, "--report", report,
+                                    "--dir", dir.path + "/stores", "--timeout", "2"] + FleetEndToEndTests.fast, in: dir)
+        #expect(result.status == 1, "stderr: \(result.errors)")
+        #expect((jsonObject(result.output)["pending"] as? Int ?? 0) > 0)
+        let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
+        #expect((written["fault_requests_per_device_per_min"] as? Double ?? -1) > 0, "\(written)")
+        #expect(written["recovery_s"] is NSNull, "\(written)")
+        #expect(written["recovery_peak_rps"] is NSNull, "\(written)")
+    }
+
     // Without a fault window the recovery figures are null, and nothing is shaded.
     @Test func aRunWithoutAFaultHasNullRecoveryFigures() throws {
         let dir = TempDirectory(); defer { dir.remove() }
