@@ -351,10 +351,7 @@ final class FleetLoop: @unchecked Sendable {
         var probes = closedProbes
         for device in devices[..<nextToOpen] {
             guard let engine = device.engine else { continue }
-            if let status = try? engine.statusWaiting() {
-                device.requests = status.requests
-                device.probes = status.probes
-            }
+            if let counts = engine.requestCounts { (device.requests, device.probes) = counts }
             requests += device.requests
             probes += device.probes
         }

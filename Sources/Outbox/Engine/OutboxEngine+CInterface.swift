@@ -61,6 +61,14 @@ extension OutboxEngine {
     /// `finished` runs from a timer callback, never inside delivery's own bookkeeping, so it may call `shutdown()`
     /// in host mode. In host mode the drain holds the host's loop until `finished` ran (SPEC C7), since every
     /// other handle of the engine is unref'd. Without delivery `finished(true)` runs at the next turn.
+    /// SPEC F9: the requests this engine made and, of them, its probes (`EngineStatus.requests`, `.probes`), without
+    /// reading the store: the fleet adds them up across thousands of engines at every sample. On the loop thread only;
+    /// nil elsewhere or once stopped.
+    @_spi(CInterface) public var requestCounts: (requests: Int, probes: Int)? {
+        guard loop.isOnLoopThread, !core.isStopped else { return nil }
+        return (core.delivery?.counters.requests ?? 0, core.delivery?.counters.probes ?? 0)
+    }
+
     @_spi(CInterface) public func drain(forMs drainMs: UInt64, finished: @escaping @Sendable (_ drained: Bool) -> Void) {
         try? intake.submit(.analytics(.engineStopping(Moment.now(configuration.clock))), urgent: false)
         // On the loop thread the body below runs inline, before the group commit: what was tracked must be in the
