@@ -132,7 +132,11 @@ def event_ms(vendor, entry):
     (MockServer/OutboxMock/Vendors); None when the event carries none."""
     try:
         if vendor == "otlp":
-            return int(entry["timeUnixNano"]) / 1e6
+            # The mock's line holds the record as `logRecord` beside its resource and scope; OpenTelemetry's Python
+            # SDK sets only `observedTimeUnixNano` unless the caller passes a time (the mock's own rule).
+            record = entry.get("logRecord", entry)
+            nanos = int(record.get("timeUnixNano") or 0) or int(record["observedTimeUnixNano"])
+            return nanos / 1e6
         if vendor == "snowplow":
             return float(entry.get("ttm") or entry["dtm"])
         if vendor == "mixpanel":

@@ -46,6 +46,9 @@ class EventTime(unittest.TestCase):
         self.assertAlmostEqual(compare.event_ms("segment", {"timestamp": "2023-11-14T22:13:20.123+00:00"}), at, 3)
         self.assertAlmostEqual(compare.event_ms("posthog", {"timestamp": "2023-11-14T23:13:20.123+01:00"}), at, 3)
         self.assertEqual(compare.event_ms("otlp", {"timeUnixNano": "1700000000123000000"}), at)
+        # As /_mock/logs writes it: the record under `logRecord`; the Python SDK's records carry only the observed time.
+        self.assertEqual(compare.event_ms("otlp", {"vendor": "otlp", "logRecord": {"timeUnixNano": "1700000000123000000"}}), at)
+        self.assertEqual(compare.event_ms("otlp", {"logRecord": {"timeUnixNano": "0", "observedTimeUnixNano": "1700000000123000000"}}), at)
         self.assertEqual(compare.event_ms("snowplow", {"dtm": "1700000000000", "ttm": "1700000000123"}), at)
         self.assertEqual(compare.event_ms("snowplow", {"dtm": "1700000000123"}), at)
         self.assertAlmostEqual(compare.event_ms("mixpanel", {"properties": {"time": 1700000000.123}}), at, 3)
