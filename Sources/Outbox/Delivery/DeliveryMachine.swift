@@ -490,12 +490,7 @@ struct DeliveryMachine: Sendable {
             }
             flight.failedAttempts += 1
             guard !flight.isProbe, let delay = settings.retry.delay(afterFailedAttempts: flight.failedAttempts, using: &randomSource) else {
-                flights[key] = nil
-                actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept",
-                                            metadata: ["outbox.reason": reason])))
-                actions.append(.release(batchID: flight.batchID, seqs: seqs))
-                setStop(.retriesExhausted(sinceMs: nowMs, lastError: reason), into: &actions)
-                settle(key, failed: true, into: &actions)
+                exhausted(key, flight, reason: reason, nowMs: nowMs, into: &actions)
                 return
             }
             retries += 1
@@ -609,10 +604,8 @@ struct DeliveryMachine: Sendable {
             holds.stop = nil
         }
         holds.pipelinePausedUntilMs = nil
-        for key in flights.keys {
-            flights[key]?.failedAttempts = 0
-            if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: nowMs) }
-        }
+        for key in flights.keys { flights[key]?.failedAttempts = 0 }
+        makeRetriesDue(atMs: nowMs)
         if let recovery = settings.recovery {
             // SPEC R10: a fault ends with what ended it; a fleet that saw the same network change or update does not
             // come back in one instant: the first request waits 0–1 s, then the drain widens from one.
@@ -620,6 +613,13 @@ struct DeliveryMachine: Sendable {
             drainWidth = 1
             let jitter = recovery.drainJitterMs > 0 ? Int64.random(in: 0...recovery.drainJitterMs, using: &randomSource) : 0
             drainStartAtMs = nowMs + jitter
+        }
+    }
+
+    /// Every batch waiting for a retry goes at `atMs` (R6's reset, R9's recovery).
+    private mutating func makeRetriesDue(atMs: Int64) {
+        for key in flights.keys {
+            if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: atMs) }
         }
     }
 
@@ -632,9 +632,9 @@ struct DeliveryMachine: Sendable {
         guard let recovery = settings.recovery else { return }
         var flight = flight
         drainWidth = 1  // R10: any retryable failure narrows the drain to one request
-        if let retryAfterMs, retryAfterMs > 0 {
+        if let pause = settings.retry.pipelinePause(retryAfterMs: retryAfterMs, scheduledMs: 0) {
             // R9: the server's Retry-After is a floor for every request to it, probes included (capped as R4).
-            holds.pipelinePausedUntilMs = max(holds.pipelinePausedUntilMs ?? 0, nowMs + min(retryAfterMs, settings.retry.maxRetryAfterMs))
+            holds.pipelinePausedUntilMs = max(holds.pipelinePausedUntilMs ?? 0, nowMs + pause)
         }
         if flight.isProbe {
             flight.isProbe = false
@@ -659,13 +659,7 @@ struct DeliveryMachine: Sendable {
         }
         flight.failedAttempts += 1
         guard let delay = settings.retry.delay(afterFailedAttempts: flight.failedAttempts, using: &randomSource) else {
-            flights[key] = nil
-            actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept; probing goes on",
-                                        metadata: ["outbox.reason": reason])))
-            actions.append(.release(batchID: flight.batchID, seqs: flight.logs.map(\.seq)))
-            setStop(.retriesExhausted(sinceMs: nowMs, lastError: reason), into: &actions)
-            beginFault(nowMs: nowMs)
-            settle(key, failed: true, into: &actions)
+            exhausted(key, flight, reason: reason, nowMs: nowMs, into: &actions)
             return
         }
         retries += 1
@@ -675,6 +669,20 @@ struct DeliveryMachine: Sendable {
         actions.append(.log(LogLine(level: .info, message: "batch will be retried", metadata: [
             "outbox.batch": "\(key)", "outbox.attempt": "\(flight.failedAttempts)", "outbox.reason": reason,
             "outbox.retry_in_ms": "\(delay)", "outbox.probe_in_ms": "\((fault?.nextProbeAtMs ?? nowMs) - nowMs)"])))
+        settle(key, failed: true, into: &actions)
+    }
+
+    /// SPEC R5: a batch used its last attempt: its rows go back, sending is disabled (nothing deleted); with recovery
+    /// on, a fault holds and probing goes on (R9).
+    private mutating func exhausted(_ key: BatchKey, _ flight: Flight, reason: String, nowMs: Int64,
+                                    into actions: inout [Action]) {
+        flights[key] = nil
+        let probing = settings.recovery != nil ? "; probing goes on" : ""
+        actions.append(.log(LogLine(level: .error, message: "retries exhausted; sending disabled, data kept" + probing,
+                                    metadata: ["outbox.reason": reason])))
+        actions.append(.release(batchID: flight.batchID, seqs: flight.logs.map(\.seq)))
+        setStop(.retriesExhausted(sinceMs: nowMs, lastError: reason), into: &actions)
+        beginFault(nowMs: nowMs)
         settle(key, failed: true, into: &actions)
     }
 
@@ -700,9 +708,7 @@ struct DeliveryMachine: Sendable {
         if let ended = fault {
             fault = nil
             drainWidth = 1
-            for key in flights.keys {
-                if case .waitingRetry = flights[key]?.phase { flights[key]?.phase = .waitingRetry(atMs: nowMs) }
-            }
+            makeRetriesDue(atMs: nowMs)
             actions.append(.log(LogLine(level: .info, message: "the destination answers again; draining", metadata: [
                 "outbox.fault_ms": "\(nowMs - ended.sinceMs)", "outbox.probes": "\(ended.probes)"])))
         } else if let width = drainWidth {
@@ -738,7 +744,7 @@ struct DeliveryMachine: Sendable {
             }
         }
         guard var current = fault else { return false }
-        if flights.values.contains(where: { $0.phase == .inFlight }) { return false }  // one request at a time
+        if inFlightRequests > 0 { return false }  // one request at a time
         guard nowMs >= current.nextProbeAtMs else {
             wake = min(wake ?? current.nextProbeAtMs, current.nextProbeAtMs)
             return false
