@@ -35,9 +35,11 @@ enum ConfigDecoder {
         return members
     }
 
-    /// Keys that belong to one destination (SPEC D1): given with another, they are refused by name.
-    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp, "apiKey": .posthog, "writeKey": .segment,
-                                                                  "segmentProfile": .segment]
+    /// Keys that belong to one destination (SPEC D1), the C keys of the fields its spec owns: given with another,
+    /// they are refused by name.
+    static let destinationKeys: [String: Destination] = Dictionary(uniqueKeysWithValues: Destination.allCases.flatMap { destination in
+        destination.spec.fields.compactMap { field in Configuration.schema.first { $0.name == field }?.cKey }.map { ($0, destination) }
+    })
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(CFailure) {

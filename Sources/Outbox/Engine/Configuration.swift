@@ -158,12 +158,7 @@ public struct Configuration: Sendable {
             throw .invalidConfiguration("endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
         }
         // SPEC D1: a destination whose server identifies the project by a key cannot send without it.
-        if endpoint != nil, destination == .posthog, apiKey.isEmpty {
-            throw .invalidConfiguration("destination posthog needs apiKey, the project API key (phc_…)")
-        }
-        if endpoint != nil, destination == .segment, writeKey.isEmpty {
-            throw .invalidConfiguration("destination segment needs writeKey, the source's write key")
-        }
+        if let missingCredential { throw .invalidConfiguration(missingCredential) }
         for header in headers {
             if let problem = header.refusal(for: destination) { throw .invalidConfiguration(problem) }
         }

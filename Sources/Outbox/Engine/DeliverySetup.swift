@@ -14,7 +14,7 @@ struct DeliverySetup {
         return DeliveryDriver(
             queue: store, sender: try makeSender(configuration), timer: LoopTimer(loop: loop),
             settings: configuration.deliverySettings,
-            request: wire.request(endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
+            request: wire.request(endpoint: configuration.endpoint ?? "", headers: configuration.headers),
             clock: configuration.clock, logger: logger, device: device,
             clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
             bodyCompression: configuration.bodyCompression, boot: boot, wire: wire,
@@ -37,7 +37,7 @@ struct DeliverySetup {
         }
         // The wire is a value built from the configuration: the updated one replaces it whatever changed.
         let wire = updated.wire(installID: installID)
-        delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
+        delivery.reconfigure(wire.request(endpoint: endpoint, headers: updated.headers),
                              sender: sender, wire: wire)
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
                                                         "outbox.destination": "\(updated.destination)"])
