@@ -35,9 +35,11 @@ enum ConfigDecoder {
         return members
     }
 
-    /// Keys that belong to one destination (SPEC D1): given with another, they are refused by name.
-    static let destinationKeys: [String: Destination] = ["appSecret": .appCenter, "otlpEncoding": .otlp, "apiKey": .posthog, "writeKey": .segment,
-                                                                  "segmentProfile": .segment]
+    /// Keys that belong to one destination (SPEC D1), the C keys of the fields its spec owns: given with another,
+    /// they are refused by name.
+    static let destinationKeys: [String: Destination] = Dictionary(uniqueKeysWithValues: Destination.allCases.flatMap { destination in
+        destination.spec.fields.compactMap { field in Configuration.schema.first { $0.name == field }?.cKey }.map { ($0, destination) }
+    })
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(CFailure) {
@@ -70,117 +72,16 @@ enum ConfigDecoder {
         return (configuration, level)
     }
 
-    /// Sets one field. Bounds are left to `Configuration.validate()`, which names the field and its range.
+    /// Sets one field by its row of `Configuration.schema`. Bounds are left to `Configuration.validate()`, which names
+    /// the field and its range.
     static func apply(_ key: String, _ value: JSONValue, to c: inout Configuration) throws(CFailure) {
-        switch key {
-        case "storePath": c.storePath = try string(value, key)
-        case "maxStorageSize": c.maxStorageSize = try int(value, key)
-        case "maxLogCount": c.maxLogCount = try optional(value) { v throws(CFailure) in try int(v, key) }
-        case "maxLogAgeMs": c.maxLogAge = try duration(value, key)
-        case "maxDistinctEventNames": c.maxDistinctEventNames = try int(value, key)
-        case "groupCommitWindowMs": c.groupCommitWindow = try duration(value, key)
-        case "intakeCapacity": c.intakeCapacity = try int(value, key)
-        case "endpoint": c.endpoint = try optional(value) { v throws(CFailure) in try string(v, key) }
-        case "appSecret": c.appSecret = try string(value, key)
-        case "apiKey": c.apiKey = try string(value, key)
-        case "writeKey": c.writeKey = try string(value, key)
-        case "segmentProfile":
-            let name = try string(value, key)
-            do throws(OutboxError) {
-                c.segmentProfile = try SegmentProfile(name: name)
-            } catch {
-                throw CFailure(code: configError, message: "\(error)")
-            }
-        case "destination":
-            let name = try string(value, key)
-            do throws(OutboxError) {
-                c.destination = try Destination(name: name)
-            } catch {
-                throw CFailure(code: configError, message: "\(error)")
-            }
-        case "otlpEncoding":
-            let name = try string(value, key)
-            do throws(OutboxError) {
-                c.otlpEncoding = try OTLPEncoding(name: name)
-            } catch {
-                throw CFailure(code: configError, message: "\(error)")
-            }
-        case "headers":
-            guard case .object(let members) = value else { throw wrongType(key, "an object of strings (header name: value)", value) }
-            var headers: [HeaderField] = []
-            for member in members {
-                guard case .string(let text) = member.value else {
-                    throw CFailure(code: invalid, message: "configuration key 'headers': the value of header '\(member.key)' must be a string, got \(member.value.typeName)")
-                }
-                headers.append(HeaderField(member.key, text))
-            }
-            c.headers = headers
-        case "batchSize": c.batchSize = try int(value, key)
-        case "transmissionIntervalMs": c.transmissionInterval = try duration(value, key)
-        case "criticalTransmissionIntervalMs": c.criticalTransmissionInterval = try duration(value, key)
-        case "retryIntervalsMs":
-            guard case .array(let items) = value else { throw wrongType(key, "an array of integers (ms)", value) }
-            var intervals: [Duration] = []
-            for item in items { intervals.append(try duration(item, key)) }
-            c.retryIntervals = intervals
-        case "maxRetryAfterMs": c.maxRetryAfter = try duration(value, key)
-        case "probeIntervalMs": c.probeInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
-        case "recoveryProbe":
-            // null: R3/R5 alone (App Center's behaviour); an object: R9–R10 with its intervals, each optional.
-            c.recoveryProbe = try optional(value) { v throws(CFailure) in
-                guard case .object(let members) = v else { throw wrongType(key, "null or an object of intervals in ms", v) }
-                var probe = RecoveryProbe()
-                for member in members {
-                    let name = "\(key).\(member.key)"
-                    switch member.key {
-                    case "initialIntervalMs": probe.initialInterval = try duration(member.value, name)
-                    case "maxIntervalMs": probe.maxInterval = try duration(member.value, name)
-                    case "longFaultIntervalMs": probe.longFaultInterval = try duration(member.value, name)
-                    case "longFaultAfterMs": probe.longFaultAfter = try duration(member.value, name)
-                    case "drainJitterMs": probe.drainJitter = try duration(member.value, name)
-                    default:
-                        throw CFailure(code: invalid, message: "configuration key '\(key)': unknown member '\(member.key)' (initialIntervalMs, maxIntervalMs, longFaultIntervalMs, longFaultAfterMs, drainJitterMs)")
-                    }
-                }
-                return probe
-            }
-        case "dispatchIntervalMs": c.dispatchInterval = try optional(value) { v throws(CFailure) in try duration(v, key) }
-        case "requestTimeoutMs": c.requestTimeout = try duration(value, key)
-        case "caFile": c.caFile = try optional(value) { v throws(CFailure) in try string(v, key) }
-        case "storeKeyFile":
-            c.storeKey = try optional(value) { v throws(CFailure) in
-                let path = try string(v, key)
-                do throws(OutboxError) {
-                    return try StoreKey(contentsOfFile: path)
-                } catch {
-                    throw CFailure(code: configError, message: error.description)
-                }
-            }
-        case "clientCertificate": c.clientCertificate = try optional(value) { v throws(CFailure) in try string(v, key) }
-        case "clientKey": c.clientKey = try optional(value) { v throws(CFailure) in try string(v, key) }
-        case "pinnedPublicKey": c.pinnedPublicKey = try optional(value) { v throws(CFailure) in try string(v, key) }
-        case "bodyCompression":
-            let text = try string(value, key)
-            guard let compression = BodyCompression(argument: text) else {
-                throw CFailure(code: configError, message: "bodyCompression must be \"fast\" or \"zlib:1\" … \"zlib:9\", got '\(text)'")
-            }
-            c.bodyCompression = compression
-        case "clockSkewThresholdMs": c.clockSkewThreshold = try duration(value, key)
-        case "watchesNetwork": c.watchesNetwork = try bool(value, key)
-        case "appVersion": c.appVersion = try string(value, key)
-        case "appBuild": c.appBuild = try string(value, key)
-        case "appNamespace": c.appNamespace = try optional(value) { v throws(CFailure) in try string(v, key) }
-        case "sessionTimeoutMs": c.sessionTimeout = try duration(value, key)
-        case "sessionTracking":
-            switch try string(value, key) {
-            case "automatic": c.sessionTracking = .automatic
-            case "manual": c.sessionTracking = .manual
-            case let other: throw CFailure(code: configError, message: "sessionTracking must be \"automatic\" or \"manual\", got '\(other)'")
-            }
-        case "tracksAppLifecycle": c.tracksAppLifecycle = try bool(value, key)
-        case "testingAllowsValuesBelowBounds": c.testingAllowsValuesBelowBounds = try bool(value, key)
-        default: throw CFailure(code: configError, message: "unknown configuration key '\(key)'")
+        let known: Bool
+        do throws(ConfigurationValueError) {
+            known = try c.decode(key, value)
+        } catch {
+            throw CFailure(code: error.wrongType ? invalid : configError, message: error.message)
         }
+        guard known else { throw CFailure(code: configError, message: "unknown configuration key '\(key)'") }
     }
 
     // MARK: - Types
@@ -188,32 +89,10 @@ enum ConfigDecoder {
     private static let invalid: Int32 = -1
     private static let configError: Int32 = -2
 
-    private static func wrongType(_ key: String, _ expected: String, _ value: JSONValue) -> CFailure {
-        CFailure(code: invalid, message: "configuration key '\(key)' must be \(expected), got \(value.typeName)")
-    }
-
     private static func string(_ value: JSONValue, _ key: String) throws(CFailure) -> String {
-        guard case .string(let text) = value else { throw wrongType(key, "a string", value) }
+        guard case .string(let text) = value else {
+            throw CFailure(code: invalid, message: "configuration key '\(key)' must be a string, got \(value.typeName)")
+        }
         return text
-    }
-
-    private static func int(_ value: JSONValue, _ key: String) throws(CFailure) -> Int {
-        guard case .integer(let number) = value else { throw wrongType(key, "an integer", value) }
-        return Int(number)
-    }
-
-    private static func bool(_ value: JSONValue, _ key: String) throws(CFailure) -> Bool {
-        guard case .bool(let flag) = value else { throw wrongType(key, "true or false", value) }
-        return flag
-    }
-
-    private static func duration(_ value: JSONValue, _ key: String) throws(CFailure) -> Duration {
-        guard case .integer(let ms) = value else { throw wrongType(key, "an integer of milliseconds", value) }
-        return .milliseconds(ms)
-    }
-
-    private static func optional<T>(_ value: JSONValue, _ body: (JSONValue) throws(CFailure) -> T) throws(CFailure) -> T? {
-        if case .null = value { return nil }
-        return try body(value)
     }
 }

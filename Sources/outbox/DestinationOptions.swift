@@ -6,9 +6,13 @@ import Outbox
 /// SPEC D1: where `emit`, `demo` and `fleet` deliver — the destination, and headers for every request, given as
 /// flags or (kept out of `ps`) in a file.
 struct DestinationOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Where to deliver: \(Destination.all.map(\.name).joined(separator: ", ")) (default appcenter).",
-                               valueName: "name"))
-    var destination: String = Destination.appCenter.name
+    /// Read by `Destination(name:)` rather than argument-parser's own `ExpressibleByArgument` parse: its refusal lists
+    /// the destinations in the engine's words, as the C configuration's does.
+    @Option(help: ArgumentHelp("Where to deliver: \(Destination.allCases.map(\.name).joined(separator: ", ")) (default appcenter).",
+                               valueName: "name"),
+            completion: .list(Destination.allCases.map(\.name)),
+            transform: { name in try DestinationOptions.destination(named: name) })
+    var destination: Destination = .appCenter
     @Option(name: .customLong("header"), help: ArgumentHelp("A header for every request, 'Name: value' (repeatable).",
                                                              valueName: "header"))
     var headers: [String] = []
@@ -34,22 +38,41 @@ struct DestinationOptions: ParsableArguments {
     static let apiKeySecret = SecretOption.apiKey
     static let writeKeySecret = SecretOption.writeKey
 
+    /// The flag of each destination field this group holds, by its `Configuration.schema` name, and whether it was
+    /// given. App Center's `appSecret` is not here: `--app-secret` belongs to `emit` and `fleet` (the fleet always
+    /// gives its mock a secret), and is accepted with any destination.
+    var fieldFlags: [(field: String, flag: String, given: Bool)] {
+        [("otlpEncoding", "--otlp-encoding", otlpEncoding != nil),
+         ("apiKey", "--api-key", apiKey != nil || apiKeyFile != nil),
+         ("writeKey", "--write-key", writeKey != nil || writeKeyFile != nil),
+         ("segmentProfile", "--segment-profile", segmentProfile != nil)]
+    }
+
     func validate() throws {
-        let destination = try parsedDestination()
         _ = try parsedHeaders()
         _ = try parsedOTLPEncoding()
-        if otlpEncoding != nil && destination != .otlp {
-            throw ValidationError("--otlp-encoding belongs to --destination otlp, not to \(destination)")
-        }
-        if (apiKey != nil || apiKeyFile != nil) && destination != .posthog {
-            throw ValidationError("--api-key belongs to --destination posthog, not to \(destination)")
+        // SPEC D1: the fields another destination's spec owns are refused by their flags.
+        for other in Destination.allCases where other != destination {
+            let flags = fieldFlags.filter { other.spec.fields.contains($0.field) }
+            guard flags.contains(where: \.given) else { continue }
+            throw ValidationError("\(flags.map(\.flag).joined(separator: " and ")) \(flags.count == 1 ? "belongs" : "belong") to --destination \(other), not to \(destination)")
         }
         _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
-        if (writeKey != nil || writeKeyFile != nil || segmentProfile != nil) && destination != .segment {
-            throw ValidationError("--write-key and --segment-profile belong to --destination segment, not to \(destination)")
-        }
         _ = try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
         _ = try parsedSegmentProfile()
+    }
+
+    /// SPEC D1: the secret flag of the credential the destination's spec requires, if any.
+    var requiredSecret: SecretOption? {
+        destination.spec.credential.flatMap { credential in SecretOption.allCases.first { $0.field == credential.field } }
+    }
+
+    /// SPEC D1: the usage error for a destination sent to without its credential, given `resolved` — the secret from
+    /// its flag, file or environment. The default destination is chosen by `--endpoint` alone, so that names it.
+    func checkCredential(endpoint: String?, resolved: (SecretOption) throws -> String?) throws {
+        guard endpoint != nil, let secret = requiredSecret, try resolved(secret) == nil else { return }
+        let chooser = destination == Configuration(storePath: "").destination ? "--endpoint" : "--destination \(destination)"
+        throw ValidationError("\(chooser) needs \(secret.flag), \(secret.flag)-file or \(secret.environment)")
     }
 
     /// SPEC X3a: `--endpoint` as the engine will take it, or a usage error naming the flag and what is wrong.
@@ -72,14 +95,14 @@ struct DestinationOptions: ParsableArguments {
     /// (the whole URL, `/v1/logs` included: the engine uses an endpoint ending in its wire's path as it is) or
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` (the base, which gets `/v1/logs`).
     func environmentEndpoint() -> String? {
-        guard (try? parsedDestination()) == .otlp else { return nil }
+        guard destination == .otlp else { return nil }
         return Self.environment("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") ?? Self.environment("OTEL_EXPORTER_OTLP_ENDPOINT")
     }
 
     /// SPEC D1: for OTLP without `--header` or `--header-file`, `OTEL_EXPORTER_OTLP_LOGS_HEADERS` or
     /// `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-encoded (W3C Baggage).
     func environmentHeaders() throws -> [HeaderField] {
-        guard (try? parsedDestination()) == .otlp, headers.isEmpty, headerFile == nil else { return [] }
+        guard destination == .otlp, headers.isEmpty, headerFile == nil else { return [] }
         let variable = Self.environment("OTEL_EXPORTER_OTLP_LOGS_HEADERS") != nil ? "OTEL_EXPORTER_OTLP_LOGS_HEADERS" : "OTEL_EXPORTER_OTLP_HEADERS"
         guard let text = Self.environment(variable) else { return [] }
         var fields: [HeaderField] = []
@@ -99,9 +122,9 @@ struct DestinationOptions: ParsableArguments {
         return String(cString: value)
     }
 
-    func parsedDestination() throws -> Destination {
+    static func destination(named name: String) throws -> Destination {
         do {
-            return try Destination(name: destination)
+            return try Destination(name: name)
         } catch {
             throw ValidationError("--destination: \(Self.message(error))")
         }
@@ -135,20 +158,20 @@ struct DestinationOptions: ParsableArguments {
 
     /// The Segment write key given by flag, file or environment (`OUTBOX_WRITE_KEY`), else nil.
     func resolvedWriteKey() throws -> String? {
-        guard try parsedDestination() == .segment else { return nil }
+        guard destination == .segment else { return nil }
         return try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
     }
 
     /// The PostHog key given by flag, file or environment (`OUTBOX_API_KEY`), else nil.
     func resolvedAPIKey() throws -> String? {
-        guard try parsedDestination() == .posthog else { return nil }
+        guard destination == .posthog else { return nil }
         return try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
     }
 
     /// The destination's fields into `configuration`; `testKeys` stands in for a key not given (the demo's and the
     /// fleet's own mock takes any).
     func apply(to configuration: inout Configuration, testKeys: Bool = false) throws {
-        configuration.destination = try parsedDestination()
+        configuration.destination = destination
         configuration.apiKey = try resolvedAPIKey() ?? (testKeys ? "phc_outbox_test" : "")
         configuration.writeKey = try resolvedWriteKey() ?? (testKeys ? "outbox-test-write-key" : "")
         configuration.segmentProfile = try parsedSegmentProfile()

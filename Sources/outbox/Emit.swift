@@ -57,15 +57,12 @@ struct Emit: ParsableCommand {
         }
         if let rate, !(rate > 0) { throw ValidationError("--rate must be a positive number of events per second") }
         if waitDelivered && resolvedEndpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
-        if resolvedEndpoint != nil, try destination.parsedDestination() == .appCenter,
-           try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) == nil {
-            throw ValidationError("--endpoint needs --app-secret, --app-secret-file or OUTBOX_APP_SECRET")
-        }
-        if resolvedEndpoint != nil, try destination.parsedDestination() == .posthog, try destination.resolvedAPIKey() == nil {
-            throw ValidationError("--destination posthog needs --api-key, --api-key-file or OUTBOX_API_KEY")
-        }
-        if resolvedEndpoint != nil, try destination.parsedDestination() == .segment, try destination.resolvedWriteKey() == nil {
-            throw ValidationError("--destination segment needs --write-key, --write-key-file or OUTBOX_WRITE_KEY")
+        try destination.checkCredential(endpoint: resolvedEndpoint) { secret in
+            switch secret {
+            case .appSecret: try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
+            case .apiKey: try destination.resolvedAPIKey()
+            case .writeKey: try destination.resolvedWriteKey()
+            }
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")

@@ -98,7 +98,7 @@ struct Fleet: ParsableCommand {
         options.metricsPort = metricsPort
         options.deviceOffset = deviceOffset
         options.timeout = timeout
-        options.destination = try destination.parsedDestination()
+        options.destination = destination.destination
         let run = FleetRun(options: options, logger: logger)
         let code: Int32
         do {

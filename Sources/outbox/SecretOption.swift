@@ -15,6 +15,15 @@ enum SecretOption: CaseIterable, Sendable {
     /// The Segment-compatible source's write key.
     case writeKey
 
+    /// The `Configuration.schema` field it sets, as a destination's spec names its credential.
+    var field: String {
+        switch self {
+        case .appSecret: "appSecret"
+        case .apiKey: "apiKey"
+        case .writeKey: "writeKey"
+        }
+    }
+
     /// `--app-secret`.
     var flag: String {
         switch self {

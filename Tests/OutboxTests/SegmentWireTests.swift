@@ -8,7 +8,7 @@ struct SegmentWireTests {
     // SPEC D1: `{endpoint}/v1/batch` with HTTP Basic of the write key and an empty password.
     @Test func theWriteKeyGoesAsHTTPBasic() {
         let wire = SegmentWire(writeKey: "wk_123", profile: .segment, installID: UUID())
-        let request = wire.request(endpoint: "http://127.0.0.1:9/", credentials: WireCredentials(appSecret: "", installID: UUID(), headers: []))
+        let request = wire.request(endpoint: "http://127.0.0.1:9/", headers: [])
         #expect(request.url == "http://127.0.0.1:9/v1/batch")
         #expect(request.headers.contains { $0.0 == "Authorization" && $0.1 == "Basic " + Data("wk_123:".utf8).base64EncodedString() })
     }

@@ -180,12 +180,12 @@ final class DeliveryRig {
     let boot: Int64 = 7
     private(set) var driver: DeliveryDriver!
 
-    init(backlog: Int = 0, wire: any DeliveryWire = AppCenterWire(), _ change: (inout DeliveryMachine.Settings) -> Void = { _ in }) {
+    init(backlog: Int = 0, wire: any DeliveryWire = AppCenterWire(appSecret: "s3cret", installID: UUID()), _ change: (inout DeliveryMachine.Settings) -> Void = { _ in }) {
         var settings = DeliveryMachine.Settings()
         change(&settings)
         if backlog > 0 { queue.add(backlog, monoNs: clock.monoNs()) }
         driver = DeliveryDriver(queue: queue, sender: sender, timer: timer, settings: settings,
-                                request: .init(endpoint: "http://127.0.0.1:9", appSecret: "s3cret", installID: UUID()),
+                                request: AppCenterWire(appSecret: "s3cret", installID: UUID()).request(endpoint: "http://127.0.0.1:9", headers: []),
                                 clock: clock, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
                                 device: DeviceContext(), clockSkewThresholdMs: 1000, bodyCompression: .fast, boot: boot,
                                 random: IDGenerator(seed: 1), wire: wire)

@@ -287,7 +287,7 @@ struct DeliveryMachineTests {
         rig.advance(ms: 3_600_000)
         #expect(rig.sender.all.count == 1)
         #expect(rig.driver.disabledReason?.contains("401") == true)
-        rig.driver.reconfigure(.init(endpoint: "http://127.0.0.1:10", appSecret: "new", installID: UUID()))
+        rig.driver.reconfigure(AppCenterWire(appSecret: "new", installID: UUID()).request(endpoint: "http://127.0.0.1:10", headers: []))
         #expect(rig.sender.all.count == 2)
         let request = rig.sender.all[1].request
         #expect(request.url.hasPrefix("http://127.0.0.1:10/logs"))

@@ -5,13 +5,13 @@ import Testing
 /// A wire for the seam's tests: a path and a body of its own, and small limits.
 private struct TestWire: DeliveryWire {
     var destination: Destination { .appCenter }
-    static let ownHeaders = ["Content-Type", "Content-Encoding", "Install-ID"]
+    var installID = UUID()
     var path = "/test"
     var maxRequestBytes: Int? = nil
     var maxLogBytes: Int? = nil
 
-    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        .init(url: endpoint + path, headers: [("Content-Type", "application/x-test")] + commonHeaders(credentials))
+    func request(endpoint: String, headers: [HeaderField]) -> DeliveryDriver.RequestSettings {
+        .init(url: endpoint + path, headers: [("Content-Type", "application/x-test")] + commonHeaders(headers))
     }
 
     /// `[i,i,…]` of the logs' `i`, each padded by its payload's length.
@@ -60,9 +60,7 @@ struct DestinationSeamTests {
         #expect(rig.sender.open.first?.request.url.hasSuffix("/logs?api-version=1.0.0") == true)
         rig.sender.answer(503)
         let wire = TestWire(path: "/elsewhere")
-        rig.driver.reconfigure(wire.request(endpoint: "http://127.0.0.1:9",
-                                            credentials: WireCredentials(appSecret: "", installID: UUID(), headers: [])),
-                               wire: wire)
+        rig.driver.reconfigure(wire.request(endpoint: "http://127.0.0.1:9", headers: []), wire: wire)
         rig.advance(ms: 60_000)
         let resent = rig.sender.open.first
         #expect(resent?.request.url == "http://127.0.0.1:9/elsewhere")
@@ -73,8 +71,8 @@ struct DestinationSeamTests {
     // SPEC D1: the user's headers go with every request, after Install-ID; App Center's own stay first.
     @Test func theUsersHeadersFollowTheWiresOwn() {
         let id = UUID()
-        let request = AppCenterWire().request(endpoint: "http://h/", credentials: WireCredentials(
-            appSecret: "s", installID: id, headers: [HeaderField("X-Tenant", "t1")]))
+        let request = AppCenterWire(appSecret: "s", installID: id).request(endpoint: "http://h/",
+                                                                          headers: [HeaderField("X-Tenant", "t1")])
         #expect(request.url == "http://h/logs?api-version=1.0.0")
         #expect(request.headers.map(\.0) == ["Content-Type", "App-Secret", "Install-ID", "X-Tenant"])
         #expect(request.headers.last?.1 == "t1")
@@ -83,15 +81,14 @@ struct DestinationSeamTests {
     // SPEC D1: each wire declares the headers it sets, and sets no other of its own: a user header of one of those
     // names would go out twice.
     @Test func eachWireSetsOnlyTheHeadersItDeclares() {
-        let credentials = WireCredentials(appSecret: "s", installID: UUID(), headers: [])
-        for destination in Destination.all {
+        for destination in Destination.allCases {
             var configuration = Configuration(storePath: "/tmp/x")
             configuration.destination = destination
             configuration.apiKey = "k"
             configuration.writeKey = "k"
             let wire = configuration.wire(installID: UUID())
             let declared = Set(destination.wireHeaders.map { $0.lowercased() })
-            let sent = wire.request(endpoint: "http://h", credentials: credentials).headers.map { $0.0.lowercased() }
+            let sent = wire.request(endpoint: "http://h", headers: []).headers.map { $0.0.lowercased() }
             #expect(Set(sent).isSubset(of: declared), "\(destination) sends \(sent), declares \(declared)")
             // The driver adds Content-Encoding to compressed bodies on every wire.
             #expect(declared.contains("content-encoding"), "\(destination)")
@@ -140,7 +137,6 @@ struct DestinationSeamTests {
     // SPEC D1: an endpoint that already ends in the wire's path is the URL itself (OpenTelemetry's convention for
     // OTEL_EXPORTER_OTLP_LOGS_ENDPOINT); a base URL gets the path appended.
     @Test func anEndpointEndingInTheWiresPathIsUsedAsItIs() {
-        let credentials = WireCredentials(appSecret: "s", installID: UUID(), headers: [])
         let cases: [(Destination, String, String)] = [
             (.otlp, "http://h:4318", "http://h:4318/v1/logs"),
             (.otlp, "http://h:4318/", "http://h:4318/v1/logs"),
@@ -161,7 +157,7 @@ struct DestinationSeamTests {
         for (destination, endpoint, expected) in cases {
             var configuration = Configuration(storePath: "/tmp/x")
             configuration.destination = destination
-            let url = configuration.wire(installID: UUID()).request(endpoint: endpoint, credentials: credentials).url
+            let url = configuration.wire(installID: UUID()).request(endpoint: endpoint, headers: []).url
             #expect(url == expected, "\(destination) \(endpoint)")
         }
     }
@@ -171,7 +167,7 @@ struct DestinationSeamTests {
         let rig = DeliveryRig(wire: OTLPWire(encoding: .protobuf, installID: UUID()))
         rig.driver.reconfigure(OTLPWire(encoding: .protobuf, installID: UUID()).request(
             endpoint: "http://user:hunter2@127.0.0.1:9/v1/logs?token=hunter3&api-version=1",
-            credentials: WireCredentials(appSecret: "", installID: UUID(), headers: [])))
+            headers: []))
         rig.track(3)
         rig.driver.dispatch(completion: nil)
         rig.sender.answer(404, body: "no such path")

@@ -14,7 +14,7 @@ public enum DispatchResult: Sendable, Equatable {
 /// The thin shell around `DeliveryMachine`, which decides in pure code: it feeds the machine events with the time
 /// and the queue's counts, and carries out the actions it returns against a `BatchQueue` and an `HTTPSender`. It
 /// holds no delivery state of its own beyond what carrying out needs: the closures of waiters, the transfer id of
-/// each batch on the wire, and the encoder of request bodies. Loop-owned: every entry asserts the loop's thread.
+/// each batch on the wire, and the device contexts the wire encodes with. Loop-owned: every entry asserts the loop's thread.
 final class DeliveryDriver {
     private let queue: any BatchQueue
     private var sender: any HTTPSender
@@ -28,7 +28,8 @@ final class DeliveryDriver {
     private var machine: DeliveryMachine
     private let timer: any DeliveryTimer
     private var correction: ClockCorrection
-    private var encoder: BatchEncoder
+    /// The device contexts the wires read, by id (0: the current one); a few, dropped when they pile up.
+    private var contexts: [Int64: [UInt8]]
     /// SPEC W1: bodies of 1400 bytes and more are gzip-compressed. Nil if the compressor could not start: bodies
     /// then go uncompressed.
     private let compressor: BodyCompressor?
@@ -50,12 +51,6 @@ final class DeliveryDriver {
             self.url = url
             self.headers = headers
         }
-
-        /// App Center's (SPEC W1).
-        init(endpoint: String, appSecret: String, installID: UUID) {
-            self = AppCenterWire().request(endpoint: endpoint,
-                                           credentials: WireCredentials(appSecret: appSecret, installID: installID, headers: []))
-        }
     }
 
     /// The destination's wire (SPEC D1): encodes batches and reads answers; replaced by `update` (R8).
@@ -66,7 +61,7 @@ final class DeliveryDriver {
     init(queue: any BatchQueue, sender: any HTTPSender, timer: any DeliveryTimer, settings: DeliveryMachine.Settings,
          request: RequestSettings, clock: any OutboxClock, logger: Logger, device: DeviceContext,
          clockSkewThresholdMs: Int64, bodyCompression: BodyCompression, boot: Int64 = BootID.current,
-         random: IDGenerator = IDGenerator(), wire: any DeliveryWire = AppCenterWire(),
+         random: IDGenerator = IDGenerator(), wire: any DeliveryWire,
          assertOwner: @escaping () -> Void = {}) {
         self.queue = queue
         self.wire = wire
@@ -78,7 +73,7 @@ final class DeliveryDriver {
         self.boot = boot
         self.assertOwner = assertOwner
         self.correction = ClockCorrection(thresholdMs: clockSkewThresholdMs)
-        self.encoder = BatchEncoder(contexts: [0: device.json()])
+        self.contexts = [0: device.json()]
         self.compressor = BodyCompressor(bodyCompression)
         let waiting = (try? queue.waiting()) ?? Waiting()
         self.machine = DeliveryMachine(settings: settings, now: DeliveryNow(clock, boot: boot), waiting: waiting, random: random)
@@ -149,9 +144,9 @@ final class DeliveryDriver {
     func setDeviceContext(id: Int64, json: [UInt8]) {
         // A flapping network makes a version per change: older versions are dropped here and read back from the
         // store when a batch still needs them.
-        if encoder.contexts.count >= 64 { encoder.contexts.removeAll(keepingCapacity: true) }
-        encoder.contexts[id] = json
-        encoder.contexts[0] = json
+        if contexts.count >= 64 { contexts.removeAll(keepingCapacity: true) }
+        contexts[id] = json
+        contexts[0] = json
     }
 
     /// SPEC C8: cancels what is in flight (rows return to pending; the attempt does not count) and closes the
@@ -252,8 +247,8 @@ final class DeliveryDriver {
         var previous: Int64?
         for log in logs where log.context != previous {
             previous = log.context
-            if encoder.contexts[log.context] == nil, let json = try? queue.context(id: log.context) {
-                encoder.contexts[log.context] = json
+            if contexts[log.context] == nil, let json = try? queue.context(id: log.context) {
+                contexts[log.context] = json
             }
         }
     }
@@ -276,7 +271,7 @@ final class DeliveryDriver {
             handle(.transferOutcome(key, .refuse(status: 413, reason: tooLarge)))
             return
         }
-        var body = wire.encode(logs, contexts: encoder.contexts, times: times)
+        var body = wire.encode(logs, contexts: contexts, times: times)
         if let limit = wire.maxRequestBytes, body.count > limit {
             handle(.transferOutcome(key, .refuse(status: 413, reason:
                 "a body of \(body.count) bytes is over the \(wire.destination) limit of \(limit) bytes per request")))
@@ -321,8 +316,8 @@ final class DeliveryDriver {
         for log in logs {
             // A log far below the limit is not encoded twice: its record is at most about twice its payload plus
             // its device context (escapes, repeated device fields) and a fixed envelope.
-            if 2 * (log.payload.count + (encoder.contexts[log.context]?.count ?? 0)) + 4096 < limit { continue }
-            let size = wire.encode([log], contexts: encoder.contexts, times: times).count
+            if 2 * (log.payload.count + (contexts[log.context]?.count ?? 0)) + 4096 < limit { continue }
+            let size = wire.encode([log], contexts: contexts, times: times).count
             if size > limit {
                 return "a log of \(size) bytes is over the \(wire.destination) limit of \(limit) bytes per log"
             }

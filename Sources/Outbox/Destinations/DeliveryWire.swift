@@ -3,17 +3,18 @@ import FoundationEssentials
 /// The seam between delivery and a destination's wire (SPEC D1–D6). The delivery machine, the store, batching and
 /// the retry rules are the same for every destination; what differs sits behind this protocol: where a request goes
 /// and with which credentials, how a batch becomes a body, how large a request and a log may be, and what an
-/// answer means. A new wire is one conformer and a case of `Destination` (docs/ARCHITECTURE.md, "Destinations").
+/// answer means. A new wire is one conformer, its `DestinationSpec` and a case of `Destination` (docs/ARCHITECTURE.md,
+/// "Destinations"). A wire holds its credentials from its initialiser.
 ///
 /// Encoding happens at send time from the stored, wire-neutral log (D2), and is deterministic per log: a resend of
 /// a log carries the same record, but for the times stamped per attempt.
 protocol DeliveryWire: Sendable {
     var destination: Destination { get }
-    /// SPEC D1: every header this wire sets on a request (the driver's `Content-Encoding` included): a user header of
-    /// one of these names, in any case, is refused at configuration for this wire's destination.
-    static var ownHeaders: [String] { get }
-    /// The request's URL and its headers: content type and credentials (the driver adds `Content-Encoding`).
-    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings
+    /// The install the requests come from (`Install-ID`; the anonymous id of the vendors' events).
+    var installID: UUID { get }
+    /// The request's URL and its headers: content type, credentials and the user's `headers` (the driver adds
+    /// `Content-Encoding`).
+    func request(endpoint: String, headers: [HeaderField]) -> DeliveryDriver.RequestSettings
     /// The uncompressed body of a batch.
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8]
     /// The largest uncompressed request body the destination takes, in bytes (SPEC D6); nil: none of its own
@@ -23,13 +24,6 @@ protocol DeliveryWire: Sendable {
     var maxLogBytes: Int? { get }
     /// What an answer means for its batch: R1, plus what the wire adds.
     func outcome(of result: TransferResult, nowWallMs: Int64) -> DeliveryMachine.Outcome
-}
-
-/// What a wire may put in a request besides the logs: the secrets and the install (values, never logged).
-struct WireCredentials: Sendable {
-    var appSecret: String
-    var installID: UUID
-    var headers: [HeaderField]
 }
 
 /// The times one attempt stamps (SPEC A9, D7a): the send time, and each log's event time — corrected by the
@@ -95,55 +89,7 @@ extension DeliveryWire {
     }
 
     /// `Install-ID` (every wire sends it: a load balancer can route by it), then the user's own headers.
-    func commonHeaders(_ credentials: WireCredentials) -> [(String, String)] {
-        [("Install-ID", credentials.installID.uuidString.lowercased())] + credentials.headers.map { ($0.name, $0.value) }
-    }
-}
-
-extension Destination {
-    /// SPEC D1: the headers this destination's wire sets itself (`DeliveryWire.ownHeaders`).
-    public var wireHeaders: [String] {
-        switch self {
-        case .appCenter: AppCenterWire.ownHeaders
-        case .otlp: OTLPWire.ownHeaders
-        case .posthog: PostHogWire.ownHeaders
-        case .segment: SegmentWire.ownHeaders
-        }
-    }
-}
-
-extension Configuration {
-    /// The wire that speaks this configuration's destination.
-    func wire(installID: UUID) -> any DeliveryWire {
-        switch destination {
-        case .appCenter: AppCenterWire()
-        case .otlp: OTLPWire(encoding: otlpEncoding, installID: installID)
-        case .posthog: PostHogWire(apiKey: apiKey, installID: installID)
-        case .segment: SegmentWire(writeKey: writeKey, profile: segmentProfile, installID: installID)
-        }
-    }
-}
-
-/// App Center's wire (SPEC W1, W2): `{endpoint}/logs?api-version=1.0.0`, `App-Secret`, `{"sentAt","logs":[…]}`.
-struct AppCenterWire: DeliveryWire {
-    var destination: Destination { .appCenter }
-    static let ownHeaders = ["Content-Type", "Content-Encoding", "App-Secret", "Install-ID"]
-
-    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        return DeliveryDriver.RequestSettings(
-            url: Self.url(endpoint, "/logs", query: "api-version=1.0.0"),
-            headers: [("Content-Type", "application/json"), ("App-Secret", credentials.appSecret)]
-                + commonHeaders(credentials))
-    }
-
-    func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
-        BatchEncoder(contexts: contexts).encode(logs, sentAtMs: times.sentAtMs, timestamp: times.timestamp)
-    }
-}
-
-extension Configuration {
-    /// The secrets and headers a wire may put in its requests.
-    func credentials(installID: UUID) -> WireCredentials {
-        WireCredentials(appSecret: appSecret, installID: installID, headers: headers)
+    func commonHeaders(_ headers: [HeaderField]) -> [(String, String)] {
+        [("Install-ID", installID.uuidString.lowercased())] + headers.map { ($0.name, $0.value) }
     }
 }

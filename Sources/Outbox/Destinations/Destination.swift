@@ -4,9 +4,9 @@
 /// ```swift
 /// configuration.destination = .appCenter   // the default: App Center's wire, `App-Secret` from `appSecret`
 /// ```
-public enum Destination: Sendable, Equatable, CustomStringConvertible {
+public enum Destination: String, Sendable, Equatable, CaseIterable, CustomStringConvertible {
     /// Microsoft App Center's ingestion wire (SPEC W): `POST {endpoint}/logs?api-version=1.0.0` with `App-Secret`.
-    case appCenter
+    case appCenter = "appcenter"
     /// OpenTelemetry OTLP/HTTP logs: `POST {endpoint}/v1/logs`, protobuf or OTLP/JSON (`otlpEncoding`); credentials,
     /// if the collector wants any, go in `headers`.
     case otlp
@@ -16,28 +16,32 @@ public enum Destination: Sendable, Equatable, CustomStringConvertible {
     /// `segmentProfile` picks Segment's or RudderStack's forms.
     case segment
 
-    /// Every destination, by its command-line and C name.
-    public static let all: [Destination] = [.appCenter, .otlp, .posthog, .segment]
-
-    /// The name the command line (`--destination`) and the C configuration (`"destination"`) use.
-    public var name: String {
-        switch self {
-        case .appCenter: "appcenter"
-        case .otlp: "otlp"
-        case .posthog: "posthog"
-        case .segment: "segment"
-        }
-    }
+    /// The name the command line (`--destination`) and the C configuration (`"destination"`) use: the raw value.
+    public var name: String { rawValue }
 
     public var description: String { name }
 
     /// The destination named `name`; an unknown name is refused listing the known ones.
     public init(name: String) throws(OutboxError) {
-        guard let known = Self.all.first(where: { $0.name == name }) else {
-            throw .invalidConfiguration("unknown destination '\(name)': the destinations are \(Self.all.map(\.name).joined(separator: ", "))")
+        guard let known = Self(rawValue: name) else {
+            throw .invalidConfiguration("unknown destination '\(name)': the destinations are \(Self.allCases.map(\.name).joined(separator: ", "))")
         }
         self = known
     }
+
+    /// What the destination is (SPEC D1): its fields, its credential, its headers and its wire, declared beside the
+    /// wire. The one switch over destinations in the library: everything else reads the spec.
+    package var spec: DestinationSpec {
+        switch self {
+        case .appCenter: AppCenterWire.spec
+        case .otlp: OTLPWire.spec
+        case .posthog: PostHogWire.spec
+        case .segment: SegmentWire.spec
+        }
+    }
+
+    /// SPEC D1: the headers this destination's wire sets itself (a user header of one of these names is refused).
+    public var wireHeaders: [String] { spec.headers }
 }
 
 /// One header the user adds to every request (a proxy's token, a tenant): `Name: value`.
@@ -69,10 +73,11 @@ public struct HeaderField: Sendable, Equatable, CustomStringConvertible {
     /// Headers the transport sets or that would change how the body is read, and those every wire sets: the user
     /// may not set them whatever the destination. A header only some wires set (`App-Secret`, `Authorization`) is
     /// refused for those (`refusal(for:)`).
-    static let reserved: Set<String> = Set(["content-length", "transfer-encoding", "host", "connection", "expect"])
-        .union(Destination.all.dropFirst().reduce(Set(Destination.all[0].wireHeaders.map { $0.lowercased() })) {
-            $0.intersection($1.wireHeaders.map { $0.lowercased() })
-        })
+    static let reserved: Set<String> = {
+        let perWire = Destination.allCases.map { Set($0.wireHeaders.map { $0.lowercased() }) }
+        let everyWire = perWire.dropFirst().reduce(perWire.first ?? []) { $0.intersection($1) }
+        return Set(["content-length", "transfer-encoding", "host", "connection", "expect"]).union(everyWire)
+    }()
 
     /// Why the header cannot be sent to `destination` (SPEC D1): its wire sets a header of that name itself, which
     /// would go out twice. The message names the header and the destination, never the value.

@@ -14,16 +14,20 @@ struct OTLPWire: DeliveryWire {
     var installID: UUID
 
     var destination: Destination { .otlp }
-    static let ownHeaders = ["Content-Type", "Content-Encoding", "Install-ID"]
+    /// No credential of its own: a collector that wants one takes it in the user's `headers`.
+    static let spec = DestinationSpec(
+        destination: .otlp, fields: ["otlpEncoding"], credential: nil,
+        headers: ["Content-Type", "Content-Encoding", "Install-ID"],
+        makeWire: { configuration, installID in OTLPWire(encoding: configuration.otlpEncoding, installID: installID) })
     /// SPEC D6: our own cap, the default of the gRPC hops many collectors relay through.
     var maxRequestBytes: Int? { 4 * 1024 * 1024 }
 
     /// The semantic conventions the attributes follow.
     static let schemaURL = "https://opentelemetry.io/schemas/1.44.0"
 
-    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        return DeliveryDriver.RequestSettings(url: Self.url(endpoint, "/v1/logs"),
-                                              headers: [("Content-Type", encoding.contentType)] + commonHeaders(credentials))
+    func request(endpoint: String, headers: [HeaderField]) -> DeliveryDriver.RequestSettings {
+        DeliveryDriver.RequestSettings(url: Self.url(endpoint, "/v1/logs"),
+                                       headers: [("Content-Type", encoding.contentType)] + commonHeaders(headers))
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {

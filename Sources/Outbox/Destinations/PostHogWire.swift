@@ -10,14 +10,19 @@ struct PostHogWire: DeliveryWire {
     var installID: UUID
 
     var destination: Destination { .posthog }
-    static let ownHeaders = ["Content-Type", "Content-Encoding", "Install-ID"]
+    static let spec = DestinationSpec(
+        destination: .posthog, fields: ["apiKey"],
+        credential: DestinationCredential(field: "apiKey", keyPath: \.apiKey,
+                                          missing: "destination posthog needs apiKey, the project API key (phc_…)"),
+        headers: ["Content-Type", "Content-Encoding", "Install-ID"],
+        makeWire: { configuration, installID in PostHogWire(apiKey: configuration.apiKey, installID: installID) })
     /// SPEC D6: PostHog's capture takes 20 MB a request and about 1 MB an event (Kafka's message cap).
     var maxRequestBytes: Int? { 20_000_000 }
     var maxLogBytes: Int? { 1_000_000 }
 
-    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
-        return DeliveryDriver.RequestSettings(url: Self.url(endpoint, "/batch/"),
-                                              headers: [("Content-Type", "application/json")] + commonHeaders(credentials))
+    func request(endpoint: String, headers: [HeaderField]) -> DeliveryDriver.RequestSettings {
+        DeliveryDriver.RequestSettings(url: Self.url(endpoint, "/batch/"),
+                                       headers: [("Content-Type", "application/json")] + commonHeaders(headers))
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {

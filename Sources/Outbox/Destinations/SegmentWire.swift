@@ -11,16 +11,23 @@ struct SegmentWire: DeliveryWire {
     var installID: UUID
 
     var destination: Destination { .segment }
-    static let ownHeaders = ["Content-Type", "Content-Encoding", "Authorization", "Install-ID"]
+    static let spec = DestinationSpec(
+        destination: .segment, fields: ["writeKey", "segmentProfile"],
+        credential: DestinationCredential(field: "writeKey", keyPath: \.writeKey,
+                                          missing: "destination segment needs writeKey, the source's write key"),
+        headers: ["Content-Type", "Content-Encoding", "Authorization", "Install-ID"],
+        makeWire: { configuration, installID in
+            SegmentWire(writeKey: configuration.writeKey, profile: configuration.segmentProfile, installID: installID)
+        })
     /// SPEC D6: Segment takes 500 KB a request and 32 KB a message.
     var maxRequestBytes: Int? { 500_000 }
     var maxLogBytes: Int? { 32_000 }
 
-    func request(endpoint: String, credentials: WireCredentials) -> DeliveryDriver.RequestSettings {
+    func request(endpoint: String, headers: [HeaderField]) -> DeliveryDriver.RequestSettings {
         let basic = Data((writeKey + ":").utf8).base64EncodedString()
         return DeliveryDriver.RequestSettings(
             url: Self.url(endpoint, "/v1/batch"),
-            headers: [("Content-Type", "application/json"), ("Authorization", "Basic " + basic)] + commonHeaders(credentials))
+            headers: [("Content-Type", "application/json"), ("Authorization", "Basic " + basic)] + commonHeaders(headers))
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {

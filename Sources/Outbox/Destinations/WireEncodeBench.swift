@@ -5,19 +5,11 @@ import Glibc
 /// encoder's share of D10's loop CPU per event. For the bench only; `package` so that it can reach the wires.
 package enum WireEncodeBench {
     /// Nanoseconds of thread CPU per log to encode `rounds` batches of `batchSize` events, each event the one
-    /// `properties(index)` describes, for the destination named (`appcenter`, `otlp`, `otlp-json`).
+    /// `properties(index)` describes, for the destination named (`appcenter`, `otlp`, …), or OTLP in an encoding
+    /// (`otlp-json`).
     package static func nsPerLog(wire name: String, batchSize: Int, rounds: Int,
                                  properties: (Int) -> [String: PropertyValue]) throws -> Double {
-        let installID = UUID()
-        let wire: any DeliveryWire
-        switch name {
-        case "appcenter": wire = AppCenterWire()
-        case "otlp": wire = OTLPWire(encoding: .protobuf, installID: installID)
-        case "otlp-json": wire = OTLPWire(encoding: .json, installID: installID)
-        case "posthog": wire = PostHogWire(apiKey: "phc_bench", installID: installID)
-        case "segment": wire = SegmentWire(writeKey: "bench", profile: .segment, installID: installID)
-        default: throw OutboxError.invalidConfiguration("encode bench: unknown wire '\(name)'")
-        }
+        let wire = try Self.wire(named: name)
         let stamp = Stamp.bytes(sid: UUIDBytes(high: 0x0193_0000_0000_7000, low: 0x8000_0000_0000_0001), userID: nil)
         var logs: [StoredLog] = []
         for index in 0..<batchSize {
@@ -40,6 +32,24 @@ package enum WireEncodeBench {
         for _ in 0..<rounds { bytes &+= wire.encode(logs, contexts: contexts, times: times).count }
         let elapsed = threadCPUNs() - start
         return bytes > 0 ? Double(elapsed) / Double(rounds * batchSize) : 0
+    }
+
+    /// The wire its destination's spec makes, its credential a placeholder: `destination` or `otlp-ENCODING`.
+    static func wire(named name: String) throws(OutboxError) -> any DeliveryWire {
+        let parts = name.split(separator: "-", maxSplits: 1).map(String.init)
+        guard let destination = parts.first.flatMap(Destination.init(rawValue:)) else {
+            throw .invalidConfiguration("encode bench: unknown wire '\(name)'")
+        }
+        var configuration = Configuration(storePath: "")
+        configuration.destination = destination
+        if let credential = destination.spec.credential { configuration[keyPath: credential.keyPath] = "bench" }
+        if parts.count > 1 {
+            guard destination == .otlp, let encoding = OTLPEncoding(rawValue: parts[1]) else {
+                throw .invalidConfiguration("encode bench: unknown wire '\(name)'")
+            }
+            configuration.otlpEncoding = encoding
+        }
+        return configuration.wire(installID: UUID())
     }
 
     private static func threadCPUNs() -> Int64 {

@@ -146,43 +146,20 @@ public struct Configuration: Sendable {
     /// Checks every field; the error names the field, its bounds and the value given.
     public func validate() throws(OutboxError) {
         guard !storePath.isEmpty else { throw .invalidConfiguration("storePath is empty: give the path of the SQLite file") }
-        try check(.maxStorageSize, Int64(maxStorageSize))
-        if let maxLogCount { try check(.maxLogCount, Int64(maxLogCount)) }
-        if let pageCacheSize { try check(.pageCacheSize, Int64(pageCacheSize)) }
-        if let diskReserveSize { try check(.diskReserveSize, Int64(diskReserveSize)) }
-        try check(.maxLogAge, maxLogAge.components.seconds)
-        try check(.maxDistinctEventNames, Int64(maxDistinctEventNames))
-        try check(.groupCommitWindow, groupCommitWindow.milliseconds)
-        try check(.intakeCapacity, Int64(intakeCapacity))
+        guard retryIntervals.count <= 10 else {
+            throw .invalidConfiguration("retryIntervals holds at most 10 intervals, got \(retryIntervals.count)")
+        }
+        // The numeric fields, each against its row's bounds (`Configuration.schema`).
+        try checkBounds()
         if let endpoint, let problem = Self.endpointProblem(endpoint) {
             throw .invalidConfiguration("endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
         }
         // SPEC D1: a destination whose server identifies the project by a key cannot send without it.
-        if endpoint != nil, destination == .posthog, apiKey.isEmpty {
-            throw .invalidConfiguration("destination posthog needs apiKey, the project API key (phc_…)")
-        }
-        if endpoint != nil, destination == .segment, writeKey.isEmpty {
-            throw .invalidConfiguration("destination segment needs writeKey, the source's write key")
-        }
+        if let missingCredential { throw .invalidConfiguration(missingCredential) }
         for header in headers {
             if let problem = header.refusal(for: destination) { throw .invalidConfiguration(problem) }
         }
-        try check(.batchSize, Int64(batchSize))
-        try check(.transmissionInterval, transmissionInterval.milliseconds)
-        try check(.criticalTransmissionInterval, criticalTransmissionInterval.milliseconds,
-                  maximum: max(transmissionInterval.milliseconds, 1))
-        guard retryIntervals.count <= 10 else {
-            throw .invalidConfiguration("retryIntervals holds at most 10 intervals, got \(retryIntervals.count)")
-        }
-        for interval in retryIntervals { try check(.retryIntervals, interval.milliseconds, name: "each of retryIntervals") }
-        try check(.maxRetryAfter, maxRetryAfter.milliseconds)
-        if let probeInterval { try check(.probeInterval, probeInterval.milliseconds) }
         if let recoveryProbe { try recoveryProbe.validate(testing: testingAllowsValuesBelowBounds) }
-        // SPEC C6: 0 or less is manual dispatch; only a period is bounded.
-        if let dispatchInterval, dispatchInterval > .zero { try check(.dispatchInterval, dispatchInterval.milliseconds) }
-        try check(.requestTimeout, requestTimeout.milliseconds)
-        try check(.clockSkewThreshold, clockSkewThreshold.milliseconds)
-        try check(.sessionTimeout, sessionTimeout.milliseconds)
         if case .zlib(let level) = bodyCompression, !(1...9).contains(level) {
             throw .invalidConfiguration("bodyCompression's zlib level must be between 1 and 9, got \(level)")
         }
@@ -224,7 +201,7 @@ public struct Configuration: Sendable {
 
     /// `value` in `field`'s unit against its bounds (SPEC's, or testing's lower ones); the error names the field,
     /// the bounds and the value.
-    private func check(_ field: BoundedField, _ value: Int64, maximum: Int64? = nil, name: String? = nil) throws(OutboxError) {
+    func check(_ field: BoundedField, _ value: Int64, maximum: Int64? = nil, name: String? = nil) throws(OutboxError) {
         var range = field.range(testing: testingAllowsValuesBelowBounds)
         if let maximum { range = range.lowerBound...max(range.lowerBound, min(range.upperBound, maximum)) }
         guard range.contains(value) else {

@@ -1,15 +1,52 @@
-/// The configuration's fields in one table: each field's C key, whether `update` may change it (SPEC R8), and for
-/// the numeric ones their unit and bounds. `validate()`, `update`'s refusals, the C decoder's keys and the command
-/// line's flag checks read it, so that they cannot drift apart; a test checks that every stored property of
-/// `Configuration` has a row.
+import FoundationEssentials
+
+/// The configuration's fields in one table, and the table drives them: each field's key path, its C key and how a C
+/// JSON value becomes the field (`decode`, `encode`), its bounds (`validate()` loops over the bounded rows), and what
+/// a change at run time touches (`applies`: `update` refuses a field that touches nothing, SPEC R8, and reconfigures
+/// the union of what the changed fields touch). The command line's flag checks read the bounds too, so that they
+/// cannot drift apart; a test checks that every stored property of `Configuration` has a row.
 public struct ConfigurationField: Sendable {
     /// The Swift field's name.
     public let name: String
     /// The key of `outbox_open`'s JSON (durations carry an `Ms` suffix); nil: no C key (the loop, the logger, …).
     public let cKey: String?
-    /// Whether `OutboxEngine.update` / `outbox_update` may change it on a running engine.
-    public let changeable: Bool
+    /// SPEC R8: what applying a change on a running engine touches; empty: fixed at start.
+    public let applies: ConfigurationApplyTargets
+    /// The numeric bounds `validate()` checks the field against, if it has any.
+    public let bounds: BoundedField?
+    let keyPath: PartialKeyPath<Configuration> & Sendable
     let differs: @Sendable (Configuration, Configuration) -> Bool
+    /// Sets the field from its C JSON value (nil: no C key, or one decoded apart: `storePath` first of all).
+    let decode: (@Sendable (JSONValue, inout Configuration) throws(ConfigurationValueError) -> Void)?
+    /// The field as C JSON would give it; nil where the JSON names something the engine reads (`storeKeyFile`).
+    let encode: (@Sendable (Configuration) -> JSONValue)?
+    /// The values `validate()` checks against `bounds`, in its unit: none for an unset optional, one per interval of a list.
+    let measure: (@Sendable (Configuration) -> [Int64])?
+
+    /// Whether `OutboxEngine.update` / `outbox_update` may change it on a running engine.
+    public var changeable: Bool { !applies.isEmpty }
+}
+
+/// SPEC R8: the parts of a running engine a changed field reaches.
+public struct ConfigurationApplyTargets: OptionSet, Sendable, Hashable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    /// The wire and its request (URL, credentials, headers), made again from the configuration.
+    public static let wire = Self(rawValue: 1)
+    /// The HTTP client: a new one (or lane of the shared one) with the new TLS and timeout settings.
+    public static let transport = Self(rawValue: 2)
+    /// The reachability watcher, told the new endpoint (a loopback one needs no network, SPEC N1).
+    public static let reachability = Self(rawValue: 4)
+    /// The store's key: stored rows are sealed again under the new one (SPEC K1).
+    public static let storeKey = Self(rawValue: 8)
+}
+
+/// Why a C JSON value cannot be a field: `wrongType` when it is not of the field's JSON type (OUTBOX_EINVAL), else a
+/// value the field does not take (OUTBOX_ECONFIG). The message names the key, never a secret's value.
+package struct ConfigurationValueError: Error {
+    package let wrongType: Bool
+    package let message: String
 }
 
 /// The unit a bounded field is checked in, and how a message writes it.
@@ -71,6 +108,14 @@ public enum BoundedField: String, CaseIterable, Sendable {
         }
     }
 
+    /// How a refusal names the field: a list's bound holds for each of its items.
+    var messageName: String { self == .retryIntervals ? "each of retryIntervals" : rawValue }
+
+    /// A bound that another field sets: the critical interval is at most the normal one (SPEC C2).
+    func maximum(in configuration: Configuration) -> Int64? {
+        self == .criticalTransmissionInterval ? max(configuration.transmissionInterval.milliseconds, 1) : nil
+    }
+
     /// The accepted range, with or without testing's lower bounds.
     public func range(testing: Bool) -> ClosedRange<Int64> {
         let bounds = self.bounds
@@ -79,64 +124,99 @@ public enum BoundedField: String, CaseIterable, Sendable {
 }
 
 extension Configuration {
-    /// Every stored property of `Configuration`, in declaration order.
+    /// Every stored property of `Configuration`, in declaration order. `clock`, `logger`, `runMode` and
+    /// `sharedTransport` have no C key and no value to compare but their identity: their rows say only how they differ.
     public static let schema: [ConfigurationField] = [
-        field("storePath", "storePath") { $0.storePath != $1.storePath },
-        field("maxStorageSize", "maxStorageSize") { $0.maxStorageSize != $1.maxStorageSize },
-        field("maxLogCount", "maxLogCount") { $0.maxLogCount != $1.maxLogCount },
-        field("maxLogAge", "maxLogAgeMs") { $0.maxLogAge != $1.maxLogAge },
-        field("maxDistinctEventNames", "maxDistinctEventNames") { $0.maxDistinctEventNames != $1.maxDistinctEventNames },
-        field("groupCommitWindow", "groupCommitWindowMs") { $0.groupCommitWindow != $1.groupCommitWindow },
-        field("intakeCapacity", "intakeCapacity") { $0.intakeCapacity != $1.intakeCapacity },
-        field("pageCacheSize", nil) { $0.pageCacheSize != $1.pageCacheSize },
-        field("diskReserveSize", nil) { $0.diskReserveSize != $1.diskReserveSize },
-        field("exclusiveStoreLock", nil) { $0.exclusiveStoreLock != $1.exclusiveStoreLock },
-        field("sharedTransport", nil) { $0.sharedTransport.map(ObjectIdentifier.init) != $1.sharedTransport.map(ObjectIdentifier.init) },
-        field("storeKey", "storeKeyFile", changeable: true) { $0.storeKey != $1.storeKey },
-        field("clock", nil) { ObjectIdentifier(type(of: $0.clock)) != ObjectIdentifier(type(of: $1.clock)) },
-        field("logger", nil) { $0.logger.label != $1.logger.label || $0.logger.logLevel != $1.logger.logLevel },
-        field("runMode", nil) { $0.runMode.loopPointer != $1.runMode.loopPointer },
-        field("endpoint", "endpoint", changeable: true) { $0.endpoint != $1.endpoint },
-        field("appSecret", "appSecret", changeable: true) { $0.appSecret != $1.appSecret },
-        field("destination", "destination", changeable: true) { $0.destination != $1.destination },
-        field("apiKey", "apiKey", changeable: true) { $0.apiKey != $1.apiKey },
-        field("writeKey", "writeKey", changeable: true) { $0.writeKey != $1.writeKey },
-        field("segmentProfile", "segmentProfile", changeable: true) { $0.segmentProfile != $1.segmentProfile },
-        field("otlpEncoding", "otlpEncoding", changeable: true) { $0.otlpEncoding != $1.otlpEncoding },
-        field("headers", "headers", changeable: true) { $0.headers != $1.headers },
-        field("batchSize", "batchSize") { $0.batchSize != $1.batchSize },
-        field("transmissionInterval", "transmissionIntervalMs") { $0.transmissionInterval != $1.transmissionInterval },
-        field("criticalTransmissionInterval", "criticalTransmissionIntervalMs") {
-            $0.criticalTransmissionInterval != $1.criticalTransmissionInterval
+        row(\.storePath, "storePath", "storePath", .string),
+        row(\.maxStorageSize, "maxStorageSize", "maxStorageSize", .integer, bounds: .maxStorageSize),
+        row(\.maxLogCount, "maxLogCount", "maxLogCount", .optional(.integer), bounds: .maxLogCount),
+        row(\.maxLogAge, "maxLogAge", "maxLogAgeMs", .milliseconds, bounds: .maxLogAge),
+        row(\.maxDistinctEventNames, "maxDistinctEventNames", "maxDistinctEventNames", .integer, bounds: .maxDistinctEventNames),
+        row(\.groupCommitWindow, "groupCommitWindow", "groupCommitWindowMs", .milliseconds, bounds: .groupCommitWindow),
+        row(\.intakeCapacity, "intakeCapacity", "intakeCapacity", .integer, bounds: .intakeCapacity),
+        row(\.pageCacheSize, "pageCacheSize", nil, nil, bounds: .pageCacheSize),
+        row(\.diskReserveSize, "diskReserveSize", nil, nil, bounds: .diskReserveSize),
+        row(\.exclusiveStoreLock, "exclusiveStoreLock", nil, nil),
+        explicit(\.sharedTransport, "sharedTransport") {
+            $0.sharedTransport.map(ObjectIdentifier.init) != $1.sharedTransport.map(ObjectIdentifier.init)
         },
-        field("retryIntervals", "retryIntervalsMs") { $0.retryIntervals != $1.retryIntervals },
-        field("maxRetryAfter", "maxRetryAfterMs") { $0.maxRetryAfter != $1.maxRetryAfter },
-        field("probeInterval", "probeIntervalMs") { $0.probeInterval != $1.probeInterval },
-        field("recoveryProbe", "recoveryProbe") { $0.recoveryProbe != $1.recoveryProbe },
-        field("dispatchInterval", "dispatchIntervalMs") { $0.dispatchInterval != $1.dispatchInterval },
-        field("requestTimeout", "requestTimeoutMs", changeable: true) { $0.requestTimeout != $1.requestTimeout },
-        field("caFile", "caFile", changeable: true) { $0.caFile != $1.caFile },
-        field("clientCertificate", "clientCertificate", changeable: true) { $0.clientCertificate != $1.clientCertificate },
-        field("clientKey", "clientKey", changeable: true) { $0.clientKey != $1.clientKey },
-        field("pinnedPublicKey", "pinnedPublicKey", changeable: true) { $0.pinnedPublicKey != $1.pinnedPublicKey },
-        field("bodyCompression", "bodyCompression") { $0.bodyCompression != $1.bodyCompression },
-        field("clockSkewThreshold", "clockSkewThresholdMs") { $0.clockSkewThreshold != $1.clockSkewThreshold },
-        field("watchesNetwork", "watchesNetwork") { $0.watchesNetwork != $1.watchesNetwork },
-        field("appVersion", "appVersion") { $0.appVersion != $1.appVersion },
-        field("appBuild", "appBuild") { $0.appBuild != $1.appBuild },
-        field("appNamespace", "appNamespace") { $0.appNamespace != $1.appNamespace },
-        field("sessionTimeout", "sessionTimeoutMs") { $0.sessionTimeout != $1.sessionTimeout },
-        field("sessionTracking", "sessionTracking") { $0.sessionTracking != $1.sessionTracking },
-        field("tracksAppLifecycle", "tracksAppLifecycle") { $0.tracksAppLifecycle != $1.tracksAppLifecycle },
-        field("testingIDSeed", nil) { $0.testingIDSeed != $1.testingIDSeed },
-        field("testingAllowsValuesBelowBounds", "testingAllowsValuesBelowBounds") {
-            $0.testingAllowsValuesBelowBounds != $1.testingAllowsValuesBelowBounds
-        },
+        row(\.storeKey, "storeKey", "storeKeyFile", .storeKeyFile, applies: .storeKey),
+        explicit(\.clock, "clock") { ObjectIdentifier(type(of: $0.clock)) != ObjectIdentifier(type(of: $1.clock)) },
+        explicit(\.logger, "logger") { $0.logger.label != $1.logger.label || $0.logger.logLevel != $1.logger.logLevel },
+        explicit(\.runMode, "runMode") { $0.runMode.loopPointer != $1.runMode.loopPointer },
+        row(\.endpoint, "endpoint", "endpoint", .optional(.string), applies: [.wire, .reachability]),
+        row(\.appSecret, "appSecret", "appSecret", .string, applies: .wire),
+        row(\.destination, "destination", "destination", .named(Destination.init(name:), name: \.name), applies: .wire),
+        row(\.apiKey, "apiKey", "apiKey", .string, applies: .wire),
+        row(\.writeKey, "writeKey", "writeKey", .string, applies: .wire),
+        row(\.segmentProfile, "segmentProfile", "segmentProfile", .named(SegmentProfile.init(name:), name: \.rawValue), applies: .wire),
+        row(\.otlpEncoding, "otlpEncoding", "otlpEncoding", .named(OTLPEncoding.init(name:), name: \.rawValue), applies: .wire),
+        row(\.headers, "headers", "headers", .headers, applies: .wire),
+        row(\.batchSize, "batchSize", "batchSize", .integer, bounds: .batchSize),
+        row(\.transmissionInterval, "transmissionInterval", "transmissionIntervalMs", .milliseconds, bounds: .transmissionInterval),
+        row(\.criticalTransmissionInterval, "criticalTransmissionInterval", "criticalTransmissionIntervalMs", .milliseconds,
+            bounds: .criticalTransmissionInterval),
+        row(\.retryIntervals, "retryIntervals", "retryIntervalsMs", .millisecondsList, bounds: .retryIntervals),
+        row(\.maxRetryAfter, "maxRetryAfter", "maxRetryAfterMs", .milliseconds, bounds: .maxRetryAfter),
+        row(\.probeInterval, "probeInterval", "probeIntervalMs", .optional(.milliseconds), bounds: .probeInterval),
+        row(\.recoveryProbe, "recoveryProbe", "recoveryProbe", .recoveryProbe),
+        row(\.dispatchInterval, "dispatchInterval", "dispatchIntervalMs", .optional(.milliseconds), bounds: .dispatchInterval),
+        row(\.requestTimeout, "requestTimeout", "requestTimeoutMs", .milliseconds, applies: .transport, bounds: .requestTimeout),
+        row(\.caFile, "caFile", "caFile", .optional(.string), applies: .transport),
+        row(\.clientCertificate, "clientCertificate", "clientCertificate", .optional(.string), applies: .transport),
+        row(\.clientKey, "clientKey", "clientKey", .optional(.string), applies: .transport),
+        row(\.pinnedPublicKey, "pinnedPublicKey", "pinnedPublicKey", .optional(.string), applies: .transport),
+        row(\.bodyCompression, "bodyCompression", "bodyCompression", .bodyCompression),
+        row(\.clockSkewThreshold, "clockSkewThreshold", "clockSkewThresholdMs", .milliseconds, bounds: .clockSkewThreshold),
+        row(\.watchesNetwork, "watchesNetwork", "watchesNetwork", .bool),
+        row(\.appVersion, "appVersion", "appVersion", .string),
+        row(\.appBuild, "appBuild", "appBuild", .string),
+        row(\.appNamespace, "appNamespace", "appNamespace", .optional(.string)),
+        row(\.sessionTimeout, "sessionTimeout", "sessionTimeoutMs", .milliseconds, bounds: .sessionTimeout),
+        row(\.sessionTracking, "sessionTracking", "sessionTracking", .sessionTracking),
+        row(\.tracksAppLifecycle, "tracksAppLifecycle", "tracksAppLifecycle", .bool),
+        row(\.testingIDSeed, "testingIDSeed", nil, nil),
+        row(\.testingAllowsValuesBelowBounds, "testingAllowsValuesBelowBounds", "testingAllowsValuesBelowBounds", .bool),
     ]
 
-    private static func field(_ name: String, _ cKey: String?, changeable: Bool = false,
-                              _ differs: @escaping @Sendable (Configuration, Configuration) -> Bool) -> ConfigurationField {
-        ConfigurationField(name: name, cKey: cKey, changeable: changeable, differs: differs)
+    /// A field of a comparable value, read from C JSON by `codec` (nil: no C key).
+    private static func row<Value: Equatable>(
+        _ keyPath: WritableKeyPath<Configuration, Value> & Sendable, _ name: String, _ cKey: String?, _ codec: FieldCodec<Value>?,
+        applies: ConfigurationApplyTargets = []
+    ) -> ConfigurationField {
+        let differs: @Sendable (Configuration, Configuration) -> Bool = { $0[keyPath: keyPath] != $1[keyPath: keyPath] }
+        var decode: (@Sendable (JSONValue, inout Configuration) throws(ConfigurationValueError) -> Void)?
+        var encode: (@Sendable (Configuration) -> JSONValue)?
+        if let codec {
+            let key = cKey ?? name
+            let decodeValue = codec.decode
+            decode = { (value: JSONValue, configuration: inout Configuration) throws(ConfigurationValueError) -> Void in
+                configuration[keyPath: keyPath] = try decodeValue(value, key)
+            }
+            if let encodeValue = codec.encode {
+                encode = { (configuration: Configuration) -> JSONValue in encodeValue(configuration[keyPath: keyPath]) }
+            }
+        }
+        return ConfigurationField(name: name, cKey: cKey, applies: applies, bounds: nil, keyPath: keyPath,
+                                  differs: differs, decode: decode, encode: encode, measure: nil)
+    }
+
+    /// A numeric field checked against `bounds` by `validate()`.
+    private static func row<Value: Equatable & BoundedValue>(
+        _ keyPath: WritableKeyPath<Configuration, Value> & Sendable, _ name: String, _ cKey: String?, _ codec: FieldCodec<Value>?,
+        applies: ConfigurationApplyTargets = [], bounds: BoundedField
+    ) -> ConfigurationField {
+        let plain = row(keyPath, name, cKey, codec, applies: applies)
+        return ConfigurationField(name: name, cKey: cKey, applies: applies, bounds: bounds, keyPath: keyPath,
+                                  differs: plain.differs, decode: plain.decode, encode: plain.encode,
+                                  measure: { $0[keyPath: keyPath].measured(in: bounds.unit) })
+    }
+
+    /// A field fixed at start with no C key, compared by `differs`.
+    private static func explicit<Value>(_ keyPath: KeyPath<Configuration, Value> & Sendable, _ name: String,
+                                        _ differs: @escaping @Sendable (Configuration, Configuration) -> Bool) -> ConfigurationField {
+        ConfigurationField(name: name, cKey: nil, applies: [], bounds: nil, keyPath: keyPath, differs: differs,
+                           decode: nil, encode: nil, measure: nil)
     }
 
     /// SPEC R8: the fields `OutboxEngine.update` may change.
@@ -145,6 +225,30 @@ extension Configuration {
     /// The names of the fields fixed at start that differ from `other`.
     func fixedFieldsChanged(from other: Configuration) -> [String] {
         Self.schema.filter { !$0.changeable && $0.differs(self, other) }.map(\.name)
+    }
+
+    /// SPEC R8: what an update from `previous` to this configuration reaches: the union of its changed fields' targets.
+    func applyTargets(changedFrom previous: Configuration) -> ConfigurationApplyTargets {
+        Self.schema.filter { $0.differs(self, previous) }.reduce(into: []) { $0.formUnion($1.applies) }
+    }
+
+    /// Sets the field of C key `key` from its JSON value; nil when no row has that key.
+    package mutating func decode(_ key: String, _ value: JSONValue) throws(ConfigurationValueError) -> Bool {
+        guard let decode = Self.schema.first(where: { $0.cKey == key })?.decode else { return false }
+        try decode(value, &self)
+        return true
+    }
+
+    /// `validate()`'s check of every bounded row, in the table's order; the error names the field, its bounds and the value.
+    func checkBounds() throws(OutboxError) {
+        for field in Self.schema {
+            guard let bounds = field.bounds, let measure = field.measure else { continue }
+            for value in measure(self) {
+                // SPEC C6: 0 or less is manual dispatch; only a period is bounded.
+                if bounds == .dispatchInterval && value <= 0 { continue }
+                try check(bounds, value, maximum: bounds.maximum(in: self), name: bounds.messageName)
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ struct DeliverySetup {
         return DeliveryDriver(
             queue: store, sender: try makeSender(configuration), timer: LoopTimer(loop: loop),
             settings: configuration.deliverySettings,
-            request: wire.request(endpoint: configuration.endpoint ?? "", credentials: configuration.credentials(installID: installID)),
+            request: wire.request(endpoint: configuration.endpoint ?? "", headers: configuration.headers),
             clock: configuration.clock, logger: logger, device: device,
             clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
             bodyCompression: configuration.bodyCompression, boot: boot, wire: wire,
@@ -22,12 +22,14 @@ struct DeliverySetup {
     }
 
     /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
-    /// old settings. A new transport only when its own settings changed (it keeps its connections otherwise).
-    func reconfigure(_ delivery: DeliveryDriver, to updated: Configuration, installID: UUID, previous: Configuration) {
+    /// old settings. A new transport only when a field of `.transport` changed (it keeps its connections otherwise),
+    /// a new wire when one of `.wire` did. Returns the wire made, and whether the transport was replaced.
+    func reconfigure(_ delivery: DeliveryDriver, to updated: Configuration, installID: UUID,
+                     targets: ConfigurationApplyTargets) -> (wire: (any DeliveryWire)?, transportReplaced: Bool) {
         loop.assertOnLoopThread()
-        guard let endpoint = updated.endpoint else { return }
+        guard let endpoint = updated.endpoint else { return (nil, false) }
         var sender: (any HTTPSender)?
-        if Self.transportOptions(updated) != Self.transportOptions(previous) {
+        if targets.contains(.transport) {
             do {
                 sender = try makeSender(updated)
             } catch {
@@ -35,12 +37,14 @@ struct DeliverySetup {
                              metadata: ["outbox.error": "\(error)"])
             }
         }
-        // The wire is a value built from the configuration: the updated one replaces it whatever changed.
+        // The wire is a value built from the configuration: its request is given again on every update (which
+        // restarts a stopped channel, R1), the same unless a field of the wire changed.
         let wire = updated.wire(installID: installID)
-        delivery.reconfigure(wire.request(endpoint: endpoint, credentials: updated.credentials(installID: installID)),
-                             sender: sender, wire: wire)
+        let newWire = targets.contains(.wire) ? wire : nil
+        delivery.reconfigure(wire.request(endpoint: endpoint, headers: updated.headers), sender: sender, wire: newWire)
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
                                                         "outbox.destination": "\(updated.destination)"])
+        return (newWire, sender != nil)
     }
 
     /// The engine's lane on the loop's shared transport when the host gave one (SPEC F4), else a transport of its own.

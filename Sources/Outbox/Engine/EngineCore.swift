@@ -278,8 +278,12 @@ final class EngineCore {
 
     // MARK: - Runtime reconfiguration (SPEC R8), reachability (SPEC N2)
 
+    /// SPEC R8: reconfigures what the changed fields reach, the union of their rows' targets (`Configuration.schema`).
     func reconfigure(_ updated: Configuration, installID: UUID, previous: Configuration) {
-        if let key = updated.storeKey, key != previous.storeKey {
+        let targets = updated.applyTargets(changedFrom: previous)
+        var applied = Reconfiguration(targets: targets)
+        if targets.contains(.storeKey), let key = updated.storeKey {
+            applied.storeKeyRotated = true
             // SPEC K1, R8: new values are sealed under the new key from now on; the stored ones, a step at a time.
             do {
                 try store.beginRotation(to: key)
@@ -290,11 +294,30 @@ final class EngineCore {
                              metadata: ["outbox.error": "\(error)"])
             }
         }
+        defer { lastReconfiguration = applied }
         guard let delivery else { return }
-        DeliverySetup(loop: loop, logger: logger).reconfigure(delivery, to: updated, installID: installID, previous: previous)
+        (applied.wire, applied.transportReplaced) = DeliverySetup(loop: loop, logger: logger)
+            .reconfigure(delivery, to: updated, installID: installID, targets: targets)
         // SPEC N1, R8: from loopback to a remote endpoint the network matters again, and back it no longer does.
-        if let endpoint = updated.endpoint, endpoint != previous.endpoint { reachability?.endpointChanged(to: endpoint) }
+        if targets.contains(.reachability), let endpoint = updated.endpoint, let reachability {
+            reachability.endpointChanged(to: endpoint)
+            applied.reachabilityEndpoint = endpoint
+        }
     }
+
+    /// What an update reached on the running engine (SPEC R8), for the tests that check that every changeable field
+    /// reaches its part.
+    struct Reconfiguration {
+        var targets: ConfigurationApplyTargets
+        /// The wire made again, when a field of the wire changed.
+        var wire: (any DeliveryWire)? = nil
+        var transportReplaced = false
+        var reachabilityEndpoint: String? = nil
+        var storeKeyRotated = false
+    }
+
+    /// The last update's reconfiguration (tests).
+    private(set) var lastReconfiguration: Reconfiguration?
 
     /// Whether an rtnetlink watcher runs now (SPEC N1; tests).
     var watchesNetworkNow: Bool { reachability?.isWatching ?? false }
