@@ -50,25 +50,19 @@ struct HeadVerdict {
 
 /// The scenario's (or the replay's) verdict on one request, with what the server recorded.
 struct Verdict {
-    enum Action {
-        case respond(HTTPResponse, delayMs: Int)
-        case refuse(untilNs: UInt64, durationSeconds: Double)
-        case reset, dropAfterBody, dropBeforeBody, hang, malformed
+    /// The fault as the connection carries it out: the answer written, the outage until a monotonic instant.
+    typealias Action = Fault<Answer, Outage>
 
-        var kind: FaultKind {
-            switch self {
-            case .respond: .respond
-            case .refuse: .refuse
-            case .reset: .reset
-            case .dropAfterBody: .dropAfterBody
-            case .dropBeforeBody: .dropBeforeBody
-            case .hang: .hang
-            case .malformed: .malformed
-            }
-        }
+    struct Answer {
+        var response: HTTPResponse
+        var delayMs: Int
+    }
 
-        /// What `/_mock/requests` and a recording call the `action`: the fault's kind, nil for an answer.
-        var name: String? { kind.isAction ? kind.rawValue : nil }
+    struct Outage {
+        /// When the port is bound again (monotonic ns).
+        var untilNs: UInt64
+        /// How long it stays closed: `duration_s`, else until the rule's window ends.
+        var durationSeconds: Double
     }
 
     var action: Action
@@ -202,17 +196,17 @@ final class MockCore: Sendable {
         let accepted = r.vendorBatch.map { !$0.events.isEmpty } ?? (r.normal.status == 200 && !r.logs.isEmpty)
         switch d.outcome {
         case nil:
-            return Fate(action: .respond(r.normal, delayMs: 0), records: accepted, normalHandling: true)
+            return Fate(action: .respond(.init(response: r.normal, delayMs: 0)), records: accepted, normalHandling: true)
         case .respond(let spec)?:
             let response = spec.status == nil ? r.normal : response(for: spec, injected: r.injected)
             let normal = spec.status == nil
             // Only an answer the client takes as delivered records the logs: after any other answer the client sends
             // them again. The normal answer (a slow healthy server) records what the healthy server does, Mixpanel's
             // partly refused /import included.
-            return Fate(action: .respond(response, delayMs: spec.delayMs + d.latencyMs),
+            return Fate(action: .respond(.init(response: response, delayMs: spec.delayMs + d.latencyMs)),
                         records: accepted && (normal || (200..<300).contains(response.status)), normalHandling: normal)
         case .refuse?:
-            return Fate(action: .refuse(untilNs: d.nowNs + UInt64(d.refuseSeconds * 1e9), durationSeconds: d.refuseSeconds),
+            return Fate(action: .refuse(.init(untilNs: d.nowNs + UInt64(d.refuseSeconds * 1e9), durationSeconds: d.refuseSeconds)),
                         records: false, normalHandling: false)
         case .dropAfterBody?:
             return Fate(action: .dropAfterBody, records: accepted, normalHandling: true)

@@ -116,7 +116,7 @@ struct RecordedState {
             let refused = r.vendorBatch?.refused ?? (r.normal.status == 400 ? r.logCount : 0)
             if refused > 0, let vendor = r.vendor { vendorCounts[vendor, default: .zero].eventsRefused += refused }
         }
-        if case .respond(let response, _) = fate.action { statusCounts[response.status, default: 0] += 1 }
+        if case .respond(let answer) = fate.action { statusCounts[answer.response.status, default: 0] += 1 }
     }
 
     /// Records an accepted batch: de-duplication by id, per-install counts, delays, late logs (SPEC M2, M7).

@@ -20,7 +20,7 @@ struct FateTests {
     }
 
     static func status(_ fate: MockCore.Fate) -> Int? {
-        if case .respond(let response, _) = fate.action { return response.status }
+        if case .respond(let answer) = fate.action { return answer.response.status }
         return nil
     }
 
@@ -36,9 +36,9 @@ struct FateTests {
     // the rule's latency added to its delay.
     @Test func anInjectedStatusRecordsOnlyWhenTakenAsDelivered() {
         let failed = MockCore.fate(of: Self.request(), Self.decision(.respond(.init(status: 503, delayMs: 10)), latencyMs: 5))
-        guard case .respond(let response, let delayMs) = failed.action else { Issue.record("no answer"); return }
-        #expect(response.status == 503 && delayMs == 15 && !failed.records && !failed.normalHandling)
-        #expect(String(decoding: response.body, as: UTF8.self).contains(#""status":"Error""#))
+        guard case .respond(let answer) = failed.action else { Issue.record("no answer"); return }
+        #expect(answer.response.status == 503 && answer.delayMs == 15 && !failed.records && !failed.normalHandling)
+        #expect(String(decoding: answer.response.body, as: UTF8.self).contains(#""status":"Error""#))
         let accepted = MockCore.fate(of: Self.request(), Self.decision(.respond(.init(status: 202))))
         #expect(Self.status(accepted) == 202 && accepted.records)
         let slow = MockCore.fate(of: Self.request(), Self.decision(.respond(.init(delayMs: 100))))
@@ -53,8 +53,8 @@ struct FateTests {
             #expect(!fate.records && fate.action.kind == outcome.kind)
         }
         let refused = MockCore.fate(of: Self.request(), Self.decision(.refuse(durationSeconds: nil)))
-        guard case .refuse(let untilNs, let seconds) = refused.action else { Issue.record("not refused"); return }
-        #expect(untilNs == 3_000_000_000 && seconds == 2 && !refused.records)
+        guard case .refuse(let outage) = refused.action else { Issue.record("not refused"); return }
+        #expect(outage.untilNs == 3_000_000_000 && outage.durationSeconds == 2 && !refused.records)
     }
 
     // One vocabulary: every outcome's kind is a fault kind, named as the stats, requests and recordings name it.
