@@ -415,27 +415,25 @@ final class ConnectionHandler: ChannelInboundHandler {
         let head = request.head
         let path = Self.path(of: head.uri)
         let install = head.headers.first(name: "install-id")
-        var prepared = PreparedRequest(
-            method: head.method, uri: head.uri, path: path, install: install, normal: .success, logs: [],
-            cutoffs: [], logCount: 0, logNames: [], wireBytes: request.wireBytes,
-            contentEncoding: head.headers.first(name: "content-encoding"), startNs: request.startNs)
-        guard let vendor = Vendor.route(path: path) else {
-            prepared.normal = AppCenterWire.notFound(path)
-            return prepared
-        }
-        prepared.vendor = vendor
+        let vendor = Vendor.route(path: path)
         let failure: (status: Int, reason: String)? = switch request.failure {
         case .tooLarge(let reason)?: (413, reason)
         case .badEncoding(let reason)?: (400, reason)
         case nil: nil
         }
-        request.body.withUnsafeReadableBytes { raw in
-            let input = WireInput(
-                request: VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers,
-                                       body: raw.bindMemory(to: UInt8.self)),
-                head: head, install: install, kept: { Self.kept(request) })
-            vendor.wire.prepare(input, failure: failure, into: &prepared, context: &wireContext)
+        let batch = request.body.withUnsafeReadableBytes { raw in
+            let read = VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers,
+                                     body: raw.bindMemory(to: UInt8.self))
+            guard let vendor else { return VendorWires.unrouted(read) }
+            return vendor.wire.read(WireInput(request: read, head: head, install: install), failure: failure,
+                                    context: &wireContext)
         }
+        var prepared = PreparedRequest(
+            method: head.method, uri: head.uri, path: path, install: install, batch: batch,
+            cutoffs: batch.events.map { $0.timestampMs.map { wireContext.cutoff.cutoff(forTimestamp: $0) } ?? .max },
+            wireBytes: request.wireBytes, contentEncoding: head.headers.first(name: "content-encoding"),
+            startNs: request.startNs, vendor: vendor)
+        if batch.readsKeptBody { prepared.storedBody = Self.kept(request) }
         return prepared
     }
 
@@ -452,8 +450,8 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func exchange(_ r: PreparedRequest, _ v: Verdict) -> RecordedExchange {
         var e = RecordedExchange(at: v.at, method: r.method.rawValue, path: r.uri, install: r.install,
-                                 bytes: r.wireBytes, contentEncoding: r.contentEncoding, logs: r.logCount,
-                                 logIds: r.logs.map(\.id.uuidString), response: nil, action: nil,
+                                 bytes: r.wireBytes, contentEncoding: r.contentEncoding, logs: r.batch.eventCount,
+                                 logIds: r.batch.events.compactMap { $0.id?.uuidString }, response: nil, action: nil,
                                  durationSeconds: nil, fault: v.fault?.rawValue)
         e.action = v.action.actionName
         switch v.action {

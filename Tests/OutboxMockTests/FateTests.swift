@@ -7,11 +7,16 @@ import Testing
 @Suite("Request fate")
 struct FateTests {
     static func request(logs: Int = 2, normal: HTTPResponse = .success) -> PreparedRequest {
-        PreparedRequest(method: .POST, uri: "/logs?api-version=1.0.0", path: "/logs", install: nil, normal: normal,
-                        logs: (0..<logs).map { ValidatedLog(id: UUIDKey(high: 1, low: UInt64($0)), timestampMs: 0, type: .event,
-                                                            name: "e", span: 0..<1) },
-                        cutoffs: [], logCount: logs, logNames: [], wireBytes: 0, contentEncoding: nil, startNs: 0,
-                        vendor: .appcenter)
+        var batch = VendorBatch(vendor: .appcenter, normal: normal, injected: AppCenterWire.response(status:))
+        batch.eventCount = logs
+        if normal.status == 200 {
+            batch.events = (0..<logs).map {
+                VendorEvent(ValidatedLog(id: UUIDKey(high: 1, low: UInt64($0)), timestampMs: 0, type: .event, name: "e",
+                                         span: 0..<1))
+            }
+        }
+        return PreparedRequest(method: .POST, uri: "/logs?api-version=1.0.0", path: "/logs", install: nil, batch: batch,
+                               cutoffs: [], wireBytes: 0, contentEncoding: nil, startNs: 0, vendor: .appcenter)
     }
 
     static func decision(_ outcome: Scenario.Outcome?, latencyMs: Int = 0) -> MockCore.Decision {
