@@ -233,23 +233,23 @@ final class ConnectionHandler: ChannelInboundHandler {
         let verdict = core.decide(prepared, head: head)
         if let recorder = core.recorder { recorder.append(exchange(prepared, verdict)) }
         switch verdict.action {
-        case .respond(let response, let delayMs):
-            if delayMs > 0 {
+        case .respond(let answer):
+            if answer.delayMs > 0 {
                 state.answerDeferred()
-                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delayMs))) {
+                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(answer.delayMs))) {
                     self.state.deferralEnded()
-                    self.answer(response, request, verdict, context: context)
+                    self.answer(answer.response, request, verdict, context: context)
                 }
             } else {
-                answer(response, request, verdict, context: context)
+                self.answer(answer.response, request, verdict, context: context)
             }
-        case .refuse(let untilNs, _):
+        case .refuse(let outage):
             finishFault(request, verdict)
             // The outage closes this loop's other connections: their answers written this turn go out first.
             flushes?.flushNow()
             // This connection closes last, once the port and the other connections are closed: a
             // client that reacts to this close sees the outage complete (refused, not half-closed).
-            let closed = core.listener.beginOutage(untilNs: untilNs, except: context.channel)
+            let closed = core.listener.beginOutage(untilNs: outage.untilNs, except: context.channel)
             EventLoopFuture.andAllComplete(closed, on: context.eventLoop).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
@@ -288,7 +288,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 at: at, method: request.head.method.rawValue, path: request.head.uri,
                 install: request.head.headers.first(name: "install-id"), bytes: 0,
                 contentEncoding: request.head.headers.first(name: "content-encoding"), logs: 0, logIds: [],
-                response: nil, action: FaultKind.dropBeforeBody.rawValue, durationSeconds: nil, fault: verdict.fault?.rawValue))
+                response: nil, action: verdict.action.actionName, durationSeconds: nil, fault: verdict.fault?.rawValue))
         }
         finishFault(request, verdict)
         context.close(promise: nil)
@@ -311,7 +311,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     private func entry(_ request: Incoming, _ verdict: Verdict, status: Int?) -> MockRequest {
         let elapsed = Double(core.clock.monotonicNs() - request.startNs) / 1_000_000
         return MockRequest(at: verdict.at, install: request.head.headers.first(name: "install-id"),
-                           logs: verdict.logCount, status: status, action: verdict.action.name,
+                           logs: verdict.logCount, status: status, action: verdict.action.actionName,
                            durationMs: (elapsed * 1000).rounded() / 1000)
     }
 
@@ -415,27 +415,25 @@ final class ConnectionHandler: ChannelInboundHandler {
         let head = request.head
         let path = Self.path(of: head.uri)
         let install = head.headers.first(name: "install-id")
-        var prepared = PreparedRequest(
-            method: head.method, uri: head.uri, path: path, install: install, normal: .success, logs: [],
-            cutoffs: [], logCount: 0, logNames: [], wireBytes: request.wireBytes,
-            contentEncoding: head.headers.first(name: "content-encoding"), startNs: request.startNs)
-        guard let vendor = Vendor.route(path: path) else {
-            prepared.normal = AppCenterWire.notFound(path)
-            return prepared
-        }
-        prepared.vendor = vendor
+        let vendor = Vendor.route(path: path)
         let failure: (status: Int, reason: String)? = switch request.failure {
         case .tooLarge(let reason)?: (413, reason)
         case .badEncoding(let reason)?: (400, reason)
         case nil: nil
         }
-        request.body.withUnsafeReadableBytes { raw in
-            let input = WireInput(
-                request: VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers,
-                                       body: raw.bindMemory(to: UInt8.self)),
-                head: head, install: install, kept: { Self.kept(request) })
-            vendor.wire.prepare(input, failure: failure, into: &prepared, context: &wireContext)
+        let batch = request.body.withUnsafeReadableBytes { raw in
+            let read = VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers,
+                                     body: raw.bindMemory(to: UInt8.self))
+            guard let vendor else { return VendorWires.unrouted(read) }
+            return vendor.wire.read(WireInput(request: read, head: head, install: install), failure: failure,
+                                    context: &wireContext)
         }
+        var prepared = PreparedRequest(
+            method: head.method, uri: head.uri, path: path, install: install, batch: batch,
+            cutoffs: batch.events.map { $0.timestampMs.map { wireContext.cutoff.cutoff(forTimestamp: $0) } ?? .max },
+            wireBytes: request.wireBytes, contentEncoding: head.headers.first(name: "content-encoding"),
+            startNs: request.startNs, vendor: vendor)
+        if batch.readsKeptBody { prepared.storedBody = Self.kept(request) }
         return prepared
     }
 
@@ -452,18 +450,19 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func exchange(_ r: PreparedRequest, _ v: Verdict) -> RecordedExchange {
         var e = RecordedExchange(at: v.at, method: r.method.rawValue, path: r.uri, install: r.install,
-                                 bytes: r.wireBytes, contentEncoding: r.contentEncoding, logs: r.logCount,
-                                 logIds: r.logs.map(\.id.uuidString), response: nil, action: nil,
+                                 bytes: r.wireBytes, contentEncoding: r.contentEncoding, logs: r.batch.eventCount,
+                                 logIds: r.batch.events.compactMap { $0.id?.uuidString }, response: nil, action: nil,
                                  durationSeconds: nil, fault: v.fault?.rawValue)
-        e.action = v.action.name
+        e.action = v.action.actionName
         switch v.action {
-        case .respond(let response, let delayMs):
-            let headers = Dictionary(response.headers, uniquingKeysWith: { a, _ in a })
-            e.response = Scenario.Response(status: response.status, headers: headers,
-                                           body: String(decoding: response.body, as: UTF8.self), delayMs: delayMs)
+        case .respond(let answer):
+            let headers = Dictionary(answer.response.headers, uniquingKeysWith: { a, _ in a })
+            e.response = Scenario.Response(status: answer.response.status, headers: headers,
+                                           body: String(decoding: answer.response.body, as: UTF8.self),
+                                           delayMs: answer.delayMs)
             e.network = v.network
-        case .refuse(_, let seconds):
-            e.durationSeconds = seconds
+        case .refuse(let outage):
+            e.durationSeconds = outage.durationSeconds
         case .reset, .dropAfterBody, .dropBeforeBody, .hang, .malformed:
             break
         }

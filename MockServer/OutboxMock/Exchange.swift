@@ -44,15 +44,7 @@ public struct RecordedExchange: Codable, Sendable, Equatable {
     /// The outcome to reproduce when replaying this exchange.
     var replayOutcome: Scenario.Outcome? {
         guard let action else { return response.map { .respond($0) } }
-        switch FaultKind(rawValue: action) {
-        case .refuse?: return .refuse(durationSeconds: durationSeconds ?? 1)
-        case .reset?: return .reset
-        case .dropAfterBody?: return .dropAfterBody
-        case .dropBeforeBody?: return .dropBeforeBody
-        case .hang?: return .hang
-        case .malformed?: return .malformed
-        case .respond?, .latency?, .bandwidth?, .slice?, .limitBytes?, .slowClose?, nil: return nil
-        }
+        return FaultKind(rawValue: action).flatMap { Scenario.Outcome(action: $0, durationSeconds: durationSeconds ?? 1) }
     }
 
     /// Reads a recording: one exchange per non-empty line.

@@ -9,25 +9,20 @@ struct PreparedRequest {
     var uri: String
     var path: String
     var install: String?
-    /// What a healthy server answers: 200, or the 4xx that validation found.
-    var normal: HTTPResponse
-    /// The batch's logs when `normal` is 200, with their reporting cutoffs.
-    var logs: [ValidatedLog]
-    /// What the accepted logs are read back from, and whether they need minifying then.
+    /// What the request's wire read (App Center's as every other vendor's): the healthy server's answer (200, or the
+    /// refusal that validation found), how the wire answers an injected status, the events to record and their count.
+    var batch: VendorBatch
+    /// What the accepted events are read back from when they live in the body (`VendorBatch.readsKeptBody`).
     var storedBody: StoredBody.Bytes = .plain([])
-    var minify = false
+    /// Each accepted event's reporting cutoff (SPEC M7): `Int64.max` for an event without a timestamp.
     var cutoffs: [Int64]
-    var logCount: Int
-    var logNames: [String]
     var wireBytes: Int
     var contentEncoding: String?
     var startNs: UInt64
-    /// Whose wire the path belongs to; nil for a path no vendor serves (App Center's 404).
+    /// Whose wire the path belongs to; nil for a path no vendor serves (the default wire's 404).
     var vendor: Vendor?
-    /// Another vendor's decoded request (its events, refusals and answers); nil for App Center.
-    var vendorBatch: VendorBatch?
-    /// How the request's wire answers a status a scenario injects without a body (SPEC V2).
-    var injected: @Sendable (Int) -> HTTPResponse = AppCenterWire.response(status:)
+
+    var normal: HTTPResponse { batch.normal }
 }
 
 /// What is settled when an ingestion request's head arrives: its number, and the verdict when a rule that
@@ -50,25 +45,19 @@ struct HeadVerdict {
 
 /// The scenario's (or the replay's) verdict on one request, with what the server recorded.
 struct Verdict {
-    enum Action {
-        case respond(HTTPResponse, delayMs: Int)
-        case refuse(untilNs: UInt64, durationSeconds: Double)
-        case reset, dropAfterBody, dropBeforeBody, hang, malformed
+    /// The fault as the connection carries it out: the answer written, the outage until a monotonic instant.
+    typealias Action = Fault<Answer, Outage>
 
-        var kind: FaultKind {
-            switch self {
-            case .respond: .respond
-            case .refuse: .refuse
-            case .reset: .reset
-            case .dropAfterBody: .dropAfterBody
-            case .dropBeforeBody: .dropBeforeBody
-            case .hang: .hang
-            case .malformed: .malformed
-            }
-        }
+    struct Answer {
+        var response: HTTPResponse
+        var delayMs: Int
+    }
 
-        /// What `/_mock/requests` and a recording call the `action`: the fault's kind, nil for an answer.
-        var name: String? { kind.isAction ? kind.rawValue : nil }
+    struct Outage {
+        /// When the port is bound again (monotonic ns).
+        var untilNs: UInt64
+        /// How long it stays closed: `duration_s`, else until the rule's window ends.
+        var durationSeconds: Double
     }
 
     var action: Action
@@ -199,20 +188,20 @@ final class MockCore: Sendable {
     static func fate(of r: PreparedRequest, _ d: Decision) -> Fate {
         // A vendor's accepted events are recorded even beside a 4xx (Mixpanel's /import ingests the valid records of
         // a partly refused batch).
-        let accepted = r.vendorBatch.map { !$0.events.isEmpty } ?? (r.normal.status == 200 && !r.logs.isEmpty)
+        let accepted = !r.batch.events.isEmpty
         switch d.outcome {
         case nil:
-            return Fate(action: .respond(r.normal, delayMs: 0), records: accepted, normalHandling: true)
+            return Fate(action: .respond(.init(response: r.normal, delayMs: 0)), records: accepted, normalHandling: true)
         case .respond(let spec)?:
-            let response = spec.status == nil ? r.normal : response(for: spec, injected: r.injected)
+            let response = spec.status == nil ? r.normal : response(for: spec, injected: r.batch.injected)
             let normal = spec.status == nil
             // Only an answer the client takes as delivered records the logs: after any other answer the client sends
             // them again. The normal answer (a slow healthy server) records what the healthy server does, Mixpanel's
             // partly refused /import included.
-            return Fate(action: .respond(response, delayMs: spec.delayMs + d.latencyMs),
+            return Fate(action: .respond(.init(response: response, delayMs: spec.delayMs + d.latencyMs)),
                         records: accepted && (normal || (200..<300).contains(response.status)), normalHandling: normal)
         case .refuse?:
-            return Fate(action: .refuse(untilNs: d.nowNs + UInt64(d.refuseSeconds * 1e9), durationSeconds: d.refuseSeconds),
+            return Fate(action: .refuse(.init(untilNs: d.nowNs + UInt64(d.refuseSeconds * 1e9), durationSeconds: d.refuseSeconds)),
                         records: false, normalHandling: false)
         case .dropAfterBody?:
             return Fate(action: .dropAfterBody, records: accepted, normalHandling: true)
@@ -233,7 +222,7 @@ final class MockCore: Sendable {
         let wall = clock.wallMs()
         state.withLockedValue { s in s.record(r, decision, fate, wallMs: wall) }
         return Verdict(action: fate.action, network: decision.network, fault: decision.fault, at: decision.atMs,
-                       logCount: r.logCount, skewMs: decision.skewMs)
+                       logCount: r.batch.eventCount, skewMs: decision.skewMs)
     }
 
     /// A scenario's answer; without a body, in the shape of the request's wire (SPEC V2).

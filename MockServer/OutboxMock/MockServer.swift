@@ -33,6 +33,8 @@ public final class MockServer: Sendable {
         public var replayPath: String?
         /// Time zone of the 04:00-next-day reporting cutoff of late logs (SPEC M7).
         public var reportTimeZone: TimeZone
+        /// UTC, unless the system has no such zone.
+        public static let defaultReportTimeZone = TimeZone(identifier: "UTC") ?? .current
         /// Largest body on the wire, compressed or not; larger ones get 413.
         public var bodyLimit: Int
         /// Largest body after decompression (a gzip bomb); larger ones get 413.
@@ -47,7 +49,7 @@ public final class MockServer: Sendable {
 
         public init(host: String = "127.0.0.1", port: Int = 0, scenario: Scenario? = nil, appSecret: String? = nil,
                     recordPath: String? = nil, replayPath: String? = nil,
-                    reportTimeZone: TimeZone = TimeZone(identifier: "UTC") ?? .current,
+                    reportTimeZone: TimeZone = Configuration.defaultReportTimeZone,
                     bodyLimit: Int = 5 * 1024 * 1024, decompressedLimit: Int = 20 * 1024 * 1024,
                     threads: Int = System.coreCount, log: (@Sendable (String) -> Void)? = nil,
                     clock: any MockClock = SystemMockClock()) {

@@ -36,7 +36,7 @@ struct RecordedState {
     var wireBytes = 0
     var statusCounts: [Int: Int] = [:]
     var faults: [FaultKind: Int] = [:]
-    var logsReceived = 0
+    /// App Center's log ids, the key it de-duplicates by (SPEC M2): a flat table, not a `Set` (SPEC M10).
     var seen = UUIDSet()
     var logs: [StoredLog] = []
     var installs: [String: MockStats.InstallStats] = [:]
@@ -50,8 +50,7 @@ struct RecordedState {
     var inFlight = 0
     var maxInFlight = 0
     var replayCursor = 0
-    /// Per vendor (SPEC V4). App Center's events are the `logs*` counts above; only its requests and
-    /// refusals are counted here.
+    /// Per vendor (SPEC V4), App Center included: its events are also `MockStats`' `logs*` counts.
     var vendorCounts: [Vendor: MockStats.VendorStats] = [:]
     var vendorSeen = Set<VendorKey>()
 
@@ -72,7 +71,7 @@ struct RecordedState {
             (decision.outcome, decision.fault, rule) = decided
         } else if head.resumeAt < engine.scenario.rules.count {
             let facts = RequestFacts(number: head.number, elapsedSeconds: elapsedMs(nowNs) / 1000, install: r.install,
-                                     path: r.path, logCount: r.logCount, logNames: r.logNames, vendor: r.vendor)
+                                     path: r.path, logCount: r.batch.eventCount, logNames: r.batch.names, vendor: r.vendor)
             if let decided = engine.decide(facts, from: head.resumeAt) {
                 decision.outcome = decided.outcome
                 decision.fault = decided.outcome.kind
@@ -104,62 +103,41 @@ struct RecordedState {
         for kind in decision.faults { faults[kind, default: 0] += 1 }
         if fate.records {
             let arrival = wallMs + Int64((engine.scenario.clockSkewSeconds * 1000).rounded())
-            if let batch = r.vendorBatch {
-                record(vendor: batch.vendor, batch.events, body: r.storedBody, otlp: batch.renderedWhenRead,
-                       cutoffs: r.cutoffs, arrivalMs: arrival)
-            } else {
-                record(r.logs, body: r.storedBody, minify: r.minify, cutoffs: r.cutoffs, install: r.install ?? "",
-                       arrivalMs: arrival)
-            }
+            record(r.batch, body: r.storedBody, cutoffs: r.cutoffs, arrivalMs: arrival)
         }
         if fate.normalHandling {
-            let refused = r.vendorBatch?.refused ?? (r.normal.status == 400 ? r.logCount : 0)
+            let refused = r.batch.refused
             if refused > 0, let vendor = r.vendor { vendorCounts[vendor, default: .zero].eventsRefused += refused }
         }
-        if case .respond(let response, _) = fate.action { statusCounts[response.status, default: 0] += 1 }
+        if case .respond(let answer) = fate.action { statusCounts[answer.response.status, default: 0] += 1 }
     }
 
-    /// Records an accepted batch: de-duplication by id, per-install counts, delays, late logs (SPEC M2, M7).
-    mutating func record(_ batch: [ValidatedLog], body: StoredBody.Bytes, minify: Bool, cutoffs: [Int64],
-                         install: String, arrivalMs: Int64) {
-        logsReceived += batch.count
-        seen.warm(batch.lazy.map(\.id))
+    /// Records an accepted batch, App Center's as any vendor's: de-duplication by the event's key (SPEC M2, V3),
+    /// per-install counts, delays and late events (SPEC M7). `body`: the request's body, kept for the events read
+    /// back from it (App Center's logs, OTLP's records rendered when read).
+    mutating func record(_ batch: VendorBatch, body: StoredBody.Bytes, cutoffs: [Int64], arrivalMs: Int64) {
+        let vendor = batch.vendor
         var unique = 0
-        let stored = StoredBody(body, minify: minify, install: install, receivedAtMs: arrivalMs)
-        for (i, log) in batch.enumerated() where seen.insert(log.id) {
-            unique += 1
-            logs.append(StoredLog(id: log.id, type: log.type, name: log.name, body: stored, span: log.span))
-            let delay = arrivalMs - log.timestampMs
-            delays.append(delay)
-            delaySumMs &+= delay
-            histogram[DelayHistogram.bucket(of: delay)] += 1
-            if arrivalMs > cutoffs[i] { lateLogs += 1 }
-        }
-        installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsReceived += batch.count
-        installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsUnique += unique
-    }
-
-    /// Records a vendor's accepted events: de-duplication by its key, delays and late events (SPEC V3, M7).
-    /// `body`: the request's body, kept for the events rendered when read (`otlp`).
-    mutating func record(vendor: Vendor, _ events: [VendorEvent], body: StoredBody.Bytes, otlp: OTLPSource?,
-                         cutoffs: [Int64], arrivalMs: Int64) {
-        var counts = vendorCounts[vendor] ?? .zero
-        counts.eventsReceived += events.count
+        seen.warm(batch.events.lazy.compactMap(\.id))
         var kept: StoredBody?
-        for (i, event) in events.enumerated() {
-            if let key = event.key, !vendorSeen.insert(VendorKey(vendor: vendor, key: key)).inserted {
-                counts.eventsDuplicate += 1
-                continue
+        for (i, event) in batch.events.enumerated() {
+            let fresh = if let id = event.id {
+                seen.insert(id)
+            } else if let key = event.key {
+                vendorSeen.insert(VendorKey(vendor: vendor, key: key)).inserted
+            } else {
+                true
             }
-            counts.eventsUnique += 1
-            if let index = event.recordIndex, let otlp {
-                let shared = kept ?? StoredBody(body, minify: false, install: "", receivedAtMs: arrivalMs, vendor: vendor,
-                                                otlp: otlp)
+            guard fresh else { continue }
+            unique += 1
+            if let span = event.span {
+                let shared = kept ?? StoredBody(body, minify: batch.minify, install: batch.install ?? "",
+                                                receivedAtMs: arrivalMs, vendor: vendor, otlp: batch.renderedWhenRead)
                 kept = shared
-                logs.append(StoredLog(id: UUIDKey.zero, type: .event, name: event.name, body: shared, span: index..<index + 1))
+                logs.append(StoredLog(id: event.id ?? .zero, type: event.type, name: event.name, body: shared, span: span))
             } else {
                 let own = StoredBody(.plain(event.json), minify: false, install: "", receivedAtMs: arrivalMs, vendor: vendor)
-                logs.append(StoredLog(id: UUIDKey.zero, type: .event, name: event.name, body: own,
+                logs.append(StoredLog(id: event.id ?? .zero, type: event.type, name: event.name, body: own,
                                       span: 0..<event.json.count))
             }
             guard let timestamp = event.timestampMs else { continue }
@@ -169,32 +147,29 @@ struct RecordedState {
             histogram[DelayHistogram.bucket(of: delay)] += 1
             if i < cutoffs.count, arrivalMs > cutoffs[i] { lateLogs += 1 }
         }
-        vendorCounts[vendor] = counts
+        vendorCounts[vendor, default: .zero].eventsReceived += batch.events.count
+        vendorCounts[vendor, default: .zero].eventsUnique += unique
+        vendorCounts[vendor, default: .zero].eventsDuplicate += batch.events.count - unique
+        if let install = batch.install {
+            installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsReceived += batch.events.count
+            installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsUnique += unique
+        }
     }
 
-    /// Every vendor, with zeros for those without traffic; App Center's events from the `logs*` counts.
+    /// Every vendor, with zeros for those without traffic.
     var vendorStats: [String: MockStats.VendorStats] {
-        var out: [String: MockStats.VendorStats] = [:]
-        for vendor in Vendor.allCases {
-            var counts = vendorCounts[vendor] ?? .zero
-            if vendor == .appcenter {
-                counts.eventsReceived = logsReceived
-                counts.eventsUnique = seen.count
-                counts.eventsDuplicate = logsReceived - seen.count
-            }
-            out[vendor.rawValue] = counts
-        }
-        return out
+        Dictionary(uniqueKeysWithValues: Vendor.allCases.map { ($0.rawValue, vendorCounts[$0] ?? .zero) })
     }
 
     /// The counts; `delayMs` is left at zero for `MockCore`, which sorts the delays outside the lock.
     func stats() -> MockStats {
-        MockStats(
+        let appCenter = vendorCounts[.appcenter] ?? .zero
+        return MockStats(
             requests: requestCount,
             statusCounts: Dictionary(uniqueKeysWithValues: statusCounts.map { (String($0.key), $0.value) }),
-            logsReceived: logsReceived,
-            logsUnique: seen.count,
-            logsDuplicate: logsReceived - seen.count,
+            logsReceived: appCenter.eventsReceived,
+            logsUnique: appCenter.eventsUnique,
+            logsDuplicate: appCenter.eventsDuplicate,
             faults: Dictionary(uniqueKeysWithValues: faults.map { ($0.key.rawValue, $0.value) }),
             installs: installs,
             lateLogs: lateLogs,

@@ -211,39 +211,10 @@ public struct Scenario: Codable, Sendable, Equatable {
         }
     }
 
-    /// What happens to a matched request.
-    public enum Outcome: Sendable, Equatable {
-        /// Answer with this response (after `delayMs`). Without a status, the request is handled
-        /// normally after the delay: a slow but healthy server.
-        case respond(Response)
-        /// Close the listening socket (new connections are refused) and every open connection; the
-        /// same port is bound again after `durationSeconds`, or when the rule's `until_s` ends.
-        case refuse(durationSeconds: Double?)
-        /// Close the connection with a TCP reset (SO_LINGER 0) instead of answering; logs are not recorded.
-        case reset
-        /// Record the logs as received, then close the connection without answering (a lost acknowledgement).
-        case dropAfterBody
-        /// Never answer; the connection stays open until the client gives up.
-        case hang
-        /// Answer bytes that are not HTTP, then close.
-        case malformed
-        /// Close the connection once the request head is read, before reading the body (SPEC M8); nothing
-        /// is recorded. Decided when the head arrives.
-        case dropBeforeBody
-
-        /// Its kind in the fault vocabulary (`faults`, `/_mock/requests`, recordings).
-        public var kind: FaultKind {
-            switch self {
-            case .respond: .respond
-            case .refuse: .refuse
-            case .reset: .reset
-            case .dropAfterBody: .dropAfterBody
-            case .hang: .hang
-            case .malformed: .malformed
-            case .dropBeforeBody: .dropBeforeBody
-            }
-        }
-    }
+    /// What happens to a matched request: a `Fault` as the scenario file states it. `respond` without a status
+    /// handles the request normally after the delay (a slow but healthy server); `refuse` without `duration_s` lasts
+    /// until the rule's `until_s`.
+    public typealias Outcome = Fault<Response, Double?>
 
     /// `{"status": 503, "headers": {"Retry-After": "2"}, "body": "…", "delay_ms": 200}`
     public struct Response: Codable, Sendable, Equatable {
@@ -371,7 +342,7 @@ public struct Scenario: Codable, Sendable, Equatable {
                 if duration == nil && m.untilSeconds == nil {
                     throw bad("refuse needs duration_s or a match with until_s (when to accept connections again)")
                 }
-            default:
+            case .reset, .dropBeforeBody, .dropAfterBody, .hang, .malformed:
                 break
             }
             if let network = rule.network {
@@ -426,36 +397,8 @@ extension Scenario.Rule {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         match = try c.decodeIfPresent(Scenario.Match.self, forKey: .match) ?? Scenario.Match()
         comment = try c.decodeIfPresent(String.self, forKey: .comment)
-        let respond = try c.decodeIfPresent(Scenario.Response.self, forKey: .respond)
-        let action = try c.decodeIfPresent(String.self, forKey: .action)
-        let duration = try c.decodeIfPresent(Double.self, forKey: .durationSeconds)
+        outcome = try Scenario.Outcome(from: decoder)
         network = try c.decodeIfPresent(Scenario.Network.self, forKey: .network)
-        func fail(_ message: String) -> DecodingError {
-            .dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: message))
-        }
-        switch (respond, action) {
-        case (let r?, nil):
-            outcome = .respond(r)
-        case (nil, nil) where network != nil:
-            // SPEC M8: a network object alone shapes the normal answer.
-            outcome = .respond(Scenario.Response())
-        case (nil, let a?):
-            switch a {
-            case "refuse": outcome = .refuse(durationSeconds: duration)
-            case "reset": outcome = .reset
-            case "drop_after_body": outcome = .dropAfterBody
-            case "drop_before_body": outcome = .dropBeforeBody
-            case "hang": outcome = .hang
-            case "malformed": outcome = .malformed
-            default:
-                throw fail("unknown action \"\(a)\" (refuse, reset, drop_before_body, drop_after_body, hang, malformed)")
-            }
-        default:
-            throw fail("a rule needs exactly one of \"respond\" or \"action\" (or only \"network\")")
-        }
-        if duration != nil, case .refuse = outcome {} else if duration != nil {
-            throw fail("duration_s only applies to the refuse action")
-        }
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -467,10 +410,58 @@ extension Scenario.Rule {
         case .respond(let r):
             if !(r == Scenario.Response() && network != nil) { try c.encode(r, forKey: .respond) }
         case .refuse(let d):
-            try c.encode("refuse", forKey: .action)
-            try c.encodeIfPresent(d, forKey: .durationSeconds)
-        default:
             try c.encode(outcome.kind, forKey: .action)
+            try c.encodeIfPresent(d, forKey: .durationSeconds)
+        case .reset, .dropBeforeBody, .dropAfterBody, .hang, .malformed:
+            try c.encode(outcome.kind, forKey: .action)
+        }
+    }
+}
+
+/// A rule's fault as the scenario file writes it: `respond`, or `action` (with `duration_s` for `refuse`), or only
+/// `network` (the normal answer, shaped). Decoded from the rule's own object, beside its `match` and `network`.
+extension Fault: Decodable where Answer == Scenario.Response, Outage == Double? {
+    /// `.refuse(durationSeconds: 10)`: the port stays closed this long (nil: until the rule's `until_s`).
+    public static func refuse(durationSeconds: Double?) -> Self { .refuse(durationSeconds) }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Scenario.Rule.CodingKeys.self)
+        let respond = try c.decodeIfPresent(Scenario.Response.self, forKey: .respond)
+        let action = try c.decodeIfPresent(String.self, forKey: .action)
+        let duration = try c.decodeIfPresent(Double.self, forKey: .durationSeconds)
+        func fail(_ message: String) -> DecodingError {
+            .dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: message))
+        }
+        switch (respond, action) {
+        case (let r?, nil):
+            self = .respond(r)
+        case (nil, nil) where c.contains(.network):
+            // SPEC M8: a network object alone shapes the normal answer.
+            self = .respond(Scenario.Response())
+        case (nil, let name?):
+            guard let fault = FaultKind(rawValue: name).flatMap({ Self(action: $0, durationSeconds: duration) }) else {
+                let known = FaultKind.allCases.filter(\.isAction).map(\.rawValue).joined(separator: ", ")
+                throw fail("unknown action \"\(name)\" (\(known))")
+            }
+            self = fault
+        default:
+            throw fail("a rule needs exactly one of \"respond\" or \"action\" (or only \"network\")")
+        }
+        if duration != nil, case .refuse = self {} else if duration != nil {
+            throw fail("duration_s only applies to the refuse action")
+        }
+    }
+
+    /// The fault an `action` names (a scenario's, or a recording's to replay); nil for a name that is no action.
+    init?(action: FaultKind, durationSeconds: Double?) {
+        switch action {
+        case .refuse: self = .refuse(durationSeconds)
+        case .reset: self = .reset
+        case .dropBeforeBody: self = .dropBeforeBody
+        case .dropAfterBody: self = .dropAfterBody
+        case .hang: self = .hang
+        case .malformed: self = .malformed
+        case .respond, .latency, .bandwidth, .slice, .limitBytes, .slowClose: return nil
         }
     }
 }

@@ -7,11 +7,16 @@ import Testing
 @Suite("Request fate")
 struct FateTests {
     static func request(logs: Int = 2, normal: HTTPResponse = .success) -> PreparedRequest {
-        PreparedRequest(method: .POST, uri: "/logs?api-version=1.0.0", path: "/logs", install: nil, normal: normal,
-                        logs: (0..<logs).map { ValidatedLog(id: UUIDKey(high: 1, low: UInt64($0)), timestampMs: 0, type: .event,
-                                                            name: "e", span: 0..<1) },
-                        cutoffs: [], logCount: logs, logNames: [], wireBytes: 0, contentEncoding: nil, startNs: 0,
-                        vendor: .appcenter)
+        var batch = VendorBatch(vendor: .appcenter, normal: normal, injected: AppCenterWire.response(status:))
+        batch.eventCount = logs
+        if normal.status == 200 {
+            batch.events = (0..<logs).map {
+                VendorEvent(ValidatedLog(id: UUIDKey(high: 1, low: UInt64($0)), timestampMs: 0, type: .event, name: "e",
+                                         span: 0..<1))
+            }
+        }
+        return PreparedRequest(method: .POST, uri: "/logs?api-version=1.0.0", path: "/logs", install: nil, batch: batch,
+                               cutoffs: [], wireBytes: 0, contentEncoding: nil, startNs: 0, vendor: .appcenter)
     }
 
     static func decision(_ outcome: Scenario.Outcome?, latencyMs: Int = 0) -> MockCore.Decision {
@@ -20,7 +25,7 @@ struct FateTests {
     }
 
     static func status(_ fate: MockCore.Fate) -> Int? {
-        if case .respond(let response, _) = fate.action { return response.status }
+        if case .respond(let answer) = fate.action { return answer.response.status }
         return nil
     }
 
@@ -36,9 +41,9 @@ struct FateTests {
     // the rule's latency added to its delay.
     @Test func anInjectedStatusRecordsOnlyWhenTakenAsDelivered() {
         let failed = MockCore.fate(of: Self.request(), Self.decision(.respond(.init(status: 503, delayMs: 10)), latencyMs: 5))
-        guard case .respond(let response, let delayMs) = failed.action else { Issue.record("no answer"); return }
-        #expect(response.status == 503 && delayMs == 15 && !failed.records && !failed.normalHandling)
-        #expect(String(decoding: response.body, as: UTF8.self).contains(#""status":"Error""#))
+        guard case .respond(let answer) = failed.action else { Issue.record("no answer"); return }
+        #expect(answer.response.status == 503 && answer.delayMs == 15 && !failed.records && !failed.normalHandling)
+        #expect(String(decoding: answer.response.body, as: UTF8.self).contains(#""status":"Error""#))
         let accepted = MockCore.fate(of: Self.request(), Self.decision(.respond(.init(status: 202))))
         #expect(Self.status(accepted) == 202 && accepted.records)
         let slow = MockCore.fate(of: Self.request(), Self.decision(.respond(.init(delayMs: 100))))
@@ -53,8 +58,8 @@ struct FateTests {
             #expect(!fate.records && fate.action.kind == outcome.kind)
         }
         let refused = MockCore.fate(of: Self.request(), Self.decision(.refuse(durationSeconds: nil)))
-        guard case .refuse(let untilNs, let seconds) = refused.action else { Issue.record("not refused"); return }
-        #expect(untilNs == 3_000_000_000 && seconds == 2 && !refused.records)
+        guard case .refuse(let outage) = refused.action else { Issue.record("not refused"); return }
+        #expect(outage.untilNs == 3_000_000_000 && outage.durationSeconds == 2 && !refused.records)
     }
 
     // One vocabulary: every outcome's kind is a fault kind, named as the stats, requests and recordings name it.

@@ -9,31 +9,33 @@ enum AppCenterWire: IngestionWire {
 
     static func owns(path: String) -> Bool { path == Self.path }
 
-    static func prepare(_ input: WireInput, failure: (status: Int, reason: String)?, into prepared: inout PreparedRequest,
-                        context: inout WireContext) {
+    static func read(_ input: WireInput, failure: (status: Int, reason: String)?, context: inout WireContext)
+        -> VendorBatch {
         let head = input.head
-        prepared.injected = injected(input.request)
+        var batch = VendorBatch(vendor: vendor, normal: .success, injected: injected(input.request))
         // The body is parsed whatever the headers say, so that `min_logs` and `log_name` rules see it.
         var check: LogValidator.BatchCheck?
         if failure == nil, head.method == .POST {
             let c = LogValidator.check(body: input.request.body, storage: context.tokens)
             if context.tokens.byteCount > WireContext.maxRetainedBytes { context.tokens = JSONTokenStorage() }
-            prepared.logCount = c.logCount
-            if c.failure == nil { prepared.logNames = c.logs.compactMap(\.name) }
+            batch.eventCount = c.logCount
+            if c.failure == nil { batch.names = c.logs.compactMap(\.name) }
             check = c
         }
         if let refusal = refusal(head: head, install: input.install, failure: failure, appSecret: context.appSecret) {
-            prepared.normal = refusal
+            batch.normal = refusal
         } else if let check {
             if let failure = check.failure {
-                prepared.normal = .invalid(failure)
+                batch.normal = .invalid(failure)
             } else {
-                prepared.logs = check.logs
-                prepared.cutoffs = check.logs.map { context.cutoff.cutoff(forTimestamp: $0.timestampMs) }
-                prepared.storedBody = input.kept()
-                prepared.minify = check.hasInnerWhitespace
+                batch.events = check.logs.map(VendorEvent.init)
+                batch.install = input.install
+                batch.minify = check.hasInnerWhitespace
             }
         }
+        // The logs of a batch refused with a 400 count as refused (SPEC V4).
+        if batch.normal.status == 400 { batch.refused = batch.eventCount }
+        return batch
     }
 
     /// Everything a healthy server refuses before looking at the logs, in this order: method, api-version,

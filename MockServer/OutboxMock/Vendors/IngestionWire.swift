@@ -8,10 +8,10 @@ protocol IngestionWire {
     static var vendor: Vendor { get }
     /// Whether `path` (without its query) is one of this wire's.
     static func owns(path: String) -> Bool
-    /// Fills `prepared` (its normal answer, the logs or events to record, their names and reporting cutoffs) from the
-    /// request; `failure`: what went wrong reading the body.
-    static func prepare(_ request: WireInput, failure: (status: Int, reason: String)?, into prepared: inout PreparedRequest,
-                        context: inout WireContext)
+    /// Reads the request into the batch every wire fills: its normal answer and injected answers, the events to
+    /// record (App Center's logs among them), their count and names; `failure`: what went wrong reading the body.
+    static func read(_ request: WireInput, failure: (status: Int, reason: String)?, context: inout WireContext)
+        -> VendorBatch
     /// How the wire answers a status a scenario injects without a body (SPEC V2).
     static func injected(_ request: VendorRequest) -> @Sendable (Int) -> HTTPResponse
     /// The wire's error shape for a request refused before its body could be read.
@@ -23,8 +23,6 @@ struct WireInput {
     var request: VendorRequest
     var head: HTTPRequestHead
     var install: String?
-    /// What the server keeps of the body when its logs are accepted (the gzip it came in, or the JSON).
-    var kept: () -> StoredBody.Bytes
 }
 
 /// A connection's reusable state that wires read with: the JSON tape's storage (kept from request to request, so
@@ -69,23 +67,28 @@ extension Vendor {
     }
 }
 
-/// The vendors decoded through `VendorBatch` (all but App Center, whose logs are validated in place): they share how
-/// a request is prepared from their `decode`.
+/// The vendors whose decoder reads the body alone (all but App Center, whose refusals come in its own order, before
+/// and after the body's, and whose logs are validated in place on the connection's reused tape): they share the
+/// refusals made before their decoder runs.
 protocol VendorBatchWire: IngestionWire {
     static func decode(_ request: VendorRequest) -> VendorBatch
 }
 
 extension VendorBatchWire {
-    static func prepare(_ input: WireInput, failure: (status: Int, reason: String)?, into prepared: inout PreparedRequest,
-                        context: inout WireContext) {
-        let batch = VendorWires.decode(vendor, input.request, failure: failure)
-        prepared.vendorBatch = batch
-        prepared.injected = batch.injected
-        if batch.renderedWhenRead != nil, !batch.events.isEmpty { prepared.storedBody = input.kept() }
-        prepared.normal = batch.normal
-        prepared.logCount = batch.eventCount
-        prepared.logNames = batch.names
-        prepared.cutoffs = batch.events.map { $0.timestampMs.map { context.cutoff.cutoff(forTimestamp: $0) } ?? .max }
+    static func read(_ input: WireInput, failure: (status: Int, reason: String)?, context: inout WireContext)
+        -> VendorBatch {
+        let request = input.request
+        if let failure {
+            return .refusedWhole(vendor, error(failure.status, failure.reason, request), injected: injected(request))
+        }
+        // The pipeline inflates gzip and deflate; anything else (PostHog v1's zstd) would reach the decoder as
+        // bytes it cannot read.
+        if let encoding = request.headers.first(name: "content-encoding")?.lowercased(),
+           !["gzip", "deflate", "identity"].contains(encoding) {
+            return .refusedWhole(vendor, error(415, "Content-Encoding \(encoding) is not supported (gzip and deflate are)",
+                                               request), injected: injected(request))
+        }
+        return decode(request)
     }
 }
 

@@ -49,19 +49,36 @@ struct VendorRequest {
     }
 }
 
-/// One event of a vendor's request, accepted by its validation, before de-duplication.
+/// One event of a request, accepted by its wire's validation, before de-duplication: an App Center log as much as
+/// another vendor's event.
 struct VendorEvent: Sendable {
-    /// The vendor's de-duplication key (SPEC V3); nil when the event has none, and is then always unique.
+    /// The vendor's de-duplication key (SPEC V3); nil when the event has none (and no `id`), and is then always unique.
     var key: String?
     /// What a scenario's `log_name` matches (SPEC V4b).
     var name: String?
     /// The vendor's event timestamp, epoch ms, for delivery delays and late events (SPEC M7, V4b).
     var timestampMs: Int64?
-    /// The event as received, on one line; empty when it is rendered only when read (`recordIndex`).
+    /// The event as received, on one line; empty when it is read from the request's kept body (`span`).
     var json: [UInt8]
-    /// OTLP: the record's place among its request's accepted records. Its JSON is rendered from the request's
-    /// kept body when `/_mock/logs` reads it, not on arrival, where it was most of the decoder's cost.
-    var recordIndex: Int?
+    /// Where the event is in the request's kept body: an App Center log object's bytes, or an OTLP record's index as
+    /// a one-element range (its JSON is rendered when `/_mock/logs` reads it, not on arrival, where it was most of the
+    /// decoder's cost). nil: the event is its own `json`.
+    var span: Range<Int>? = nil
+    /// An App Center log's id: its de-duplication key, kept in the server's flat table of ids (`UUIDSet`, SPEC M2).
+    var id: UUIDKey? = nil
+    /// An App Center log's type; every other vendor's event is an `.event`.
+    var type: LogType = .event
+
+    /// OTLP: the record's place among its request's accepted records.
+    var recordIndex: Int? { span?.lowerBound }
+}
+
+extension VendorEvent {
+    /// An accepted App Center log, read back from the request's body.
+    init(_ log: ValidatedLog) {
+        self.init(key: nil, name: log.name, timestampMs: log.timestampMs, json: [], span: log.span, id: log.id,
+                  type: log.type)
+    }
 }
 
 /// A vendor request as its decoder read it: the events to record, what a healthy server of that vendor
@@ -82,6 +99,14 @@ struct VendorBatch {
     var injected: @Sendable (Int) -> HTTPResponse
     /// OTLP: how to decode the request's body again to render its events' JSON when they are read.
     var renderedWhenRead: OTLPSource?
+    /// The install the events are counted under (SPEC M2 `installs`): App Center's `Install-ID`; nil for vendors
+    /// without one.
+    var install: String?
+    /// Whether the kept body has whitespace between tokens: the events read from it are then minified.
+    var minify = false
+
+    /// Whether the events are read back from the request's body, which the server then keeps (`StoredBody`).
+    var readsKeptBody: Bool { events.contains { $0.span != nil } }
 
     init(vendor: Vendor, normal: HTTPResponse, injected: @escaping @Sendable (Int) -> HTTPResponse) {
         self.vendor = vendor
@@ -112,28 +137,19 @@ enum VendorWires {
     /// valid gzip), answered in the vendor's error shape.
     static func decode(_ vendor: Vendor, head: HTTPRequestHead, path: String, body: UnsafeBufferPointer<UInt8>,
                        failure: (status: Int, reason: String)?) -> VendorBatch {
-        decode(vendor, VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers, body: body),
-               failure: failure)
+        let request = VendorRequest(method: head.method, uri: head.uri, path: path, headers: head.headers, body: body)
+        var context = WireContext(cutoff: ReportingCutoff(timeZone: MockServer.Configuration.defaultReportTimeZone))
+        return vendor.wire.read(WireInput(request: request, head: head, install: head.headers.first(name: "install-id")),
+                                failure: failure, context: &context)
     }
 
-    static func decode(_ vendor: Vendor, _ request: VendorRequest, failure: (status: Int, reason: String)?) -> VendorBatch {
-        let wire = vendor.wire
-        if let failure {
-            return .refusedWhole(vendor, wire.error(failure.status, failure.reason, request), injected: wire.injected(request))
-        }
-        // The pipeline inflates gzip and deflate; anything else (PostHog v1's zstd) would reach the decoder as
-        // bytes it cannot read.
-        if let encoding = request.headers.first(name: "content-encoding")?.lowercased(),
-           !["gzip", "deflate", "identity"].contains(encoding) {
-            return .refusedWhole(vendor, wire.error(415, "Content-Encoding \(encoding) is not supported (gzip and deflate are)",
-                                                    request), injected: wire.injected(request))
-        }
-        guard let batchWire = wire as? any VendorBatchWire.Type else {
-            // App Center's logs are validated in place (`AppCenterWire.prepare`), never as a vendor batch.
-            return .refusedWhole(vendor, AppCenterWire.notFound(request.path), injected: wire.injected(request))
-        }
-        return batchWire.decode(request)
+    /// A path no wire owns: the mock's default wire, App Center's (Outbox's own, SPEC W1), answers it, with a 404 that
+    /// lists every wire's paths and in its shape for a status a scenario injects.
+    static func unrouted(_ request: VendorRequest) -> VendorBatch {
+        let wire = Vendor.appcenter.wire
+        return .refusedWhole(wire.vendor, AppCenterWire.notFound(request.path), injected: wire.injected(request))
     }
+
 }
 
 extension UUIDKey {

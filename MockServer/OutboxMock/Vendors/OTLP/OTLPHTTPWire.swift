@@ -71,7 +71,7 @@ enum OTLPHTTPWire {
             // OTLP/JSON on arrival was most of the decoder's cost, duplicates included.
             batch.events.append(VendorEvent(key: record.dedupKey, name: record.logName,
                                             timestampMs: record.timeUnixNano.map { Int64($0 / 1_000_000) },
-                                            json: [], recordIndex: index))
+                                            json: [], span: index..<index + 1))
         }
         batch.renderedWhenRead = OTLPSource(signal: signal, encoding: encoding)
         return batch
