@@ -22,10 +22,6 @@ enum StoreOpener {
         var keys: StoreKeys?
     }
 
-    /// Written by a clean `close()` with the file's page count, removed by the next open's first transaction.
-    /// While it is there and the file is as that close left it, the open skips `quick_check`.
-    static let closedCleanlyKey = "store.closed_cleanly"
-
     /// Opens the database; a corrupt or non-database file is moved aside and a fresh one created (S7).
     static func openOrRecover(path: String, limits: StoreLimits, clock: any OutboxClock,
                               logger: Logger) throws(OutboxError) -> Opened {
@@ -109,11 +105,11 @@ enum StoreOpener {
     }
 
     /// Whether the last session closed the file cleanly and nothing changed its length since: the marker
-    /// `closedCleanlyKey` holds the page count of that close, and the file is exactly that many pages. A file
+    /// `MetaKey.closedCleanly` holds the page count of that close, and the file is exactly that many pages. A file
     /// cut short or grown by something else, or left by a crash, fails this and gets `quick_check`.
     static func closedCleanly(_ db: Database, path: String) throws(OutboxError) -> Bool {
-        guard try db.int64("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'") == 1,
-              let marker = try db.string("SELECT value FROM meta WHERE key = ?", [.text(closedCleanlyKey)]),
+        guard try MetaTable.exists(db),
+              let marker = try MetaTable(db: db).value(.closedCleanly),
               let pages = Int64(marker) else { return false }
         let pageSize = try db.pragma("page_size")
         return try db.pragma("page_count") == pages && FileSystem.size(path).map(Int64.init) == pages * pageSize
