@@ -99,14 +99,12 @@ extension LogStore {
     /// Mid-session corruption (S7): the same treatment as at open, keeping the lock.
     func recoverFromCorruption(cause: OutboxError) throws(OutboxError) {
         db.close()
-        let moved = try StoreOpener.moveAside(path: path, clock: clock)
-        StoreOpener.reportCorruption(path: path, movedTo: moved, cause: cause, logger: logger)
-        let opened = try StoreOpener.openDatabase(path: path, limits: limits)
+        let opened = try StoreOpener(path: path, limits: limits, clock: clock, logger: logger).replaceCorrupt(cause: cause)
         db = opened.db
         checkedAtOpen = opened.checked
         keys = opened.keys
         rotation = nil
-        recoveredFromCorruption = moved
+        recoveredFromCorruption = opened.movedAside
         // The engine may still hold seqs and batch ids of the lost file: the ledger's numbering continues above them
         // (`.opened`), so a late complete(seqs:) or complete(batchID:) cannot touch a row of the fresh file. The mark
         // stays at what the fresh file holds (`checkCommitMark`): raised to the lost file's seqs, it would report the

@@ -120,7 +120,7 @@ final class LogStore {
         Self.releaseReserveIfDiskFull(path: path)
         // A store file created now has no commits to lose: a mark left by a deleted store is no loss of this one.
         self.createdAtOpen = !FileSystem.exists(path)
-        let opened = try StoreOpener.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
+        let opened = try StoreOpener(path: path, limits: limits, clock: clock, logger: logger).openOrRecover()
         self.lock = lock
         self.db = opened.db
         self.recoveredFromCorruption = opened.movedAside
