@@ -78,17 +78,17 @@ struct LogStoreFileTests {
         }
         let store = try Fixture.open(path)
         #expect(try store.db.userVersion == LogSchema.version)
-        #expect(try store.meta(LogStore.retryTimesKey) == nil, "the open that cleared them removes the flag")
+        #expect(try store.meta(.retryTimes) == nil, "the open that cleared them removes the flag")
         let batch = try #require(try store.claim(limit: 10, nowMs: 0))
         #expect(batch.logs.map(\.seq) == [1, 2, 3])
 
         try store.release(batchID: batch.batchID, nextAttemptMs: 1_000)
-        #expect(try store.meta(LogStore.retryTimesKey) == "1")
+        #expect(try store.meta(.retryTimes) == "1")
         #expect(try store.claim(limit: 10, nowMs: 999) == nil)
         store.close()
 
         let reopened = try Fixture.open(path)
-        #expect(try reopened.meta(LogStore.retryTimesKey) == nil)
+        #expect(try reopened.meta(.retryTimes) == nil)
         #expect(try reopened.claim(limit: 10, nowMs: 0)?.logs.map(\.seq) == [1, 2, 3])
         // Unflagged, the open leaves next_attempt_ms alone: a value written behind the store's back survives it.
         try reopened.db.execute("UPDATE logs SET next_attempt_ms = 5 WHERE seq = 3")
@@ -336,7 +336,7 @@ struct LogStoreFileTests {
 
         let second = try Fixture.open(path)
         #expect(!second.checkedAtOpen)
-        #expect(try second.meta(StoreOpener.closedCleanlyKey) == nil, "the open's first transaction removes the mark")
+        #expect(try second.meta(.closedCleanly) == nil, "the open's first transaction removes the mark")
         #expect(try second.allLogs().count == 500)
         // A crash now leaves the file as it is on disk, without the close's mark. The WAL is checkpointed into the
         // file first, so that the missing mark alone (not a leftover WAL) tells the next open.
@@ -433,7 +433,7 @@ struct LogStoreFileTests {
         let path = dir.file("store.sqlite")
         let store = try Fixture.open(path)
         _ = try store.append((0..<5).map { Fixture.log($0) } + (5..<8).map { Fixture.log($0, priority: .critical) })
-        try store.setMeta("enabled", "true")
+        try store.setMeta(.enabled, "true")
         _ = try store.claim(limit: 4, nowMs: 0)
 
         let (counts, meta) = try StoreInspector.inspect(path: path)
@@ -442,7 +442,7 @@ struct LogStoreFileTests {
         #expect(counts.inFlight == 4)
         #expect(counts.bytes > 0)
         #expect(counts.oldestWallMs == Fixture.baseWallMs)
-        #expect(meta["enabled"] == "true")
+        #expect(meta[.enabled] == "true")
         #expect(try store.counts() == counts)
         // The store keeps working after the inspection.
         #expect(try store.append([Fixture.log(9)]).stored == 1)

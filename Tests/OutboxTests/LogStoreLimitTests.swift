@@ -244,8 +244,8 @@ struct LogStoreLimitTests {
             }
         }
         print("tiny cap: evicted \(store.evictedTotal), SQLITE_FULL retries \(store.fullRetriesTotal)")
-        try store.setMeta("still", "works")
-        #expect(try store.meta("still") == "works")
+        try store.setMeta(.destination, "works")
+        #expect(try store.meta(.destination) == "works")
         #expect((FileSystem.size(path) ?? .max) <= limits.maxStorageSize)
         #expect(store.walFileSize <= 1024 * 1024)
     }

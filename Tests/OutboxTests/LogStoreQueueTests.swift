@@ -173,8 +173,9 @@ struct LogStoreQueueTests {
         defer { dir.remove() }
         let path = dir.file("store.sqlite")
         let store = try Fixture.open(path)
-        _ = try store.append((0..<4).map { Fixture.log($0) })
-        func stored(_ store: LogStore) throws -> Int64? { try store.meta(LogStore.lastBatchKey).flatMap { Int64($0) } }
+        // A log for every id of the block, and two more.
+        _ = try store.append((0..<Int(LogStore.batchIDBlock) + 2).map { Fixture.log($0, payloadBytes: 10) })
+        func stored(_ store: LogStore) throws -> Int64? { try store.meta(.lastBatch).flatMap { Int64($0) } }
 
         let first = try #require(try store.claim(limit: 1, nowMs: 0))
         let reservation = first.batchID + LogStore.batchIDBlock - 1
@@ -183,9 +184,13 @@ struct LogStoreQueueTests {
         #expect(second.batchID == first.batchID + 1)
         #expect(try stored(store) == reservation, "a claim inside the block writes no meta")
 
-        // The claim past the reservation stores the next block.
-        // (The ledger is told the block's last id was given out: as if 4093 more claims had committed.)
-        store.ledger.apply(.claimed(batchID: reservation, stretches: [], reservedThrough: nil, taken: Waiting(), floors: [nil, nil]))
+        // The claim past the reservation stores the next block: the block's other ids are given out first (each
+        // claim delivers the one before it, one commit each).
+        var last = second.batchID
+        while last < reservation {
+            last = try #require(try store.claim(limit: 1, nowMs: 0, completing: last).batch).batchID
+        }
+        #expect(try stored(store) == reservation, "every claim of the block kept to its reservation")
         let third = try #require(try store.claim(limit: 1, nowMs: 0))
         #expect(third.batchID == reservation + 1)
         #expect(try stored(store) == reservation + LogStore.batchIDBlock)
@@ -396,12 +401,12 @@ struct LogStoreQueueTests {
                              newEventNames: ["tap"])
         let batch = try #require(try store.claim(limit: 5, nowMs: 0))
         _ = try store.deadLetter(seqs: [batch.logs[0].seq], status: 400, reason: "x")
-        try store.setMeta("enabled", "false")
+        try store.setMeta(.enabled, "false")
         #expect(try store.deleteAllLogs() == 499)
         let counts = try store.counts()
         #expect(counts.pendingNormal == 0 && counts.pendingCritical == 0 && counts.inFlight == 0 && counts.deadLetters == 0)
         #expect(counts.oldestWallMs == nil)
-        #expect(try store.meta("enabled") == "false")
+        #expect(try store.meta(.enabled) == "false")
         #expect(try store.eventNames() == ["tap"])
         #expect((FileSystem.size(path) ?? 0) < 100 * 1024, "the file is rebuilt without the deleted pages")
         #expect(store.walFileSize == 0)
@@ -414,20 +419,20 @@ struct LogStoreQueueTests {
         defer { dir.remove() }
         let path = dir.file("store.sqlite")
         let store = try Fixture.open(path)
-        try store.setMeta("enabled", "true")
-        try store.setMeta("install_id", "8E4C…")
-        try store.setMeta("install_id", "A1B2")
-        try store.setMeta("gone", "soon")
-        try store.setMeta("gone", nil)
+        try store.setMeta(.enabled, "true")
+        try store.setMeta(.installID, "8E4C…")
+        try store.setMeta(.installID, "A1B2")
+        try store.setMeta(.destination, "soon")
+        try store.setMeta(.destination, nil)
         _ = try store.append([Fixture.log(0)], newEventNames: ["tap", "open"])
         _ = try store.append([], newEventNames: ["tap", "close"])
         store.close()
 
         let reopened = try Fixture.open(path)
         defer { reopened.close() }
-        #expect(try reopened.meta("enabled") == "true")
-        #expect(try reopened.meta("install_id") == "A1B2")
-        #expect(try reopened.meta("gone") == nil)
+        #expect(try reopened.meta(.enabled) == "true")
+        #expect(try reopened.meta(.installID) == "A1B2")
+        #expect(try reopened.meta(.destination) == nil)
         #expect(try reopened.eventNames() == ["tap", "open", "close"])
     }
 

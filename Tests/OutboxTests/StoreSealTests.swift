@@ -282,7 +282,7 @@ struct StoreSealTests {
 
         try store.beginRotation(to: Self.keyB)
         #expect(store.rotationPending)
-        #expect(try store.metaTable.bytes(StoreKeyCheck.previousKeyKey) != nil)
+        #expect(try store.metaTable.bytes(.previousKey) != nil)
         var steps = 0
         // Appends and claims between the steps: new rows go under the new key, old ones still open.
         while try !store.rotateStep(limit: 100) {
@@ -296,7 +296,7 @@ struct StoreSealTests {
         }
         #expect(steps >= 6)
         #expect(!store.rotationPending)
-        #expect(try store.metaTable.bytes(StoreKeyCheck.previousKeyKey) == nil)
+        #expect(try store.metaTable.bytes(.previousKey) == nil)
         let keyIDs = try store.db.prepare("SELECT DISTINCT substr(payload, 2, 4) FROM logs")
         var ids: [[UInt8]] = []
         while try keyIDs.step() { ids.append(keyIDs.blob(at: 0)) }
@@ -334,7 +334,7 @@ struct StoreSealTests {
         #expect(try store.allLogs().count == 300)
         while try !store.rotateStep() {}
         #expect(try store.allLogs().count == 300)
-        #expect(try store.metaTable.bytes(StoreKeyCheck.previousKeyKey) == nil)
+        #expect(try store.metaTable.bytes(.previousKey) == nil)
     }
 
     // SPEC K1: a sealed row altered on disk fails GCM's tag: the claim reports it, counts it and deletes it; the rows

@@ -274,7 +274,7 @@ struct WALCutTests {
         _ = try store.append((0..<20).map { Fixture.log($0, priority: $0 % 4 == 3 ? .critical : .normal) })
         #expect(try deleteEverything(store, by: path) == 20)
         #expect(try store.allLogs().isEmpty)
-        #expect(try store.meta(LogStore.seqHighKey) == "20")
+        #expect(try store.meta(.seqHigh) == "20")
         let intact = dir.file("intact.sqlite")
         try crashCopy(file, to: intact)
         let walBefore = walSize(file)
@@ -310,11 +310,11 @@ struct WALCutTests {
         _ = try store.append((0..<20).map { Fixture.log($0) })
         let batch = try #require(try store.claim(limit: 7, nowMs: Fixture.baseWallMs))
         #expect(try store.complete(batchID: batch.batchID) == 7)
-        #expect(try store.meta(LogStore.seqHighKey) == nil)
+        #expect(try store.meta(.seqHigh) == nil)
         #expect(try store.deadLetter(seqs: [8, 9], status: 400, reason: "refused") == 2)
-        #expect(try store.meta(LogStore.seqHighKey) == nil)
+        #expect(try store.meta(.seqHigh) == nil)
         #expect(try store.complete(seqs: [20]) == 1)
-        #expect(try store.meta(LogStore.seqHighKey) == "20")
+        #expect(try store.meta(.seqHigh) == "20")
     }
 
     // SPEC S7: the mark holds no descriptor while the store is open (a store costs its database's descriptors only,

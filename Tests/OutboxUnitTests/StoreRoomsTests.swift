@@ -141,7 +141,7 @@ struct StoreRoomsTests {
         let cap = budget.capOnFullDisk(pages: 2000, availableBytes: 1 << 20)
         #expect(cap == 2128)
         budget.diskFull(cap: cap)
-        #expect(budget.diskCapped && budget.maxPages == 2128 && budget.diskFullTotal == 1)
+        #expect(budget.diskCapped && budget.maxPages == 2128)
         #expect(budget.capOnFullDisk(pages: 2000, availableBytes: 1 << 20) == nil, "capped there already")
         // The file grew to the cap and the disk has just the two reserves left: no more room. Then some (not enough
         // for the whole cap), then plenty.

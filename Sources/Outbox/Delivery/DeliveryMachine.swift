@@ -521,8 +521,8 @@ struct DeliveryMachine: Sendable {
             case .refuse(let code, let text): status = code; reason = text
             default: status = 413; reason = "log too large for the server"
             }
+            // Counted by the store once the move committed (`LogStore.deadLetteredTotal`), not here.
             actions.append(.deadLetter(seqs: logs.map(\.seq), status: status, reason: reason))
-            counters.deadLettered += 1
             actions.append(.log(LogLine(level: .warning, message: "log refused by the server and dead-lettered",
                                         metadata: ["outbox.status": "\(status)"])))
             settle(key, failed: true, into: &actions)
@@ -963,7 +963,6 @@ struct DeliveryMachine: Sendable {
 public struct DeliveryCounters: Sendable, Equatable {
     public var requests = 0
     public var delivered = 0
-    public var deadLettered = 0
     /// SPEC D5: logs a server refused inside a request it accepted.
     public var serverRejected = 0
     /// SPEC R9: requests sent as probes during a fault (also counted in `requests`).

@@ -385,19 +385,6 @@ struct EngineCounters: Sendable, Equatable {
     var rejected = 0
 }
 
-enum MetaKey {
-    static let installID = "install_id"
-    static let enabled = "enabled"
-    static let userID = "user_id"
-    static let firstStart = "first_start_done"
-    /// Why delivery is disabled (SPEC R5), persisted so that `outbox status` can show it.
-    static let disabledReason = "disabled_reason"
-    /// The destination of the last request (SPEC D1), for `outbox status`.
-    static let destination = "destination"
-    /// Logs a server accepted the request of but refused inside it (SPEC D5), a total kept across runs.
-    static let serverRejected = "server_rejected"
-}
-
 /// The kernel's boot id, reduced to 64 bits: monotonic times compare only within one boot (SPEC A9).
 enum BootID {
     static let current: Int64 = {

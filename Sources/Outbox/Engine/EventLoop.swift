@@ -106,8 +106,12 @@ final class EventLoop: @unchecked Sendable {
     /// on a call from another thread.
     /// Before a dedicated loop's thread starts, the creating thread owns everything.
     func assertOnLoopThread(file: StaticString = #fileID, line: UInt = #line) {
-        assert(isOnLoopThread || (!isHosted && !threadStarted), "called off the engine's loop thread", file: file, line: line)
+        assert(ownsCallingThread, "called off the engine's loop thread", file: file, line: line)
     }
+
+    /// Whether the calling thread owns what the loop owns: the loop's thread, or the creating one before a dedicated
+    /// loop's thread starts (`ThreadOwner`'s check, in every build).
+    var ownsCallingThread: Bool { isOnLoopThread || (!isHosted && !threadStarted) }
 
     func register(_ handle: LoopHandle) {
         handles[ObjectIdentifier(handle)] = handle

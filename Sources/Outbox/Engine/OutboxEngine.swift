@@ -297,7 +297,7 @@ public final class OutboxEngine: @unchecked Sendable {
             // The store's count: evictions made for a claim or a meta write (S7 too) are evictions all the same.
             evicted: core.store.evictedTotal, rejected: core.counters.rejected,
             expired: core.store.expiredTotal,
-            delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.delivery?.counters.deadLettered ?? 0,
+            delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.store.deadLetteredTotal,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
             probes: core.delivery?.counters.probes ?? 0, lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal)
     }

@@ -35,7 +35,7 @@ public struct StoreReport: Sendable, Equatable, Codable {
                            disabledReason: meta[MetaKey.disabledReason], installID: meta[MetaKey.installID],
                            destination: meta[MetaKey.destination],
                            serverRejected: meta[MetaKey.serverRejected].flatMap { Int($0) } ?? 0,
-                           rotatingStoreKey: meta[StoreKeyCheck.previousKeyKey] != nil, nowMs: clock.wallMs())
+                           rotatingStoreKey: meta[MetaKey.previousKey] != nil, nowMs: clock.wallMs())
     }
 
     init(counts: StoreCounts, enabled: Bool, disabledReason: String?, installID: String?, destination: String?,

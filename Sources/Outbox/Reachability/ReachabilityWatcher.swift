@@ -11,7 +11,8 @@ final class ReachabilityWatcher {
     private let onChange: (NetworkState) -> Void
     private var poll: NetlinkPoll?
     private let fd: Int32
-    private let loop: EventLoop
+    /// The netlink socket and its poll are the loop thread's.
+    private let owner: ThreadOwner
 
     init(loop: EventLoop, logger: Logger, onChange: @escaping (NetworkState) -> Void) throws {
         let fd = outbox_netlink_open()
@@ -19,13 +20,13 @@ final class ReachabilityWatcher {
             throw OutboxError.io(path: "rtnetlink", message: String(cString: strerror(-fd)))
         }
         self.fd = fd
-        self.loop = loop
+        self.owner = ThreadOwner(loop: loop)
         self.onChange = onChange
         self.state = NetworkState.current()
         let poll = NetlinkPoll(loop: loop, fd: fd)
         self.poll = poll
         poll.action = { [unowned self] in
-            self.loop.assertOnLoopThread()
+            self.owner.check()
             let drained = outbox_netlink_drain(self.fd)
             if drained < 0 && drained != -ENOBUFS {
                 logger.warning("rtnetlink read failed", metadata: ["outbox.error": "\(String(cString: strerror(-drained)))"])
@@ -39,7 +40,7 @@ final class ReachabilityWatcher {
     }
 
     func close() {
-        loop.assertOnLoopThread()
+        owner.check()
         poll?.close()
         poll = nil
         Glibc.close(fd)

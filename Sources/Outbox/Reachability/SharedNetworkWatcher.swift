@@ -53,6 +53,7 @@ public final class SharedNetworkWatcher {
     }
 
     private let loop: EventLoop
+    private let owner: ThreadOwner
     private var watcher: ReachabilityWatcher?
 
     /// The state now: what the last change reported, or what was read at creation.
@@ -63,6 +64,7 @@ public final class SharedNetworkWatcher {
     public init(hostLoop: UnsafeMutableRawPointer, logger: Logger,
                 onChange: @escaping (_ old: State, _ new: State) -> Void) throws {
         loop = try EventLoop(mode: .hostLoop(hostLoop))
+        owner = ThreadOwner(loop: loop)
         state = State(NetworkState.current())
         watcher = try ReachabilityWatcher(loop: loop, logger: logger) { [unowned self] next in
             let old = self.state
@@ -74,7 +76,7 @@ public final class SharedNetworkWatcher {
 
     /// Closes the socket and its poll handle; on the loop's thread, before the loop is closed.
     public func close() {
-        loop.assertOnLoopThread()
+        owner.check()
         watcher?.close()
         watcher = nil
     }

@@ -17,11 +17,6 @@ struct DiskBudget: Sendable, Equatable {
     var lastCheckNs: Int64 = 0
     /// Bytes the schema takes before any log (one page per table and index, plus the schema page).
     var baseBytes = 0
-    /// Times a write found the disk full (S7). Diagnostic.
-    private(set) var diskFullTotal = 0
-    /// Writes that hit SQLITE_FULL — the hard cap or a full disk — and were retried with more room: a measure of how
-    /// good the soft size estimate is. Diagnostic.
-    private(set) var fullRetriesTotal = 0
     private let configuredReserveBytes: Int?
     private let maxStorageSize: Int
 
@@ -121,9 +116,9 @@ struct DiskBudget: Sendable, Equatable {
         diskCapped = false
     }
 
-    /// The disk filled up: the store keeps to `cap` pages (`nil`: the cap stays, the disk is still short).
+    /// The disk filled up: the store keeps to `cap` pages (`nil`: the cap stays, the disk is still short). Counted in
+    /// the store's ledger (`StoreLedger.Totals.diskFull`).
     mutating func diskFull(cap: Int?) {
-        diskFullTotal += 1
         if let cap {
             maxPages = cap
             diskCapped = true
@@ -136,6 +131,4 @@ struct DiskBudget: Sendable, Equatable {
         if cap == configuredMaxPages { diskCapped = false }
         return !diskCapped
     }
-
-    mutating func retriedFull() { fullRetriesTotal += 1 }
 }

@@ -72,11 +72,13 @@ enum LogSchema {
                 """)
         },
         Migration(version: 4, name: "retry times flagged in meta") { (db: Database) throws(OutboxError) in
-            // From this version on, the open clears retry times (C9) only when `LogStore.retryTimesKey` says a
+            // From this version on, the open clears retry times (C9) only when `MetaKey.retryTimes` says a
             // release set some. An older store may hold them without the flag: flagged here, its first open
             // clears them.
+            // Its own statement, not `MetaTable.set`'s: that one is cached, and a statement prepared before the
+            // schema is complete is compiled again at its next use.
             try db.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                           [.text(LogStore.retryTimesKey)])
+                           [.text(MetaKey.retryTimes.rawValue)])
         },
     ])
 

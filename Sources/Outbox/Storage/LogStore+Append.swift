@@ -7,11 +7,9 @@ import Logging
 /// use (`(page_count − freelist_count) × page_size`, two pragma reads) plus an estimate of the new rows must
 /// stay under a budget a little below the cap; when they would not, the oldest rows of the lowest priority
 /// are evicted in the same transaction. The estimate can be wrong (a partly emptied page frees nothing), so
-/// SQLITE_FULL is caught: the transaction is retried with more room asked for. Nothing committed is touched
-/// by a failed attempt, since it rolls back whole.
+/// SQLITE_FULL is caught: the transaction is retried with more room asked for, as its `FullRetryPlan` says. Nothing
+/// committed is touched by a failed attempt, since it rolls back whole.
 extension LogStore {
-    static let maxAppendAttempts = 6
-
     typealias Candidate = EvictionPlanner.Candidate
 
     struct EvictionEvent {
@@ -45,6 +43,8 @@ extension LogStore {
     @discardableResult
     func append(_ logs: [NewLog], newEventNames: [String] = []) throws(OutboxError) -> AppendResult {
         guard !logs.isEmpty || !newEventNames.isEmpty else { return AppendResult() }
+        // Before the disk is read and the reserve file touched, not only in `guarded`.
+        owner.check()
         if disk.diskCapped || !disk.reserveHeld { liftDiskCapIfRoom() }
         return try guarded { () throws(OutboxError) -> AppendResult in
             // SPEC S7: on a disk short of room, a transaction's WAL frames and then as many new pages at its
@@ -140,44 +140,31 @@ extension LogStore {
         if candidates.isEmpty && newEventNames.isEmpty { return result }
         let nameBytes = newEventNames.reduce(0) { $0 + $1.utf8.count + 16 }
 
-        var extra = 0
-        var margin = 8 * pageSize + totalBytes / 8
-        var attempt = 1
-        while true {
-            do throws(OutboxError) {
-                let outcome = try db.transaction { () throws(OutboxError) -> AppendOutcome in
-                    if !newEventNames.isEmpty { try eventNamesTable.insert(newEventNames) }
-                    let plan = try makeRoom(for: candidates, mandatoryBytes: nameBytes, extraBytes: extra,
-                                            overflowMayEvictCritical: false)
-                    return try insertRows(logs, candidates, skipping: plan)
-                }
-                ledger.apply(.appended(stored: outcome.stored, nextSeq: outcome.nextSeq, bound: outcome.bound))
-                // After the commit, never before: a mark ahead of its commit would be a false loss (CommitMark).
-                if outcome.stored.total > 0 { commitMark?.write(outcome.nextSeq - 1) }
-                result.evicted = commitEvictions(outcome.plan.evictions)
-                for position in outcome.plan.rejected {
-                    result.rejected[candidates[position].index] = .storageFull
-                }
-                result.stored = outcome.stored.total
-                return result
-            } catch {
-                guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
-                attempt += 1
-                disk.retriedFull()
-                // SPEC S7: a full disk lowers the cap, so that the retry below evicts down to what the disk holds.
-                if !relieveFullDisk() {
-                    // A checkpointed WAL is rewritten from its start instead of grown.
-                    _ = try? db.checkpoint(.passive)
-                }
-                // The file could not grow as far as the budget said: this time the batch must fit in what the
-                // store already uses, less a margin that doubles with every failure.
-                let used = try Self.usedBytes(db)
-                extra = max(0, disk.budgetBytes - used) + margin
-                margin *= 2
+        return try retryingOnFull(.appending(pageSize: pageSize, batchBytes: totalBytes)) { (retry) throws(OutboxError) -> AppendResult in
+            var result = result
+            // After SQLITE_FULL the file could not grow as far as the budget said: this time the batch must fit in
+            // what the store already uses, less a margin that doubles with every failure (FullRetryPlan).
+            let extra = retry.asksForRoom ? retry.extraBytes(usedBytes: try Self.usedBytes(db), budgetBytes: disk.budgetBytes) : 0
+            if retry.asksForRoom {
                 logger.debug("append hit the storage cap; retrying with more room", metadata: [
-                    "outbox.attempt": "\(attempt)", "outbox.extra_bytes": "\(extra)",
+                    "outbox.attempt": "\(retry.attempt)", "outbox.extra_bytes": "\(extra)",
                 ])
             }
+            let outcome = try db.transaction { () throws(OutboxError) -> AppendOutcome in
+                if !newEventNames.isEmpty { try eventNamesTable.insert(newEventNames) }
+                let plan = try makeRoom(for: candidates, mandatoryBytes: nameBytes, extraBytes: extra,
+                                        overflowMayEvictCritical: false)
+                return try insertRows(logs, candidates, skipping: plan)
+            }
+            record(.appended(stored: outcome.stored, nextSeq: outcome.nextSeq, bound: outcome.bound))
+            // After the commit, never before: a mark ahead of its commit would be a false loss (CommitMark).
+            if outcome.stored.total > 0 { commitMark?.write(outcome.nextSeq - 1) }
+            result.evicted = commitEvictions(outcome.plan.evictions)
+            for position in outcome.plan.rejected {
+                result.rejected[candidates[position].index] = .storageFull
+            }
+            result.stored = outcome.stored.total
+            return result
         }
     }
 
@@ -252,7 +239,7 @@ extension LogStore {
                 "outbox.reason": "\(reason ?? event.reason)",
             ])
         }
-        ledger.apply(.evicted(count: total))
+        record(.evicted(count: total))
         return total
     }
 
@@ -261,34 +248,18 @@ extension LogStore {
     /// not fail because logs filled the store: meta, device contexts, and claim marks — a store too full to
     /// mark a batch in flight could never send anything again, so this may evict even a critical log.
     func withRoom<T>(bytes: Int, _ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
-        var margin = bytes + disk.slackBytes
-        var attempt = 1
-        var relieved = false
-        while true {
+        try retryingOnFull(.smallWrite(bytes: bytes, slackBytes: disk.slackBytes)) { (retry) throws(OutboxError) -> T in
             var events: [EvictionEvent] = []
-            do throws(OutboxError) {
-                let value = try db.transaction { () throws(OutboxError) -> T in
-                    if attempt > 1 {
-                        let used = try Self.usedBytes(db)
-                        events = try makeRoom(for: [], mandatoryBytes: 0, extraBytes: max(0, disk.budgetBytes - used) + margin,
-                                              overflowMayEvictCritical: true).evictions
-                    }
-                    return try body()
+            let value = try db.transaction { () throws(OutboxError) -> T in
+                if retry.asksForRoom {
+                    let used = try Self.usedBytes(db)
+                    events = try makeRoom(for: [], mandatoryBytes: 0, extraBytes: retry.extraBytes(usedBytes: used, budgetBytes: disk.budgetBytes),
+                                          overflowMayEvictCritical: true).evictions
                 }
-                commitEvictions(events)
-                return value
-            } catch {
-                guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
-                disk.retriedFull()
-                // SPEC S7: a full disk first gets its room back (reserve, WAL) and the same write is tried again
-                // without evicting: what failed was the WAL's growth, which eviction cannot help.
-                if !relieved && relieveFullDisk() {
-                    relieved = true
-                    continue
-                }
-                attempt += 1
-                margin *= 2
+                return try body()
             }
+            commitEvictions(events)
+            return value
         }
     }
 }

@@ -4,7 +4,7 @@ extension LogStore: BatchQueue {
         if let pending = ledger.pending { return pending }
         let counted = try waitingCounts()
         let fresh = Waiting(normal: counted.normal, critical: counted.critical)
-        ledger.apply(.recounted(fresh))
+        record(.recounted(fresh))
         return fresh
     }
 
@@ -22,16 +22,16 @@ extension LogStore: BatchQueue {
     }
 
     func setDisabledReason(_ reason: String?) throws(OutboxError) {
-        try setMeta(MetaKey.disabledReason, reason)
+        try setMeta(.disabledReason, reason)
     }
 
     func recordDestination(_ name: String) throws(OutboxError) {
-        try setMeta(MetaKey.destination, name)
+        try setMeta(.destination, name)
     }
 
     func addServerRejected(_ count: Int) throws(OutboxError) {
         guard count > 0 else { return }
-        let total = Int(try meta(MetaKey.serverRejected) ?? "") ?? 0
-        try setMeta(MetaKey.serverRejected, String(total + count))
+        let total = Int(try meta(.serverRejected) ?? "") ?? 0
+        try setMeta(.serverRejected, String(total + count))
     }
 }

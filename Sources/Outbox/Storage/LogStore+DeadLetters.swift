@@ -19,29 +19,23 @@ extension LogStore {
         guard !seqs.isEmpty else { return 0 }
         let reason = String(reason.prefix(Self.maxReasonLength))
         return try guarded { () throws(OutboxError) -> Int in
-            var mode = DeadLetterMode.keep
-            while true {
-                do throws(OutboxError) {
-                    return try moveToDeadLetters(seqs: seqs, status: status, reason: reason, mode: mode)
-                } catch {
-                    // At the cap a letter may not fit where its log was (page fragmentation): make room in the
-                    // dead-letter table first, and as a last resort drop the new letters, loudly and counted.
-                    guard error.isStorageFull, let next = mode.fallback else { throw error }
-                    disk.retriedFull()
-                    mode = next
-                }
+            // At the cap a letter may not fit where its log was (page fragmentation): each retry makes room in the
+            // dead-letter table first, and as a last resort drops the new letters, loudly and counted.
+            try retryingOnFull(.deadLettering) { (retry) throws(OutboxError) -> Int in
+                try moveToDeadLetters(seqs: seqs, status: status, reason: reason, mode: DeadLetterMode(attempt: retry.attempt))
             }
         }
     }
 
+    /// What an attempt (`FullRetryPlan.deadLettering`, from 1) does with the letters.
     private enum DeadLetterMode {
         case keep, dropOldLettersFirst, dropNewLetters
 
-        var fallback: DeadLetterMode? {
-            switch self {
-            case .keep: return .dropOldLettersFirst
-            case .dropOldLettersFirst: return .dropNewLetters
-            case .dropNewLetters: return nil
+        init(attempt: Int) {
+            switch attempt {
+            case 1: self = .keep
+            case 2: self = .dropOldLettersFirst
+            default: self = .dropNewLetters
             }
         }
     }
@@ -74,7 +68,7 @@ extension LogStore {
             dropped += try letters.trim(toBytes: cap)
             return (moved, dropped)
         }
-        ledger.apply(.deadLettered(moved: moved, dropped: dropped))
+        record(.deadLettered(moved: moved, dropped: dropped))
         if moved > 0 {
             logger.info("moved refused logs to the dead-letter table (SPEC R2)", metadata: [
                 "outbox.dead_lettered": "\(moved)", "outbox.status": "\(status)",
@@ -151,21 +145,10 @@ extension LogStore {
     @discardableResult
     func requeueDeadLetters(ids: [UUIDBytes]? = nil) throws(OutboxError) -> DeadLetterRequeue {
         try guarded { () throws(OutboxError) -> DeadLetterRequeue in
-            var extra = 0
-            var margin = 8 * pageSize
-            var attempt = 1
-            while true {
-                do throws(OutboxError) {
-                    return try requeueOnce(ids: ids, extraBytes: extra)
-                } catch {
-                    guard error.isStorageFull, attempt < Self.maxAppendAttempts else { throw error }
-                    attempt += 1
-                    disk.retriedFull()
-                    // As an append: the file could not grow as far as the budget said, so ask for more room.
-                    let used = try Self.usedBytes(db)
-                    extra = max(0, disk.budgetBytes - used) + margin
-                    margin *= 2
-                }
+            // As an append: after SQLITE_FULL the file could not grow as far as the budget said, so ask for more room.
+            try retryingOnFull(.requeueing(pageSize: pageSize)) { (retry) throws(OutboxError) -> DeadLetterRequeue in
+                let extra = retry.asksForRoom ? retry.extraBytes(usedBytes: try Self.usedBytes(db), budgetBytes: disk.budgetBytes) : 0
+                return try requeueOnce(ids: ids, extraBytes: extra)
             }
         }
     }
@@ -218,7 +201,7 @@ extension LogStore {
             return outcome
         }
         // Requeued logs carry no boot id (the dead letters do not keep it): they age on the wall clock (SPEC S4).
-        ledger.apply(.requeued(count: outcome.result.requeued, nextSeq: outcome.nextSeq, oldestWallMs: outcome.minWallMs))
+        record(.requeued(count: outcome.result.requeued, nextSeq: outcome.nextSeq, oldestWallMs: outcome.minWallMs))
         var result = outcome.result
         result.evicted = commitEvictions(outcome.evictions, reason: "requeued dead letters")
         if result.requeued > 0 {

@@ -78,6 +78,7 @@ extension LogStore {
         let cap = disk.capOnFullDisk(pages: pages, availableBytes: FileSystem.availableBytes(diskDirectory) ?? 0)
         let wasCapped = disk.diskCapped
         disk.diskFull(cap: cap)
+        record(.diskFull)
         if let cap {
             // SQLite keeps the larger of this and the page count: the file never has to grow past what it has.
             try? db.exec("PRAGMA max_page_count = \(cap)")
@@ -114,17 +115,22 @@ extension LogStore {
         }
     }
 
-    /// Runs `body` (one transaction); when it fails because the disk is full, relieves the disk and runs it again.
-    /// For writes that free room (deleting delivered logs), which must not need room the disk does not have.
-    func retryingOnFullDisk<T>(_ body: () throws(OutboxError) -> T) throws(OutboxError) -> T {
-        var attempt = 1
+    /// Runs `body` (one transaction) as `plan` says (FullRetryPlan.swift): when it fails with SQLITE_FULL and the
+    /// plan has another attempt, relieves the disk if the plan tries that, and runs `body` again with the plan at its
+    /// next attempt (which tells `body` how much room to ask for). The one loop every write on a full store or disk
+    /// goes through.
+    func retryingOnFull<T>(_ plan: FullRetryPlan, _ body: (FullRetryPlan) throws(OutboxError) -> T) throws(OutboxError) -> T {
+        var plan = plan
         while true {
             do throws(OutboxError) {
-                return try body()
+                return try body(plan)
             } catch {
-                guard error.isStorageFull, attempt < 3, relieveFullDisk() else { throw error }
-                attempt += 1
-                disk.retriedFull()
+                guard error.isStorageFull, plan.mayRetry else { throw error }
+                let relieved = plan.triesRelief && relieveFullDisk()
+                guard plan.retry(diskRelieved: relieved) else { throw error }
+                // A checkpointed WAL is rewritten from its start instead of grown.
+                if plan.checkpointsWithoutRelief(diskRelieved: relieved) { _ = try? db.checkpoint(.passive) }
+                record(.retriedFull)
             }
         }
     }

@@ -1,19 +1,20 @@
 /// Small durable state beside the logs: meta values (T6 enabled flag, A8 ids…), event names (T4), device
 /// contexts (A10). The statements are the tables' (MetaTable.swift); this is the store's guarded, roomy API.
 extension LogStore {
-    /// A meta value; in a sealed store (SPEC K1) the values of `sealedMetaKeys` are opened (nil when one does not).
-    func meta(_ key: String) throws(OutboxError) -> String? {
+    /// A meta value; in a sealed store (SPEC K1) the values of sealed keys (`MetaKey.isSealed`) are opened (nil when
+    /// one does not).
+    func meta(_ key: MetaKey) throws(OutboxError) -> String? {
         try guarded { () throws(OutboxError) -> String? in
-            guard let keys, Self.sealedMetaKeys.contains(key) else { return try metaTable.value(key) }
+            guard let keys, key.isSealed else { return try metaTable.value(key) }
             return try metaTable.bytes(key).flatMap { keys.open($0, .meta(key)) }.map { String(decoding: $0, as: UTF8.self) }
         }
     }
 
-    /// Sets (or with nil, removes) a meta value, durably; sealed in a sealed store for `sealedMetaKeys`.
-    func setMeta(_ key: String, _ value: String?) throws(OutboxError) {
+    /// Sets (or with nil, removes) a meta value, durably; sealed in a sealed store for sealed keys (`MetaKey.isSealed`).
+    func setMeta(_ key: MetaKey, _ value: String?) throws(OutboxError) {
         try guarded { () throws(OutboxError) in
-            try withRoom(bytes: key.utf8.count + (value?.utf8.count ?? 0) + 64) { () throws(OutboxError) in
-                if let keys, let value, Self.sealedMetaKeys.contains(key) {
+            try withRoom(bytes: key.rawValue.utf8.count + (value?.utf8.count ?? 0) + 64) { () throws(OutboxError) in
+                if let keys, let value, key.isSealed {
                     try metaTable.set(key, bytes: try keys.seal(Array(value.utf8), .meta(key)))
                 } else {
                     try metaTable.set(key, value)
@@ -22,7 +23,7 @@ extension LogStore {
         }
     }
 
-    /// Keeps `seqHighKey` (SPEC S7: what the commit mark is compared with) in a transaction that deletes logs, once,
+    /// Keeps `MetaKey.seqHigh` (SPEC S7: what the commit mark is compared with) in a transaction that deletes logs, once,
     /// with the highest seq it deletes or may delete; nil when it deletes none. Only a delete that takes the highest
     /// row can lower `max(seq)`, and that row is `nextSeq - 1` (set once each append has committed) unless an
     /// earlier delete took it and recorded it already: a delete below it costs one comparison, and one that takes

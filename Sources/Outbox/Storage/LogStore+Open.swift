@@ -3,14 +3,14 @@ import Logging
 
 /// Configuring and recovering the opened store (SPEC S1, S6, S7, C9); opening the file is `StoreOpener`'s.
 extension LogStore {
-    /// Records a clean close (`closedCleanlyKey`, with the page count) just before the connection closes and
+    /// Records a clean close (`MetaKey.closedCleanly`, with the page count) just before the connection closes and
     /// SQLite checkpoints the WAL into the file. Best effort: without the marker the next open checks the file,
     /// as after a crash.
     func markClosedCleanly() {
         guard db.isOpen, !db.isInTransaction else { return }
         do throws(OutboxError) {
             try db.transaction { () throws(OutboxError) in
-                try metaTable.set(StoreOpener.closedCleanlyKey, String(try db.pragma("page_count")))
+                try metaTable.set(.closedCleanly, String(try db.pragma("page_count")))
             }
         } catch {
             logger.debug("could not mark the store closed cleanly; the next open checks it", metadata: ["outbox.error": "\(error)"])
@@ -40,17 +40,17 @@ extension LogStore {
         // it off the disk that may be full.
         try db.exec("PRAGMA temp_store = MEMORY")
 
-        let flagged = try metaTable.value(Self.retryTimesKey) != nil
+        let flagged = try metaTable.value(.retryTimes) != nil
         try db.transaction { () throws(OutboxError) in
             // C9, S6: whatever was in flight when the last process stopped is sent again; and the retry
             // state (R3) lived in that process, so every row is claimable at once. next_attempt_ms values are
             // in the old process's clock anyway. Only a store flagged by a release that set one holds any.
             try leasesTable.deleteAll()
             // From the first write on, the file is no longer as the clean close left it.
-            try metaTable.set(StoreOpener.closedCleanlyKey, nil)
+            try metaTable.set(.closedCleanly, nil)
             if flagged {
                 try logsTable.clearRetryTimes()
-                try metaTable.set(Self.retryTimesKey, nil)
+                try metaTable.set(.retryTimes, nil)
             }
         }
         disk.baseBytes = (Int(try db.int64("SELECT count(*) FROM sqlite_schema WHERE rootpage > 0") ?? 0) + 1) * pageSize
@@ -65,11 +65,11 @@ extension LogStore {
         let counts = try logsTable.openingCounts(boot: boot)
         // Numbering goes on above every seq this file ever held, delivered ones included, so that the commit mark
         // (CommitMark) and the database count the same way across sessions.
-        let high = Int64(try metaTable.value(Self.seqHighKey) ?? "") ?? 0
+        let high = Int64(try metaTable.value(.seqHigh) ?? "") ?? 0
         // The stored batch id is a reservation (`batchIDBlock`): numbering goes on above it.
-        let reservation = Int64(try metaTable.value(Self.lastBatchKey) ?? "") ?? 0
+        let reservation = Int64(try metaTable.value(.lastBatch) ?? "") ?? 0
         let held = max(counts.highestSeq, high)
-        ledger.apply(.opened(logCount: counts.count, highestSeq: held, batchReservation: reservation, bound: counts.bound))
+        record(.opened(logCount: counts.count, highestSeq: held, batchReservation: reservation, bound: counts.bound))
         return held
     }
 
@@ -99,14 +99,12 @@ extension LogStore {
     /// Mid-session corruption (S7): the same treatment as at open, keeping the lock.
     func recoverFromCorruption(cause: OutboxError) throws(OutboxError) {
         db.close()
-        let moved = try StoreOpener.moveAside(path: path, clock: clock)
-        StoreOpener.reportCorruption(path: path, movedTo: moved, cause: cause, logger: logger)
-        let opened = try StoreOpener.openDatabase(path: path, limits: limits)
+        let opened = try StoreOpener(path: path, limits: limits, clock: clock, logger: logger).replaceCorrupt(cause: cause)
         db = opened.db
         checkedAtOpen = opened.checked
         keys = opened.keys
-        rotation = RotationCursor()
-        recoveredFromCorruption = moved
+        rotation = nil
+        recoveredFromCorruption = opened.movedAside
         // The engine may still hold seqs and batch ids of the lost file: the ledger's numbering continues above them
         // (`.opened`), so a late complete(seqs:) or complete(batchID:) cannot touch a row of the fresh file. The mark
         // stays at what the fresh file holds (`checkCommitMark`): raised to the lost file's seqs, it would report the
@@ -137,7 +135,7 @@ extension LogStore {
         guard let commitMark else { return }
         if recoveredFromCorruption == nil, !createdAtOpen, let marked = commitMark.read(), marked > held {
             let lost = Int(marked - held)
-            lostAtOpen += lost
+            record(.lostAtOpen(count: lost))
             logger.error("the store's WAL was cut short while the engine was stopped: the logs of its last commits are lost and will not be sent (SPEC S7)", metadata: [
                 "outbox.store": "\(path)",
                 "outbox.lost": "\(lost)",

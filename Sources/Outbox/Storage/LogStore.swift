@@ -16,7 +16,8 @@ import Logging
 /// ```
 ///
 /// Not thread-safe and not `Sendable`: every call must come from the thread that owns the store — the creating
-/// thread, until the engine hands it to its loop (`owner`), checked at every entry in debug builds.
+/// thread, until the engine hands it to its loop (`owner`), checked at every entry in every build (ThreadOwner.swift:
+/// the connection has no mutex of its own).
 /// Every method throws `OutboxError` only.
 ///
 /// Its rooms: each table's statements are its table type's (`Tables/`); every count kept in memory is the `ledger`'s,
@@ -30,9 +31,6 @@ final class LogStore {
 
     /// The path the corrupt database was moved to, when this store had to start afresh (SPEC S7).
     var recoveredFromCorruption: String?
-    /// Logs whose commits the database lost while the engine was stopped (a WAL cut short, SPEC S7), found at open
-    /// by the commit mark and reported once.
-    var lostAtOpen = 0
     /// Whether this open created the store file (there was none).
     var createdAtOpen = false
     /// `<path>-mark` (see CommitMark.swift); nil when it cannot be opened.
@@ -43,25 +41,23 @@ final class LogStore {
     var db: Database
     /// SPEC K1: the keys of a sealed store (nil: plain); the tables seal and open with them.
     var keys: StoreKeys?
-    /// Where a key rotation is (LogStore+Keys.swift).
-    var rotation = RotationCursor()
+    /// The key rotation running on this connection, and where it is (LogStore+Keys.swift); nil before its first step.
+    var rotation: KeyRotation?
     /// SPEC K1: sealed logs that did not open (altered on disk) and were deleted, since the store was opened.
     var unreadableTotal: Int { ledger.totals.unreadable }
     /// The thread that owns the store (see the type).
     let owner = ThreadOwner()
     private var lock: FileLock?
 
-    /// Every count kept of what the file holds; changed only by `ledger.apply` after a commit (StoreLedger.swift).
-    var ledger = StoreLedger()
+    /// Every count kept of what the file holds and of what the store did; changed only through `record` (a change that
+    /// committed, or what a read found: StoreLedger.swift).
+    private(set) var ledger = StoreLedger()
     /// The caps, the soft budget and the disk's state (DiskBudget.swift).
     var disk: DiskBudget
     /// The boot id logs captured now carry: their age is measured on CLOCK_BOOTTIME (SPEC S4).
     var boot: Int64 = BootID.current
 
     static let batchIDBlock: Int64 = 4096
-    static let lastBatchKey = MetaTable.lastBatchKey
-    static let retryTimesKey = MetaTable.retryTimesKey
-    static let seqHighKey = MetaTable.seqHighKey
     /// Smallest accepted `maxStorageSize` (SPEC S2).
     static let minimumStorageSize = 24 * 1024
     static let schemaVersion = LogSchema.version
@@ -82,7 +78,11 @@ final class LogStore {
     var expiredTotal: Int { ledger.totals.expired }
     var deadLetteredTotal: Int { ledger.totals.deadLettered }
     var deadLettersDroppedTotal: Int { ledger.totals.deadLettersDropped }
-    var fullRetriesTotal: Int { disk.fullRetriesTotal }
+    var fullRetriesTotal: Int { ledger.totals.fullRetries }
+    var diskFullTotal: Int { ledger.totals.diskFull }
+    /// Logs whose commits the database lost while the engine was stopped (a WAL cut short, SPEC S7), found at open
+    /// by the commit mark and reported once.
+    var lostAtOpen: Int { ledger.totals.lostAtOpen }
     var pageSize: Int { disk.pageSize }
     var diskCapped: Bool { disk.diskCapped }
     var lastDiskCheckNs: Int64 {
@@ -91,6 +91,10 @@ final class LogStore {
     }
     var walAutocheckpointPages: Int { disk.walAutocheckpointPages }
     var walSizeLimit: Int { disk.walSizeLimit }
+
+    /// Applies `change` to the ledger: what a transaction of the store's did once it committed (StoreLedger.swift). The
+    /// only way the ledger changes; called by the store's own files (`Storage/`), never by its users, which read it.
+    func record(_ change: StoreLedger.Change) { ledger.apply(change) }
 
     /// Opens (creating if needed) the store at `path` and takes its lock. See the type's documentation.
     init(path: String, limits: StoreLimits, clock: any OutboxClock, logger: Logger) throws(OutboxError) {
@@ -116,7 +120,7 @@ final class LogStore {
         Self.releaseReserveIfDiskFull(path: path)
         // A store file created now has no commits to lose: a mark left by a deleted store is no loss of this one.
         self.createdAtOpen = !FileSystem.exists(path)
-        let opened = try StoreOpener.openOrRecover(path: path, limits: limits, clock: clock, logger: logger)
+        let opened = try StoreOpener(path: path, limits: limits, clock: clock, logger: logger).openOrRecover()
         self.lock = lock
         self.db = opened.db
         self.recoveredFromCorruption = opened.movedAside
@@ -150,6 +154,7 @@ final class LogStore {
     /// releases the lock. Idempotent; every later call throws `shutDown`.
     func close() {
         guard db.isOpen || lock != nil else { return }
+        owner.check()
         markClosedCleanly()
         db.close()
         commitMark = nil
@@ -240,14 +245,14 @@ final class LogStore {
                 var reserved: Int64?
                 if batchID > ledger.reservedBatchID {
                     let reservation = batchID + Self.batchIDBlock - 1
-                    try metaTable.set(Self.lastBatchKey, String(reservation))
+                    try metaTable.set(.lastBatch, String(reservation))
                     reserved = reservation
                 }
                 return ((ClaimedBatch(batchID: batchID, logs: logs), stretches, reserved), completed)
             }
-            if let completing { ledger.apply(.completed(batchID: completing, deleted: completed)) }
+            if let completing { record(.completed(batchID: completing, deleted: completed)) }
             if !unreadable.isEmpty {
-                ledger.apply(.unreadable(count: unreadable.count))
+                record(.unreadable(count: unreadable.count))
                 logger.error("sealed logs did not open under the store's key (altered on disk?): deleted, never sent (SPEC K1)", metadata: [
                     "outbox.store": "\(path)", "outbox.unreadable": "\(unreadable.count)",
                     "outbox.seqs": "\(unreadable.prefix(10).map(String.init).joined(separator: ","))",
@@ -261,7 +266,7 @@ final class LogStore {
                 guard nowMs == Int64.max else { return nil }
                 return batch.logs.last(where: { $0.priority == candidate }).map { $0.seq + 1 }
             }
-            ledger.apply(.claimed(batchID: batch.batchID, stretches: stretches, reservedThrough: reserved,
+            record(.claimed(batchID: batch.batchID, stretches: stretches, reservedThrough: reserved,
                                   taken: Waiting(normal: batch.logs.count - critical, critical: critical), floors: floors))
             return (batch, completed)
         }
@@ -273,10 +278,10 @@ final class LogStore {
     func complete(batchID: Int64) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
             let stretches = ledger.leases.stretches(of: batchID)
-            let deleted = try retryingOnFullDisk { () throws(OutboxError) -> Int in
+            let deleted = try retryingOnFull(.freeingRoom) { (_) throws(OutboxError) -> Int in
                 try db.transaction { () throws(OutboxError) -> Int in try deleteDelivered(batchID, stretches) }
             }
-            ledger.apply(.completed(batchID: batchID, deleted: deleted))
+            record(.completed(batchID: batchID, deleted: deleted))
             return deleted
         }
     }
@@ -301,13 +306,13 @@ final class LogStore {
         guard !seqs.isEmpty else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
             let cut = ledger.leases.cutting(seqs)
-            let deleted = try retryingOnFullDisk { () throws(OutboxError) -> Int in try db.transaction { () throws(OutboxError) -> Int in
+            let deleted = try retryingOnFull(.freeingRoom) { (_) throws(OutboxError) -> Int in try db.transaction { () throws(OutboxError) -> Int in
                 let deleted = try logsTable.delete(seqs: seqs)
                 try leasesTable.rewrite(cut)
                 try keepSeqHigh(deletingThrough: seqs.max())
                 return deleted
             } }
-            ledger.apply(.completedSeqs(cut: cut, deleted: deleted, expired: expired))
+            record(.completedSeqs(cut: cut, deleted: deleted, expired: expired))
             return deleted
         }
     }
@@ -323,7 +328,7 @@ final class LogStore {
                 try flagRetryTimes(nextAttemptMs)
                 return released
             }
-            ledger.apply(.released(batchID: batchID, retryTime: nextAttemptMs != 0))
+            record(.released(batchID: batchID, retryTime: nextAttemptMs != 0))
             return released
         }
     }
@@ -340,14 +345,14 @@ final class LogStore {
                 try flagRetryTimes(nextAttemptMs)
                 return released
             }
-            ledger.apply(.releasedSeqs(cut: cut, retryTime: nextAttemptMs != 0))
+            record(.releasedSeqs(cut: cut, retryTime: nextAttemptMs != 0))
             return released
         }
     }
 
-    /// Stores `retryTimesKey` with the session's first retry time, in the caller's transaction.
+    /// Stores `MetaKey.retryTimes` with the session's first retry time, in the caller's transaction.
     private func flagRetryTimes(_ nextAttemptMs: Int64) throws(OutboxError) {
-        if nextAttemptMs != 0 && !ledger.retryTimesFlagged { try metaTable.set(Self.retryTimesKey, "1") }
+        if nextAttemptMs != 0 && !ledger.retryTimesFlagged { try metaTable.set(.retryTimes, "1") }
     }
 
     // MARK: Expiry (S4)
@@ -370,7 +375,7 @@ final class LogStore {
             if deleted > 0 { try keepSeqHighAfterDelete() }
             return (deleted, try logsTable.expiryBound(boot: boot))
         }
-        ledger.apply(.expired(count: expired, bound: bound))
+        record(.expired(count: expired, bound: bound))
         guard expired > 0 else { return 0 }
         logger.info("deleted logs older than the maximum age (SPEC S4)", metadata: [
             "outbox.expired": "\(expired)",
@@ -423,7 +428,7 @@ final class LogStore {
                 _ = try deadLettersTable.deleteAll()
                 return deleted
             }
-            ledger.apply(.deletedAll)
+            record(.deletedAll)
             // The deletion is what the user asked for and it is committed; the rebuild only scrubs free pages, so
             // its failure (e.g. a full disk) is reported, not thrown.
             do throws(OutboxError) {
@@ -444,6 +449,7 @@ final class LogStore {
     /// Never waits: the loop thread must not block on another process.
     @discardableResult
     func checkpoint() throws(OutboxError) -> Bool {
+        owner.check()
         guard db.isOpen else { throw .shutDown }
         return try !db.checkpoint(.truncate).busy
     }

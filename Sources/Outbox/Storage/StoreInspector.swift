@@ -43,35 +43,44 @@ enum StoreInspector {
     /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
     /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
     /// SPEC K1: a sealed store needs its key here too (`storeKeyInvalid` without it, or with another).
-    static func inspect(path: String, key: StoreKey? = nil) throws(OutboxError) -> (counts: StoreCounts, meta: [String: String]) {
+    static func inspect(path: String, key: StoreKey? = nil) throws(OutboxError) -> (counts: StoreCounts, meta: [MetaKey: String]) {
         let db = try openReadOnly(path: path)
         defer { db.close() }
         _ = try StoreKeyCheck.keys(db, key: key, path: path)
         let counts = try readCounts(db)
-        var meta: [String: String] = [:]
-        let select = try db.prepare("SELECT key, value FROM meta")
-        while try select.step() { meta[select.string(at: 0)] = select.string(at: 1) }
-        return (counts, meta)
+        return (counts, try MetaTable(db: db).all())
     }
 
+    /// What the file holds, read through the tables; a store of an older schema version (one an older engine wrote,
+    /// read here without migrating) through `LegacySchema`.
     static func readCounts(_ db: Database) throws(OutboxError) -> StoreCounts {
         try db.transaction(.deferred) { () throws(OutboxError) -> StoreCounts in
             var counts = StoreCounts()
-            let total = Int(try db.int64("SELECT count(*) FROM logs") ?? 0)
-            // Older versions (a store an older engine wrote, read by `inspect` without migrating) kept leases in
-            // `in_flight` (2) or `logs` (1).
-            let version = try db.userVersion
-            let inFlightSQL = version >= 3 ? LogsTable.countInFlight : version == 2
-                ? "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
-                : "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
-            let split = try LogsTable(db: db, keys: nil).splitByState(total: total, inFlightSQL: inFlightSQL)
+            let logs = LogsTable(db: db, keys: nil)
+            let total = try logs.count()
+            let inFlightSQL = LegacySchema.countInFlight(version: try db.userVersion) ?? LogsTable.countInFlight
+            let split = try logs.splitByState(total: total, inFlightSQL: inFlightSQL)
             counts.inFlight = split.inFlight
             counts.pendingCritical = split.pendingCritical
             counts.pendingNormal = split.pendingNormal
             counts.bytes = try LogStore.usedBytes(db)
-            counts.oldestWallMs = try db.int64("SELECT min(wall_ms) FROM logs")
-            counts.deadLetters = Int(try db.int64("SELECT count(*) FROM dead_letters") ?? 0)
+            counts.oldestWallMs = try logs.oldestWallMs()
+            counts.deadLetters = try DeadLettersTable(db: db, keys: nil).count()
             return counts
+        }
+    }
+}
+
+/// What reading a store of an older schema version needs (SPEC X4: `inspect` reads without migrating, see `LogSchema`
+/// for the versions): the statements whose tables changed since.
+enum LegacySchema {
+    /// In-flight logs and how many of them are critical, as `LogsTable.countInFlight`, for a file of `version`: leases
+    /// were rows of `in_flight` in version 2 and a column of `logs` in version 1. Nil for the current layout (3 on).
+    static func countInFlight(version: Int) -> String? {
+        switch version {
+        case 2: "SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM in_flight JOIN logs ON logs.seq = in_flight.seq"
+        case ..<2: "SELECT count(*), coalesce(sum(priority = 1), 0) FROM logs WHERE batch IS NOT NULL"
+        default: nil
         }
     }
 }

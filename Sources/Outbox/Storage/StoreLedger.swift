@@ -19,10 +19,10 @@ struct StoreLedger: Sendable, Equatable {
     /// cannot touch newer rows); across sessions it restarts above the largest stored seq, which keeps C4's order.
     private(set) var nextSeq: Int64 = 1
     private(set) var lastBatchID: Int64 = 0
-    /// The highest batch id stored in meta (`LogStore.lastBatchKey`). Ids are reserved a block at a time, so that a
+    /// The highest batch id stored in meta (`MetaKey.lastBatch`). Ids are reserved a block at a time, so that a
     /// claim writes the meta row once per `LogStore.batchIDBlock` claims. A restart continues above the reservation.
     private(set) var reservedBatchID: Int64 = 0
-    /// Whether `retryTimesKey` is stored: written with the first retry time of a session, cleared at open.
+    /// Whether `MetaKey.retryTimes` is stored: written with the first retry time of a session, cleared at open.
     private(set) var retryTimesFlagged = false
     /// Lower bounds of the stored logs' ages (SPEC S4): `expire` skips its scan when nothing can be old enough.
     private(set) var expiryBound = ExpiryBound()
@@ -42,6 +42,14 @@ struct StoreLedger: Sendable, Equatable {
         var deadLettersDropped = 0
         /// SPEC K1: sealed logs that did not open, deleted.
         var unreadable = 0
+        /// SPEC S7: logs whose commits the file lost while the engine was stopped (a WAL cut short), found at open by
+        /// the commit mark (`CommitMark`) and reported once.
+        var lostAtOpen = 0
+        /// SPEC S7: times a write found the disk, not the store's cap, full. Diagnostic.
+        var diskFull = 0
+        /// Writes that hit SQLITE_FULL — the hard cap or a full disk — and were tried again (`FullRetryPlan`): a
+        /// measure of how good the soft size estimate is. Diagnostic.
+        var fullRetries = 0
     }
 
     /// What one committed transaction did (or, for `.opened` and `.recounted`, what a read found).
@@ -62,7 +70,7 @@ struct StoreLedger: Sendable, Equatable {
         /// Some logs deleted by seq (a delivered part; `expired`: held logs found too old to send, S4); what the
         /// batches holding them keep is `cut`.
         case completedSeqs(cut: [(batch: Int64, stretches: [LeaseStretch])], deleted: Int, expired: Bool)
-        /// A batch's rows back to pending; `retryTime`: with a retry time stored (`retryTimesKey` written).
+        /// A batch's rows back to pending; `retryTime`: with a retry time stored (`MetaKey.retryTimes` written).
         case released(batchID: Int64, retryTime: Bool)
         case releasedSeqs(cut: [(batch: Int64, stretches: [LeaseStretch])], retryTime: Bool)
         /// The S4 scan deleted `count` logs and read the bounds again.
@@ -78,6 +86,12 @@ struct StoreLedger: Sendable, Equatable {
         case deletedAll
         /// SPEC K1: sealed logs that did not open, deleted (by a claim, which took none of them).
         case unreadable(count: Int)
+        /// SPEC S7: the commit mark found `count` logs lost while the engine was stopped.
+        case lostAtOpen(count: Int)
+        /// SPEC S7: a write found the disk full (and the disk was relieved).
+        case diskFull
+        /// A write that failed with SQLITE_FULL is tried again. Nothing committed: the failed attempt rolled back.
+        case retriedFull
     }
 
     mutating func apply(_ change: Change) {
@@ -147,6 +161,12 @@ struct StoreLedger: Sendable, Equatable {
             logCount -= count
             pending = nil
             totals.unreadable += count
+        case .lostAtOpen(let count):
+            totals.lostAtOpen += count
+        case .diskFull:
+            totals.diskFull += 1
+        case .retriedFull:
+            totals.fullRetries += 1
         case .deletedAll:
             leases.removeAll()
             logCount = 0

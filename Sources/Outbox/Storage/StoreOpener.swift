@@ -2,9 +2,15 @@ import CSQLite
 import Logging
 
 /// Opening the store file (SPEC S1, S7): the file's mode, SQLite's settings, the integrity check unless the last
-/// session closed cleanly, migration; and a corrupt or unreadable file moved aside for a fresh one. Static: it
-/// has no state of its own, and `LogStore` is built from what it returns.
-enum StoreOpener {
+/// session closed cleanly, migration; and a corrupt or unreadable file moved aside for a fresh one, at open or
+/// mid-session (`replaceCorrupt`). A value of what opening needs (the path, the limits, the clock, the logger): the
+/// store keeps one and is built, or rebuilt after corruption, from the connection it returns.
+struct StoreOpener {
+    let path: String
+    let limits: StoreLimits
+    let clock: any OutboxClock
+    let logger: Logger
+
     /// Page size for a new database. 4 KiB pages are the fastest here, but the empty schema alone takes
     /// 8 pages (one per table and index, plus the schema page): 32 KiB, more than the smallest allowed cap
     /// (24 KiB). Small caps therefore get 1 KiB pages. An existing file keeps the page size it was created
@@ -22,23 +28,23 @@ enum StoreOpener {
         var keys: StoreKeys?
     }
 
-    /// Written by a clean `close()` with the file's page count, removed by the next open's first transaction.
-    /// While it is there and the file is as that close left it, the open skips `quick_check`.
-    static let closedCleanlyKey = "store.closed_cleanly"
-
     /// Opens the database; a corrupt or non-database file is moved aside and a fresh one created (S7).
-    static func openOrRecover(path: String, limits: StoreLimits, clock: any OutboxClock,
-                              logger: Logger) throws(OutboxError) -> Opened {
+    func openOrRecover() throws(OutboxError) -> Opened {
         do throws(OutboxError) {
-            return try openDatabase(path: path, limits: limits)
+            return try Self.openDatabase(path: path, limits: limits)
         } catch {
             guard error.isCorruption else { throw error }
-            let moved = try moveAside(path: path, clock: clock)
-            reportCorruption(path: path, movedTo: moved, cause: error, logger: logger)
-            var opened = try openDatabase(path: path, limits: limits)
-            opened.movedAside = moved
-            return opened
+            return try replaceCorrupt(cause: error)
         }
+    }
+
+    /// A corrupt file (its connection closed) moved aside, reported, and a fresh one opened in its place (S7).
+    func replaceCorrupt(cause: OutboxError) throws(OutboxError) -> Opened {
+        let moved = try Self.moveAside(path: path, clock: clock)
+        Self.reportCorruption(path: path, movedTo: moved, cause: cause, logger: logger)
+        var opened = try Self.openDatabase(path: path, limits: limits)
+        opened.movedAside = moved
+        return opened
     }
 
     /// SQLite's page cache per store, in KiB: a 256th of the cap, between 1 MiB and 4 MiB (SQLite's default is
@@ -109,11 +115,11 @@ enum StoreOpener {
     }
 
     /// Whether the last session closed the file cleanly and nothing changed its length since: the marker
-    /// `closedCleanlyKey` holds the page count of that close, and the file is exactly that many pages. A file
+    /// `MetaKey.closedCleanly` holds the page count of that close, and the file is exactly that many pages. A file
     /// cut short or grown by something else, or left by a crash, fails this and gets `quick_check`.
     static func closedCleanly(_ db: Database, path: String) throws(OutboxError) -> Bool {
-        guard try db.int64("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'") == 1,
-              let marker = try db.string("SELECT value FROM meta WHERE key = ?", [.text(closedCleanlyKey)]),
+        guard try MetaTable.exists(db),
+              let marker = try MetaTable(db: db).value(.closedCleanly),
               let pages = Int64(marker) else { return false }
         let pageSize = try db.pragma("page_size")
         return try db.pragma("page_count") == pages && FileSystem.size(path).map(Int64.init) == pages * pageSize

@@ -10,7 +10,7 @@ enum SealSlot {
     /// `contexts.json`, by the version's id.
     case context(Int64)
     /// A `meta` value, by its key.
-    case meta(String)
+    case meta(MetaKey)
 
     /// Calls `body` with the additional data of a value in this slot: the header a sealed value begins with
     /// (`StoreSealer.marker`, `keyID`), then the slot. On the stack, but for a meta key.
@@ -22,7 +22,7 @@ enum SealSlot {
         case .context(let id): (tag, first, second) = (UInt8(ascii: "C"), UInt64(bitPattern: id), nil)
         case .meta(let key):
             return withUnsafeBytes(of: keyID.bigEndian) { keyID in
-                ([StoreSealer.marker] + Array(keyID) + [UInt8(ascii: "M")] + Array(key.utf8)).withUnsafeBytes(body)
+                ([StoreSealer.marker] + Array(keyID) + [UInt8(ascii: "M")] + Array(key.rawValue.utf8)).withUnsafeBytes(body)
             }
         }
         let count = 6 + (second == nil ? 8 : 16)

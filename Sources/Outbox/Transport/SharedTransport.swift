@@ -25,6 +25,8 @@ public final class SharedTransport: @unchecked Sendable {
     /// Requests in curl at once for the whole loop.
     public let maxActiveTransfers: Int
     let loop: EventLoop
+    /// Its transport's curl handles are the loop thread's.
+    private let owner: ThreadOwner
     private var transport: Transport?
     /// The first engine's settings, which every engine on this transport has.
     private var options: TransportOptions?
@@ -39,12 +41,14 @@ public final class SharedTransport: @unchecked Sendable {
         }
         self.maxActiveTransfers = maxActiveTransfers
         self.loop = try EventLoop(mode: .hostLoop(loop))
+        owner = ThreadOwner(loop: self.loop)
     }
 
     /// Cancels whatever is still queued or in flight, frees curl and closes the transport's loop handles. Call on the
     /// loop thread once the engines that use it shut down. Idempotent.
     public func close() {
         guard !isClosed else { return }
+        owner.check()
         isClosed = true
         transport?.close()
         transport = nil
@@ -60,7 +64,7 @@ public final class SharedTransport: @unchecked Sendable {
     /// A sender for one engine, or nil when this transport cannot serve it (closed, other settings): the engine then
     /// makes its own.
     func lane(options: TransportOptions, logger: Logger) throws -> TransportLane? {
-        loop.assertOnLoopThread()
+        owner.check()
         guard !isClosed else { return nil }
         let transport: Transport
         if let existing = self.transport {

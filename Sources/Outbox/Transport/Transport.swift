@@ -31,6 +31,8 @@ struct TransferID: Hashable, Sendable, CustomStringConvertible {
 final class Transport {
     let options: TransportOptions
     private let loop: EventLoop
+    /// Curl's handles have no lock of their own: every entry is the loop thread's.
+    private let owner: ThreadOwner
     private let logger: Logger
     /// `CURLM *`; nil once closed.
     private var multi: UnsafeMutableRawPointer?
@@ -85,6 +87,7 @@ final class Transport {
             throw OutboxError.io(path: "curl_multi_init", message: "libcurl could not create a multi handle (out of memory)")
         }
         self.loop = loop
+        self.owner = ThreadOwner(loop: loop)
         self.options = options
         self.logger = logger
         self.multi = multi
@@ -151,7 +154,7 @@ final class Transport {
     /// next loop turn all the same, as every send's does.
     func send(_ request: HTTPRequest, lane: Int?, refusing: Bool,
               completion: @escaping (TransferResult) -> Void) -> TransferID {
-        loop.assertOnLoopThread()
+        owner.check()
         // `make torture`'s phase file (TestingPhase): the request is in flight until its completion runs.
         let completion = TestingPhase.isOn ? TestingPhase.request(completion) : completion
         let id = TransferID(rawValue: nextID)
@@ -179,7 +182,7 @@ final class Transport {
     /// Stops one transfer, queued or in flight; its completion gets `.cancelled` on the next loop turn. The slot
     /// goes to the next queued transfer. Unknown or finished ids are ignored.
     func cancel(_ id: TransferID) {
-        loop.assertOnLoopThread()
+        owner.check()
         if let index = queue.firstIndex(where: { $0.id == id }) {
             completeLater(queue.remove(at: index), .failure(.cancelled))
         } else if let transfer = active[id] {
@@ -192,7 +195,7 @@ final class Transport {
     /// Cancels the queued and in-flight transfers of one lane, and only those: an engine leaving a shared transport.
     /// Like `close()`, every completion of the lane has run when this returns (`.cancelled` unless it had finished).
     func cancelAll(lane: Int) {
-        loop.assertOnLoopThread()
+        owner.check()
         var pending: [(CurlTransfer, TransferResult)] = []
         deferred.removeAll { item in
             guard item.0.lane == lane else { return false }
@@ -219,6 +222,7 @@ final class Transport {
 
     /// Cancels every queued and in-flight transfer.
     func cancelAll() {
+        owner.check()
         let waiting = queue
         queue.removeAll()
         for transfer in waiting { completeLater(transfer, .failure(.cancelled)) }
@@ -233,6 +237,7 @@ final class Transport {
     /// `send`s complete at once with `.cancelled`. Call on the loop thread.
     func close() {
         guard !isClosed else { return }
+        owner.check()
         isClosed = true
         var pending = deferred
         deferred.removeAll()

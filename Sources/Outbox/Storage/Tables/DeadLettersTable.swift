@@ -11,6 +11,9 @@ struct DeadLettersTable {
 
     static let columns = "seq, log_seq, priority, wall_ms, status, at_ms, reason, id, payload"
 
+    /// Every letter (inspection).
+    func count() throws(OutboxError) -> Int { Int(try db.int64("SELECT count(*) FROM dead_letters") ?? 0) }
+
     /// The reused insert statement for `insert(with:…)`.
     func inserter() throws(OutboxError) -> Statement {
         try db.cachedStatement("""

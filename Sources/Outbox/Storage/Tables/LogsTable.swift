@@ -305,6 +305,12 @@ struct LogsTable {
 
     func highestSeq() throws(OutboxError) -> Int64 { try db.int64("SELECT max(seq) FROM logs") ?? 0 }
 
+    /// Every row (`count(*)` reads every page: inspection, not the engine, which keeps the count in its ledger).
+    func count() throws(OutboxError) -> Int { Int(try db.int64("SELECT count(*) FROM logs") ?? 0) }
+
+    /// The oldest wall-clock capture time stored (inspection: reads every page).
+    func oldestWallMs() throws(OutboxError) -> Int64? { try db.int64("SELECT min(wall_ms) FROM logs") }
+
     /// Splits `total` stored logs into pending normal, pending critical and in flight: the critical logs are counted
     /// through their index, the in-flight ones by `inFlightSQL` (count, critical count; an older schema's differs).
     func splitByState(total: Int, inFlightSQL: String = countInFlight)

@@ -1,52 +1,100 @@
-/// The `meta` table: the store's own keys (the commit mark's seq, batch-id reservations, the clean-close mark) and
-/// the engine's (`MetaKey`: install id, enabled flag, user id, …). Part of the caller's transaction.
-struct MetaTable {
-    let db: Database
+/// Every key of the `meta` table, the only place one is spelled: the store's own (the commit mark's seq, batch-id
+/// reservations, the clean-close mark, the keys of a sealed store) and the engine's (install id, enabled flag, user
+/// id, …). The raw values are what the file holds: a renamed case keeps its raw value, or stores written before lose
+/// the value.
+enum MetaKey: String, CaseIterable, Sendable {
+    // The engine's.
+    case installID = "install_id"
+    case enabled = "enabled"
+    /// SPEC A8; sealed in a sealed store (`isSealed`).
+    case userID = "user_id"
+    case firstStart = "first_start_done"
+    /// Why delivery is disabled (SPEC R5), persisted so that `outbox status` can show it.
+    case disabledReason = "disabled_reason"
+    /// The destination of the last request (SPEC D1), for `outbox status`.
+    case destination = "destination"
+    /// Logs a server accepted the request of but refused inside it (SPEC D5), a total kept across runs.
+    case serverRejected = "server_rejected"
 
+    // The store's.
     /// The highest seq ever deleted from `logs` when it was the highest one there (`LogStore.keepSeqHigh`, in the
     /// deleting transaction): with `max(seq)`, the highest seq the file ever held, which delivery, eviction, expiry,
     /// dead-lettering and opt-out never lower (see `CommitMark`).
-    static let seqHighKey = "store.seq_high"
-    static let lastBatchKey = "store.last_batch"
+    case seqHigh = "store.seq_high"
+    /// The batch ids reserved so far (`LogStore.batchIDBlock`).
+    case lastBatch = "store.last_batch"
     /// Present while some log may hold a retry time (R3) set by this or an earlier process: the next open clears
     /// them all (C9) and the key. Without it the open skips that scan of the whole table (0.3 s per million logs).
-    static let retryTimesKey = "store.retry_times"
+    case retryTimes = "store.retry_times"
+    /// Written by a clean `close()` with the file's page count, removed by the next open's first transaction.
+    /// While it is there and the file is as that close left it, the open skips `quick_check`.
+    case closedCleanly = "store.closed_cleanly"
+    /// SPEC K1: the current key's id (`StoreKey.idText`); absent in a plain store.
+    case keyID = "store.key_id"
+    /// SPEC K1: the event names' HMAC key, sealed under the current key.
+    case nameKey = "store.name_key"
+    /// SPEC K1, R8: during a rotation, the previous key sealed under the current one, or `StoreKeyCheck.plainMarker`
+    /// while a plain store is being sealed. Deleted when the rotation ends.
+    case previousKey = "store.previous_key"
 
-    func value(_ key: String) throws(OutboxError) -> String? {
-        try db.string("SELECT value FROM meta WHERE key = ?", [.text(key)])
+    /// SPEC K1: a value sealed in a sealed store (the engine's values that identify the user).
+    var isSealed: Bool { self == .userID }
+}
+
+/// The `meta` table: `MetaKey`'s values. Part of the caller's transaction.
+struct MetaTable {
+    let db: Database
+
+    /// Whether the file has the table (a new or foreign file has none before the migration).
+    static func exists(_ db: Database) throws(OutboxError) -> Bool {
+        try db.int64("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'") == 1
+    }
+
+    func value(_ key: MetaKey) throws(OutboxError) -> String? {
+        try db.string("SELECT value FROM meta WHERE key = ?", [.text(key.rawValue)])
+    }
+
+    /// Every value of a known key (reading a store without taking it over, `StoreInspector`).
+    func all() throws(OutboxError) -> [MetaKey: String] {
+        let select = try db.prepare("SELECT key, value FROM meta")
+        var values: [MetaKey: String] = [:]
+        while try select.step() {
+            if let key = MetaKey(rawValue: select.string(at: 0)) { values[key] = select.string(at: 1) }
+        }
+        return values
     }
 
     /// A value's bytes as stored: a sealed value (SPEC K1) is a blob in the text column.
-    func bytes(_ key: String) throws(OutboxError) -> [UInt8]? {
+    func bytes(_ key: MetaKey) throws(OutboxError) -> [UInt8]? {
         let select = try db.cachedStatement("SELECT value FROM meta WHERE key = ?")
         defer { select.reset() }
-        try select.bind(key, at: 1)
+        try select.bind(key.rawValue, at: 1)
         return try select.step() ? select.blob(at: 0) : nil
     }
 
-    func set(_ key: String, bytes: [UInt8]) throws(OutboxError) {
+    func set(_ key: MetaKey, bytes: [UInt8]) throws(OutboxError) {
         try db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                       [.text(key), .blob(bytes)])
+                       [.text(key.rawValue), .blob(bytes)])
     }
 
     /// Sets `key`, or deletes it for nil.
-    func set(_ key: String, _ value: String?) throws(OutboxError) {
+    func set(_ key: MetaKey, _ value: String?) throws(OutboxError) {
         if let value {
             try db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                           [.text(key), .text(value)])
+                           [.text(key.rawValue), .text(value)])
         } else {
-            try db.execute("DELETE FROM meta WHERE key = ?", [.text(key)])
+            try db.execute("DELETE FROM meta WHERE key = ?", [.text(key.rawValue)])
         }
     }
 
-    /// Raises `seqHighKey` to `seq` (never lowers it).
+    /// Raises `MetaKey.seqHigh` to `seq` (never lowers it).
     func raiseSeqHigh(to seq: Int64) throws(OutboxError) {
         let raise = try db.cachedStatement("""
             INSERT INTO meta (key, value) VALUES (?1, ?2)
             ON CONFLICT (key) DO UPDATE SET value = excluded.value
             WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)
             """)
-        try raise.bind(Self.seqHighKey, at: 1)
+        try raise.bind(MetaKey.seqHigh.rawValue, at: 1)
         try raise.bind(String(seq), at: 2)
         try raise.run()
     }
