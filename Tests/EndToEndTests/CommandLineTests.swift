@@ -261,3 +261,51 @@ extension CommandLineTests {
         }
     }
 }
+
+/// SPEC D1: the command line's checks come from each destination's spec: over every destination, its credential is
+/// required by name, and every field another destination owns is refused by its flag.
+@Suite("Command line per destination (SPEC D1)")
+struct CommandLineDestinationTests {
+    /// A flag and a value for each destination field the command line sets, by its `Configuration.schema` name. App
+    /// Center's `--app-secret` belongs to `emit` and `fleet` and is accepted with any destination.
+    static let flags: [String: [String]] = [
+        "otlpEncoding": ["--otlp-encoding", "json"], "apiKey": ["--api-key", "k"], "writeKey": ["--write-key", "k"],
+        "segmentProfile": ["--segment-profile", "rudderstack"],
+    ]
+
+    // A field a new wire adds without a flag here would go untested: this fails first.
+    @Test func everyDestinationFieldHasAFlagHere() {
+        let fields = Set(Destination.allCases.flatMap(\.spec.fields)).subtracting(["appSecret"])
+        #expect(fields == Set(Self.flags.keys))
+    }
+
+    private func emit(_ extra: [String]) throws -> (status: Int32, errors: String) {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let result = try runCapturingErrors(builtProduct("outbox"), ["emit", "--store", dir.file(), "--count", "1",
+                                                                     "--endpoint", "http://127.0.0.1:9"] + extra)
+        #expect(!FileManager.default.fileExists(atPath: dir.file()), "a refused command wrote the store")
+        return result
+    }
+
+    @Test(arguments: Destination.allCases)
+    func aDestinationWithoutItsCredentialIsRefusedNamingIt(destination: Destination) throws {
+        guard let credential = destination.spec.credential else { return }  // OTLP: credentials go in headers
+        let flag = credential.field == "appSecret" ? "--app-secret" : Self.flags[credential.field]?[0] ?? "?"
+        let result = try emit(["--destination", destination.name])
+        #expect(result.status != 0 && result.status < 128, "\(destination): \(result.errors)")
+        #expect(result.errors.contains(flag), "\(destination): \(result.errors)")
+    }
+
+    @Test(arguments: Destination.allCases)
+    func anotherDestinationsFieldIsRefusedByItsFlag(destination: Destination) throws {
+        for other in Destination.allCases where other != destination {
+            for field in other.spec.fields where field != "appSecret" {
+                guard let flag = Self.flags[field] else { continue }
+                let result = try emit(["--destination", destination.name] + flag)
+                #expect(result.status != 0 && result.status < 128, "\(flag[0]) with \(destination): \(result.errors)")
+                #expect(result.errors.contains("\(flag[0])") && result.errors.contains("--destination \(other)"),
+                        "\(flag[0]) with \(destination): \(result.errors)")
+            }
+        }
+    }
+}

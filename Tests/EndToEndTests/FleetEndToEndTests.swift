@@ -1,4 +1,5 @@
 import Foundation
+import Outbox
 import OutboxMock
 import Testing
 
@@ -277,9 +278,17 @@ extension FleetEndToEndTests {
     // and nothing is lost.
     // Every destination and profile the engine speaks: a profile nobody iterated (RudderStack's `originalTimestamp`
     // and numeric `sessionId`) once went unread, and its fleets reported every log lost.
-    @Test(arguments: [(["appcenter"], 3, 10), (["otlp"], 4, 25), (["otlp", "--otlp-encoding", "json"], 3, 10),
-                      (["posthog"], 3, 10), (["segment"], 3, 10),
-                      (["segment", "--segment-profile", "rudderstack", "--write-key", "K"], 3, 10)])
+    static let everyWire: [([String], Int, Int)] = [
+        (["appcenter"], 3, 10), (["otlp"], 4, 25), (["otlp", "--otlp-encoding", "json"], 3, 10),
+        (["posthog"], 3, 10), (["segment"], 3, 10),
+        (["segment", "--segment-profile", "rudderstack", "--write-key", "K"], 3, 10)]
+
+    // The fleet's line reader has a case per destination (the compiler sees to that); this sees that each is run.
+    @Test func theFleetRunsCoverEveryDestination() {
+        #expect(Set(Self.everyWire.map { $0.0[0] }) == Set(Destination.allCases.map(\.name)))
+    }
+
+    @Test(arguments: everyWire)
     func aFleetOnADestinationAccountsForEveryLogAndSession(destination: [String], devices: Int, events: Int) throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "\(events)", "--destination"]
