@@ -255,10 +255,13 @@ struct FleetLineFields: Sendable {
     var sessionEnd: String
     /// The event time as nanoseconds since 1970 in a string (OTLP) rather than ISO 8601 text.
     var timestampIsNanoseconds: Bool
+    /// The event time as a JSON number, in ms (Sensors' `time`) or µs (GA4's `timestamp_micros`): how many a ms holds.
+    var timestampNumberPerMs: Int64? = nil
 
     /// The event time after `timestamp` in a line, in ms since 1970.
     func eventMs(_ text: Substring) -> Int64? {
-        timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
+        if let perMs = timestampNumberPerMs { return Int64(text.prefix { $0.isASCII && $0.isNumber }).map { $0 / perMs } }
+        return timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
     }
 
     init(_ destination: Destination, segmentProfile: SegmentProfile = .segment) {
@@ -310,6 +313,28 @@ struct FleetLineFields: Sendable {
                 timestamp = #""originalTimestamp":""#
                 session = #""anonymousId":""#
             }
+        case .sensors:
+            // The mock keeps a Sensors record as sent: properties by name, `$event_session_id`, `time` in ms.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""$event_session_id":""#
+            timestamp = #""time":"#
+            sessionStart = #""event":"$AppStart""#
+            sessionEnd = #""event":"$AppEnd""#
+            timestampIsNanoseconds = false
+            timestampNumberPerMs = 1
+        case .ga4:
+            // The mock keeps a GA4 event as sent: parameters by name, `session_id`, `timestamp_micros`.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""session_id":""#
+            timestamp = #""timestamp_micros":"#
+            sessionStart = #""name":"outbox_session_start""#
+            sessionEnd = #""name":"outbox_session_end""#
+            timestampIsNanoseconds = false
+            timestampNumberPerMs = 1000
         }
         receivedAt = #""received_at":""#
     }

@@ -49,7 +49,8 @@ package struct FleetRun {
 
         // The plan.
         var template = options.template
-        template.endpoint = target
+        // Sensors' endpoint is a whole URL with its project: the in-process mock's gets one.
+        template.endpoint = options.endpoint ?? template.destination.spec.endpointAtBase.map { $0(target) } ?? target
         template.storePath = base
         do {
             try template.validate()

@@ -35,6 +35,11 @@ struct DestinationOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The Segment-compatible server: segment (default) or rudderstack.", valueName: "profile"))
     var segmentProfile: String?
 
+    @Option(help: ArgumentHelp("GA4's measurement id (G-XXXXXXXXXX).", valueName: "id"))
+    var measurementId: String?
+    @Option(help: ArgumentHelp("A file holding GA4's Measurement Protocol API secret (or OUTBOX_API_SECRET).", valueName: "path"))
+    var apiSecretFile: String?
+
     static let apiKeySecret = SecretOption.apiKey
     static let writeKeySecret = SecretOption.writeKey
 
@@ -45,7 +50,9 @@ struct DestinationOptions: ParsableArguments {
         [("otlpEncoding", "--otlp-encoding", otlpEncoding != nil),
          ("apiKey", "--api-key", apiKey != nil || apiKeyFile != nil),
          ("writeKey", "--write-key", writeKey != nil || writeKeyFile != nil),
-         ("segmentProfile", "--segment-profile", segmentProfile != nil)]
+         ("segmentProfile", "--segment-profile", segmentProfile != nil),
+         ("measurementId", "--measurement-id", measurementId != nil),
+         ("apiSecret", "--api-secret-file", apiSecretFile != nil)]
     }
 
     func validate() throws {
@@ -59,6 +66,7 @@ struct DestinationOptions: ParsableArguments {
         }
         _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
         _ = try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
+        _ = try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile)
         _ = try parsedSegmentProfile()
     }
 
@@ -72,7 +80,18 @@ struct DestinationOptions: ParsableArguments {
     func checkCredential(endpoint: String?, resolved: (SecretOption) throws -> String?) throws {
         guard endpoint != nil, let secret = requiredSecret, try resolved(secret) == nil else { return }
         let chooser = destination == Configuration(storePath: "").destination ? "--endpoint" : "--destination \(destination)"
-        throw ValidationError("\(chooser) needs \(secret.flag), \(secret.flag)-file or \(secret.environment)")
+        throw ValidationError("\(chooser) needs \(secret.forms)")
+    }
+
+    /// SPEC D11, D12: the destination's own fields as its spec checks them (Sensors' project in `--endpoint`, GA4's
+    /// `--measurement-id`), refused naming the flag.
+    func checkFields(endpoint: String?) throws {
+        var configuration = Configuration(storePath: "")
+        configuration.endpoint = endpoint
+        try apply(to: &configuration)
+        guard let problem = destination.spec.problem?(configuration) else { return }
+        let flag = problem.field == "endpoint" ? "--endpoint" : fieldFlags.first { $0.field == problem.field }?.flag ?? problem.field
+        throw ValidationError("\(flag) \(problem.message)")
     }
 
     /// SPEC X3a: `--endpoint` as the engine will take it, or a usage error naming the flag and what is wrong.
@@ -168,6 +187,12 @@ struct DestinationOptions: ParsableArguments {
         return try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
     }
 
+    /// GA4's API secret given by file or environment (`OUTBOX_API_SECRET`), else nil.
+    func resolvedAPISecret() throws -> String? {
+        guard destination == .ga4 else { return nil }
+        return try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile)
+    }
+
     /// The destination's fields into `configuration`; `testKeys` stands in for a key not given (the demo's and the
     /// fleet's own mock takes any).
     func apply(to configuration: inout Configuration, testKeys: Bool = false) throws {
@@ -175,6 +200,8 @@ struct DestinationOptions: ParsableArguments {
         configuration.apiKey = try resolvedAPIKey() ?? (testKeys ? "phc_outbox_test" : "")
         configuration.writeKey = try resolvedWriteKey() ?? (testKeys ? "outbox-test-write-key" : "")
         configuration.segmentProfile = try parsedSegmentProfile()
+        configuration.measurementId = measurementId ?? (testKeys && destination == .ga4 ? "G-OUTBOX0TEST" : "")
+        configuration.apiSecret = try resolvedAPISecret() ?? (testKeys && destination == .ga4 ? "outbox-test-api-secret" : "")
         configuration.headers = try parsedHeaders() + environmentHeaders()
         configuration.otlpEncoding = try parsedOTLPEncoding()
     }

@@ -62,11 +62,13 @@ struct Emit: ParsableCommand {
             case .appSecret: try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
             case .apiKey: try destination.resolvedAPIKey()
             case .writeKey: try destination.resolvedWriteKey()
+            case .apiSecret: try destination.resolvedAPISecret()
             }
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
         try DestinationOptions.checkEndpoint(resolvedEndpoint)
+        try destination.checkFields(endpoint: resolvedEndpoint)
         if let interval { _ = try BoundedFlag.interval.value(interval, testing: testing) }
         if let batchSize { _ = try BoundedFlag.batchSize.value(Double(batchSize), testing: testing) }
         if let maxStorageBytes { _ = try BoundedFlag.maxStorageBytes.value(Double(maxStorageBytes), testing: testing) }

@@ -65,6 +65,7 @@ struct Fleet: ParsableCommand {
             throw ValidationError("--scenario configures the in-process mock; give an external mock its scenario with PUT /_mock/scenario")
         }
         try DestinationOptions.checkEndpoint(endpoint)
+        try destination.checkFields(endpoint: endpoint)
         for url in accountingEndpoints where !url.lowercased().hasPrefix("http://") {
             throw ValidationError("--accounting-endpoint takes an outbox-mock's http:// URL, got \(url)")
         }

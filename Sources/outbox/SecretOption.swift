@@ -14,6 +14,8 @@ enum SecretOption: CaseIterable, Sendable {
     case apiKey
     /// The Segment-compatible source's write key.
     case writeKey
+    /// GA4's Measurement Protocol API secret: a file or the environment only, no plain flag.
+    case apiSecret
 
     /// The `Configuration.schema` field it sets, as a destination's spec names its credential.
     var field: String {
@@ -21,6 +23,7 @@ enum SecretOption: CaseIterable, Sendable {
         case .appSecret: "appSecret"
         case .apiKey: "apiKey"
         case .writeKey: "writeKey"
+        case .apiSecret: "apiSecret"
         }
     }
 
@@ -30,6 +33,7 @@ enum SecretOption: CaseIterable, Sendable {
         case .appSecret: "--app-secret"
         case .apiKey: "--api-key"
         case .writeKey: "--write-key"
+        case .apiSecret: "--api-secret"
         }
     }
 
@@ -39,8 +43,15 @@ enum SecretOption: CaseIterable, Sendable {
         case .appSecret: "OUTBOX_APP_SECRET"
         case .apiKey: "OUTBOX_API_KEY"
         case .writeKey: "OUTBOX_WRITE_KEY"
+        case .apiSecret: "OUTBOX_API_SECRET"
         }
     }
+
+    /// Whether `flag` itself takes the secret; a secret of a newer wire has only its file and environment forms.
+    var hasPlainFlag: Bool { self != .apiSecret }
+
+    /// How the secret may be given, for a usage error: `--api-key, --api-key-file or OUTBOX_API_KEY`.
+    var forms: String { (hasPlainFlag ? "\(flag), " : "") + "\(flag)-file or \(environment)" }
 
     /// Flags whose value holds a secret in part: a header's value (`Authorization: Bearer …`), not its name.
     static let headerFlags = ["--header"]

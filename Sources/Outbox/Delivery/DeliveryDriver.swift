@@ -195,7 +195,7 @@ final class DeliveryDriver {
         do {
             switch action {
             case .claim(let limit, let completing):
-                return .claimed(try queue.claimBatch(limit: limit, completing: completing))
+                return .claimed(try queue.claimBatch(limit: min(limit, wire.maxLogsPerRequest ?? limit), completing: completing))
             case .send(let key, let logs):
                 send(key, logs)
             case .cancel(let key):
@@ -265,6 +265,16 @@ final class DeliveryDriver {
                               },
                               deviceNowMs: wallNow,
                               deviceTimestamp: { WireTimes.deviceTime(of: $0, nowWallMs: wallNow, nowMonoNs: monoNow, nowBoot: boot) })
+        if let most = wire.maxLogsPerRequest, logs.count > most {
+            // A batch claimed under another wire (R8) is more than this one carries a request: halves, as a 413's.
+            handle(.transferOutcome(key, .split))
+            return
+        }
+        if let refused = logs.lazy.compactMap({ self.wire.refusal(of: $0, times: times) }).first {
+            // What the destination must never receive is bisected out and dead-lettered with the wire's reason.
+            handle(.transferOutcome(key, .refuse(status: 422, reason: refused)))
+            return
+        }
         if let tooLarge = oversize(logs, times: times) {
             // SPEC D6: what the destination would refuse is not sent; the machine bisects it as it bisects a refused
             // batch, down to the single log, which is dead-lettered with the limit in its reason.
@@ -286,7 +296,7 @@ final class DeliveryDriver {
             }
         }
         var headers = request.headers
-        if body.count >= 1400, let compressed = compressor?.compress(body) {
+        if body.count >= 1400, !wire.compressesItsBody, let compressed = compressor?.compress(body) {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }

@@ -24,6 +24,14 @@ protocol DeliveryWire: Sendable {
     var maxLogBytes: Int? { get }
     /// What an answer means for its batch: R1, plus what the wire adds.
     func outcome(of result: TransferResult, nowWallMs: Int64) -> DeliveryMachine.Outcome
+    /// The most logs one request carries (GA4's 25 events); nil: `batchSize` alone. The claim takes no more, and a
+    /// batch claimed larger under another wire is split before it is sent.
+    var maxLogsPerRequest: Int? { get }
+    /// Whether the body compresses its own payload (Sensors' gzipped `data_list`): the driver then adds no gzip.
+    var compressesItsBody: Bool { get }
+    /// Why the destination must never receive `log` (GA4: older than it takes), or nil: the log is dead-lettered
+    /// with this reason before any request, as an oversize one is.
+    func refusal(of log: StoredLog, times: WireTimes) -> String?
 }
 
 /// The times one attempt stamps (SPEC A9, D7a): the send time, and each log's event time — corrected by the
@@ -58,6 +66,9 @@ struct WireTimes {
 extension DeliveryWire {
     var maxRequestBytes: Int? { nil }
     var maxLogBytes: Int? { nil }
+    var maxLogsPerRequest: Int? { nil }
+    var compressesItsBody: Bool { false }
+    func refusal(of log: StoredLog, times: WireTimes) -> String? { nil }
 
     func outcome(of result: TransferResult, nowWallMs: Int64) -> DeliveryMachine.Outcome {
         DeliveryMachine.classify(result, nowWallMs: nowWallMs)

@@ -15,6 +15,11 @@ public enum Destination: String, Sendable, Equatable, CaseIterable, CustomString
     /// Segment's HTTP Tracking API (Segment, RudderStack): `POST {endpoint}/v1/batch`, HTTP Basic with `writeKey`;
     /// `segmentProfile` picks Segment's or RudderStack's forms.
     case segment
+    /// Sensors Analytics: `POST` the endpoint as given (`https://host:8106/sa?project=P`), a form with the gzipped,
+    /// base64 records and their `crc` (SPEC D11).
+    case sensors
+    /// Google Analytics 4's Measurement Protocol: `POST {endpoint}/mp/collect?measurement_id=…&api_secret=…` (SPEC D12).
+    case ga4
 
     /// The name the command line (`--destination`) and the C configuration (`"destination"`) use: the raw value.
     public var name: String { rawValue }
@@ -37,6 +42,8 @@ public enum Destination: String, Sendable, Equatable, CaseIterable, CustomString
         case .otlp: OTLPWire.spec
         case .posthog: PostHogWire.spec
         case .segment: SegmentWire.spec
+        case .sensors: SensorsWire.spec
+        case .ga4: GA4Wire.spec
         }
     }
 

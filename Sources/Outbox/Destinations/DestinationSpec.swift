@@ -17,6 +17,13 @@ package struct DestinationSpec: Sendable {
     package let headers: [String]
     /// The wire that speaks the destination, its credentials taken from `configuration`.
     let makeWire: @Sendable (_ configuration: Configuration, _ installID: UUID) -> any DeliveryWire
+    /// What is wrong with the destination's own fields in `configuration` (Sensors' endpoint without its project,
+    /// GA4's measurement id): the schema row's name of the field at fault and what is wrong with it; nil: nothing.
+    /// `validate()` says it naming the field, the command line naming its flag.
+    package var problem: (@Sendable (_ configuration: Configuration) -> (field: String, message: String)?)? = nil
+    /// The endpoint for a server of this wire at `base` (the mock's URL): Sensors' endpoint is a whole URL with
+    /// its project; nil: the base URL itself.
+    package var endpointAtBase: (@Sendable (_ base: String) -> String)? = nil
 }
 
 /// A destination's credential: the field that holds it, and what `Configuration.validate()` says when it is empty.
@@ -33,6 +40,11 @@ extension Configuration {
     /// The wire that speaks this configuration's destination.
     func wire(installID: UUID) -> any DeliveryWire {
         destination.spec.makeWire(self, installID)
+    }
+
+    /// SPEC D11, D12: what is wrong with the destination's own fields, naming the field; nil: nothing.
+    var destinationFieldProblem: String? {
+        destination.spec.problem?(self).map { "\($0.field) \($0.message)" }
     }
 
     /// SPEC D1: why this configuration cannot send for lack of its destination's credential, or nil.

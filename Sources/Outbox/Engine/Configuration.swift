@@ -71,6 +71,11 @@ public struct Configuration: Sendable {
     /// SPEC D1: the Segment-compatible server's write key, sent as HTTP Basic (never logged); required for
     /// `destination = .segment`.
     public var writeKey: String = ""
+    /// SPEC D12: GA4's measurement id (`G-` and letters or digits), required for `destination = .ga4`.
+    public var measurementId: String = ""
+    /// SPEC D12: GA4's Measurement Protocol API secret, sent in the request's URL (never logged, masked as ***);
+    /// required for `destination = .ga4`.
+    public var apiSecret: String = ""
     /// SPEC D4: `.segment` (default) or `.rudderstack` (`originalTimestamp`, a numeric `context.sessionId`).
     public var segmentProfile: SegmentProfile = .segment
     /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
@@ -156,6 +161,7 @@ public struct Configuration: Sendable {
         }
         // SPEC D1: a destination whose server identifies the project by a key cannot send without it.
         if let missingCredential { throw .invalidConfiguration(missingCredential) }
+        if let destinationFieldProblem { throw .invalidConfiguration(destinationFieldProblem) }
         for header in headers {
             if let problem = header.refusal(for: destination) { throw .invalidConfiguration(problem) }
         }

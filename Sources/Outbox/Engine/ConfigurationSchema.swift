@@ -151,6 +151,8 @@ extension Configuration {
         row(\.writeKey, "writeKey", "writeKey", .string, applies: .wire),
         row(\.segmentProfile, "segmentProfile", "segmentProfile", .named(SegmentProfile.init(name:), name: \.rawValue), applies: .wire),
         row(\.otlpEncoding, "otlpEncoding", "otlpEncoding", .named(OTLPEncoding.init(name:), name: \.rawValue), applies: .wire),
+        row(\.measurementId, "measurementId", "measurementId", .string, applies: .wire),
+        row(\.apiSecret, "apiSecret", "apiSecret", .string, applies: .wire),
         row(\.headers, "headers", "headers", .headers, applies: .wire),
         row(\.batchSize, "batchSize", "batchSize", .integer, bounds: .batchSize),
         row(\.transmissionInterval, "transmissionInterval", "transmissionIntervalMs", .milliseconds, bounds: .transmissionInterval),
