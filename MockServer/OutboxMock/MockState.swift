@@ -150,6 +150,7 @@ struct RecordedState {
         vendorCounts[vendor, default: .zero].eventsReceived += batch.events.count
         vendorCounts[vendor, default: .zero].eventsUnique += unique
         vendorCounts[vendor, default: .zero].eventsDuplicate += batch.events.count - unique
+        if vendor == .ga4 { vendorCounts[vendor, default: .zero].eventsInvalid = (vendorCounts[vendor]?.eventsInvalid ?? 0) + batch.invalid }
         if let install = batch.install {
             installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsReceived += batch.events.count
             installs[install, default: .init(logsReceived: 0, logsUnique: 0)].logsUnique += unique

@@ -38,13 +38,18 @@ public struct MockStats: Codable, Sendable, Equatable {
         public var eventsUnique: Int
         public var eventsDuplicate: Int
         public var eventsRefused: Int
+        /// GA4 (SPEC D12): received events GA4 would drop for breaking its rules; nil for the other vendors and
+        /// before GA4's first request.
+        public var eventsInvalid: Int?
 
-        public init(requests: Int, eventsReceived: Int, eventsUnique: Int, eventsDuplicate: Int, eventsRefused: Int) {
+        public init(requests: Int, eventsReceived: Int, eventsUnique: Int, eventsDuplicate: Int, eventsRefused: Int,
+                    eventsInvalid: Int? = nil) {
             self.requests = requests
             self.eventsReceived = eventsReceived
             self.eventsUnique = eventsUnique
             self.eventsDuplicate = eventsDuplicate
             self.eventsRefused = eventsRefused
+            self.eventsInvalid = eventsInvalid
         }
 
         static let zero = VendorStats(requests: 0, eventsReceived: 0, eventsUnique: 0, eventsDuplicate: 0,
@@ -52,7 +57,8 @@ public struct MockStats: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case requests, eventsReceived = "events_received", eventsUnique = "events_unique",
-                 eventsDuplicate = "events_duplicate", eventsRefused = "events_refused"
+                 eventsDuplicate = "events_duplicate", eventsRefused = "events_refused",
+                 eventsInvalid = "events_invalid"
         }
     }
 

@@ -271,6 +271,7 @@ struct CommandLineDestinationTests {
     static let flags: [String: [String]] = [
         "otlpEncoding": ["--otlp-encoding", "json"], "apiKey": ["--api-key", "k"], "writeKey": ["--write-key", "k"],
         "segmentProfile": ["--segment-profile", "rudderstack"],
+        "measurementId": ["--measurement-id", "G-ABC123"], "apiSecret": ["--api-secret-file", "/dev/null"],
     ]
 
     // A field a new wire adds without a flag here would go untested: this fails first.

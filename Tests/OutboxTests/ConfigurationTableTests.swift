@@ -14,8 +14,9 @@ struct ConfigurationTableTests {
     static func configured(_ destination: Destination, _ profile: SegmentProfile = .segment,
                            _ encoding: OTLPEncoding = .protobuf) -> Configuration {
         var configuration = testConfiguration("/tmp/outbox-table.sqlite")
-        configuration.endpoint = "http://127.0.0.1:9"
+        configuration.endpoint = destination.spec.endpointAtBase.map { $0("http://127.0.0.1:9") } ?? "http://127.0.0.1:9"
         configuration.destination = destination
+        if destination == .ga4 { configuration.measurementId = "G-TEST1" }
         configuration.segmentProfile = profile
         configuration.otlpEncoding = encoding
         if let credential = destination.spec.credential { configuration[keyPath: credential.keyPath] = "k" }
@@ -78,6 +79,7 @@ struct ConfigurationTableTests {
             "intakeCapacity": .integer(5000), "storeKeyFile": .string(keyFile), "endpoint": .string("http://127.0.0.1:10"),
             "appSecret": .string("s2"), "destination": .string("otlp"), "apiKey": .string("phc_2"), "writeKey": .string("wk2"),
             "segmentProfile": .string("rudderstack"), "otlpEncoding": .string("json"),
+            "measurementId": .string("G-ABC123"), "apiSecret": .string("s3"),
             "headers": .object([(key: "X-Tenant", value: .string("t1"))]), "batchSize": .integer(20),
             "transmissionIntervalMs": .integer(7000), "criticalTransmissionIntervalMs": .integer(2000),
             "retryIntervalsMs": .array([.integer(2000), .integer(4000)]), "maxRetryAfterMs": .integer(60_000),

@@ -45,6 +45,8 @@ extension Vendor {
         case .snowplow: SnowplowWire.self
         case .mixpanel: MixpanelWire.self
         case .otlp: OTLPHTTPWire.self
+        case .sensors: SensorsWire.self
+        case .ga4: GA4Wire.self
         }
     }
 
@@ -57,6 +59,8 @@ extension Vendor {
         case .segment: "Segment and RudderStack: POST /v1/batch, /v1/track, /v1/identify, …"
         case .mixpanel: "Mixpanel: POST /track, /engage, /groups, /import"
         case .snowplow: "Snowplow: POST \(SnowplowWire.postPath), GET \(SnowplowWire.getPath)"
+        case .sensors: "Sensors Analytics: POST /sa?project=NAME"
+        case .ga4: "GA4: POST /mp/collect, /debug/mp/collect"
         }
     }
 
@@ -121,4 +125,16 @@ extension MixpanelWire: VendorBatchWire {
 extension OTLPHTTPWire: VendorBatchWire {
     static var vendor: Vendor { .otlp }
     static func owns(path: String) -> Bool { path == "/v1/logs" || path == "/v1/traces" || path == "/v1/metrics" }
+}
+
+extension SensorsWire: VendorBatchWire {
+    static var vendor: Vendor { .sensors }
+    static func owns(path: String) -> Bool { path == Self.path }
+    static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse { error(status, reason) }
+}
+
+extension GA4Wire: VendorBatchWire {
+    static var vendor: Vendor { .ga4 }
+    static func owns(path: String) -> Bool { path == collectPath || path == debugPath }
+    static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse { error(status, reason) }
 }

@@ -15,6 +15,10 @@ public enum Vendor: String, CaseIterable, Codable, Sendable {
     case mixpanel
     /// OpenTelemetry's OTLP/HTTP: `/v1/logs`, `/v1/traces`, `/v1/metrics`.
     case otlp
+    /// Sensors Analytics' data access: `POST /sa?project=P`, a form of gzipped base64 records (SPEC D11).
+    case sensors
+    /// GA4's Measurement Protocol: `POST /mp/collect`, `/debug/mp/collect` (SPEC D12).
+    case ga4
 }
 
 /// The part of a request a vendor's decoder reads: its head and its body, already decompressed
@@ -93,6 +97,8 @@ struct VendorBatch {
     var names: [String] = []
     /// Events the vendor's service refuses: in a 400 for the whole request, or one by one inside a 2xx.
     var refused = 0
+    /// GA4: events accepted with a 2xx that GA4 would drop for breaking its rules (SPEC D12).
+    var invalid = 0
     /// The healthy server's answer.
     var normal: HTTPResponse
     /// The vendor's answer to a status a scenario injects without a body: its error or success shape.
