@@ -167,6 +167,24 @@ struct SensorsGA4DestinationTests {
         #expect(stats.eventsUnique == 8)
     }
 
+    // SPEC D12: the api_secret travels in the URL; a stop that names the URL (a wrong endpoint's 404) shows it as ***.
+    @Test func ga4SecretIsMaskedInTheStatus() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock(); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL + "/wrong")
+        configuration.destination = .ga4
+        configuration.measurementId = "G-TEST123"
+        configuration.apiSecret = "s3cr3t-value"
+        configuration.dispatchInterval = .zero
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        try engine.trackEvent("kept")
+        #expect(await dispatchResult(engine) == .error)
+        let reason = try #require(try await engine.status().disabledReason)
+        #expect(reason.contains("404") && reason.contains("api_secret=***"), "\(reason)")
+        #expect(!reason.contains("s3cr3t-value"))
+    }
+
     // SPEC D12: the mock's validation path answers what GA4's would, and records nothing.
     @Test func ga4DebugPathAnswersValidationMessages() throws {
         let server = try startMock(); defer { try? server.stop() }

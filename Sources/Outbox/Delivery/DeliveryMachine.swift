@@ -570,7 +570,8 @@ struct DeliveryMachine: Sendable {
         switch status {
         case 200..<300: return .delivered
         case 300..<400:
-            return .stop(status: status, reason: "redirect to \(location ?? "nowhere") not followed")
+            // The Location may carry the request's own query back (GA4's api_secret, SPEC D12): masked as K3 asks.
+            return .stop(status: status, reason: "redirect to \(location.map { maskingCredentials(in: $0) } ?? "nowhere") not followed")
         case 401, 403, 404: return .stop(status: status, reason: text)
         case 413: return .split
         case 408, 429: return .retryable(reason: "HTTP \(status)", retryAfterMs: retryAfterMs)
