@@ -175,7 +175,7 @@ struct EventJSON: ~Copyable {
 /// The device context's fields as an event wire's properties, written once per context version of a batch
 /// (SPEC D4): PostHog's `$os`, `$app_version`…, or Segment's `context` objects.
 struct DeviceProperties {
-    enum Style { case posthog, segment }
+    enum Style { case posthog, segment, sensors, sensorsLib }
 
     let contexts: [Int64: [UInt8]]
     let installID: UUID
@@ -241,6 +241,22 @@ struct DeviceProperties {
             pair("version", version)
             w.raw("}")
             pair("locale", device["locale"])
+        case .sensors:
+            // SPEC D11: Sensors' `$`-presets.
+            pair("$lib", "outbox", comma: false)
+            pair("$lib_version", version)
+            pair("$device_id", install)
+            pair("$os", device["osName"])
+            pair("$os_version", device["osVersion"])
+            pair("$app_version", device["appVersion"])
+            pair("$app_id", device["appNamespace"])
+            pair("$manufacturer", device["oemName"])
+            pair("$model", device["model"])
+        case .sensorsLib:
+            pair("$lib", "outbox", comma: false)
+            pair("$lib_version", version)
+            pair("$lib_method", "code")
+            pair("$app_version", device["appVersion"])
         }
         return w.bytes
     }

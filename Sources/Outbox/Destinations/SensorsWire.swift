@@ -46,11 +46,11 @@ struct SensorsWire: DeliveryWire {
     func records(_ logs: [StoredLog], contexts: [Int64: [UInt8]], flushTimeMs: Int64) -> [UInt8] {
         var out = EventJSON(capacity: logs.reduce(512) { $0 + 2 * $1.payload.count + 700 })
         out.json.raw("[")
-        var presets: [Int64: (lib: [UInt8], properties: [UInt8])] = [:]
+        var presets = DeviceProperties(contexts: contexts, installID: installID, style: .sensors)
+        var lib = DeviceProperties(contexts: contexts, installID: installID, style: .sensorsLib)
         let install = Array(installID.uuidString.lowercased().utf8)
         out.logs(logs) { log, out in
-            let device = presets[log.context] ?? Self.presets(contexts[log.context] ?? contexts[0] ?? [], install: install)
-            presets[log.context] = device
+            let device = (lib: lib.fragment(log.context), properties: presets.fragment(log.context))
             record(log, device: device, install: install, flushTimeMs: flushTimeMs, into: &out)
         }
         out.json.raw("]")
@@ -82,37 +82,6 @@ struct SensorsWire: DeliveryWire {
     /// SPEC D11: a stable 31-bit number of the log's id: the same on every attempt, so Sensors drops a resend.
     static func trackID(_ id: UUIDBytes) -> Int64 {
         Int64((id.high ^ id.low ^ (id.high >> 31) ^ (id.low >> 31)) & 0x7FFF_FFFF)
-    }
-
-    /// The device's `lib` object and `$`-presets, once per context version of a batch.
-    private static func presets(_ json: [UInt8], install: [UInt8]) -> (lib: [UInt8], properties: [UInt8]) {
-        let device = StoredPayload.deviceFields(json)
-        let version = device["sdkVersion"] ?? OutboxVersion.string
-        var w = JSONWriter(capacity: 512)
-        func pair(_ key: StaticString, _ value: String?, comma: Bool = true) {
-            guard let value else { return }
-            if comma { w.raw(",") }
-            w.raw(UInt8(ascii: "\""))
-            w.raw(key)
-            w.raw(#"":"#)
-            w.string(value)
-        }
-        pair("$lib", "outbox", comma: false)
-        pair("$lib_version", version)
-        pair("$lib_method", "code")
-        pair("$app_version", device["appVersion"])
-        let lib = w.bytes
-        w = JSONWriter(capacity: 512)
-        pair("$lib", "outbox", comma: false)
-        pair("$lib_version", version)
-        pair("$device_id", String(decoding: install, as: UTF8.self))
-        pair("$os", device["osName"])
-        pair("$os_version", device["osVersion"])
-        pair("$app_version", device["appVersion"])
-        pair("$app_id", device["appNamespace"])
-        pair("$manufacturer", device["oemName"])
-        pair("$model", device["model"])
-        return (lib, w.bytes)
     }
 
     /// One log as a Sensors record (D4's table in docs/BEHAVIOUR.md, "D11"): its properties as the payload is read,

@@ -71,15 +71,15 @@ public struct Configuration: Sendable {
     /// SPEC D1: the Segment-compatible server's write key, sent as HTTP Basic (never logged); required for
     /// `destination = .segment`.
     public var writeKey: String = ""
+    /// SPEC D4: `.segment` (default) or `.rudderstack` (`originalTimestamp`, a numeric `context.sessionId`).
+    public var segmentProfile: SegmentProfile = .segment
+    /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
+    public var otlpEncoding: OTLPEncoding = .protobuf
     /// SPEC D12: GA4's measurement id (`G-` and letters or digits), required for `destination = .ga4`.
     public var measurementId: String = ""
     /// SPEC D12: GA4's Measurement Protocol API secret, sent in the request's URL (never logged, masked as ***);
     /// required for `destination = .ga4`.
     public var apiSecret: String = ""
-    /// SPEC D4: `.segment` (default) or `.rudderstack` (`originalTimestamp`, a numeric `context.sessionId`).
-    public var segmentProfile: SegmentProfile = .segment
-    /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
-    public var otlpEncoding: OTLPEncoding = .protobuf
     /// Headers added to every request, on every destination (a proxy's token, a tenant; never logged). Names the
     /// destination's wire sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`; App Center's `App-Secret`,
     /// Segment's `Authorization`: `Destination.wireHeaders`) are refused, in any case.
