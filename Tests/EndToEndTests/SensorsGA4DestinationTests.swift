@@ -185,6 +185,35 @@ struct SensorsGA4DestinationTests {
         #expect(!reason.contains("s3cr3t-value"))
     }
 
+    // SPEC D12: a log older than GA4's 72 hours is dead-lettered with that reason before any request, never sent;
+    // its younger neighbour is delivered.
+    @Test func ga4DeadLettersALogOlderThan72Hours() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock(); defer { try? server.stop() }
+        let hours73: Int64 = 73 * 3_600_000
+        let clock = ManualClock(wallMs: wallMs() - hours73)
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
+        configuration.destination = .ga4
+        configuration.measurementId = "G-TEST123"
+        configuration.apiSecret = "s"
+        configuration.clock = clock
+        configuration.dispatchInterval = .zero
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        try engine.trackEvent("old")
+        clock.advance(ms: hours73)
+        try engine.trackEvent("fresh")
+        // The hand-moved clock never makes a batch due: each dispatch sends what is waiting (the bisected halves too).
+        for _ in 0..<4 where try await engine.status().store.pendingNormal > 0 { _ = await dispatchResult(engine) }
+        #expect(try await engine.status().store.pendingNormal == 0)
+        let letters = try await engine.deadLetters()
+        #expect(letters.count == 1)
+        #expect(letters.first?.reason.contains("older than 72 hours") == true, "\(letters)")
+        #expect(letters.first?.log.contains("\"old\"") == true)
+        #expect(Self.events(server, .ga4).compactMap { $0["name"] as? String } == ["fresh"])
+        #expect(server.stats().vendors["ga4"]?.eventsInvalid == 0)
+    }
+
     // SPEC D12: the mock's validation path answers what GA4's would, and records nothing.
     @Test func ga4DebugPathAnswersValidationMessages() throws {
         let server = try startMock(); defer { try? server.stop() }
