@@ -17,6 +17,20 @@ func dispatchResult(_ engine: OutboxEngine) async -> DispatchResult {
     await withCheckedContinuation { continuation in engine.dispatch { continuation.resume(returning: $0) } }
 }
 
+/// SPEC D4: one log of every type, as the destination tests read them back: a session around an event `Viewed`
+/// (`n` 3, `price` 9.5, `hd` true), a screen `Cart` at `/cart`, user properties (`plan` pro), an identify as `u-7`
+/// (`email`), an event `Paid` after it, and a location (41, 29, 5 m).
+func trackEveryLogType(_ engine: OutboxEngine) throws {
+    try engine.startSession()
+    try engine.trackEvent("Viewed", properties: ["n": .int(3), "price": .double(9.5), "hd": .bool(true)])
+    try engine.trackScreen(title: "Cart", path: "/cart")
+    try engine.setUserProperties(["plan": "pro"])
+    try engine.identify(userId: "u-7", traits: ["email": "a@example.com"])
+    try engine.trackEvent("Paid")
+    try engine.sendLocation(latitude: 41.0, longitude: 29.0, accuracy: 5)
+    try engine.endSession()
+}
+
 /// Short intervals so that end-to-end tests run in seconds (SPEC defaults stay the defaults).
 func fastConfiguration(store: String, endpoint: String) -> Configuration {
     var configuration = Configuration(storePath: store)
