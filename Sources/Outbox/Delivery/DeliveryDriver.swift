@@ -296,7 +296,7 @@ final class DeliveryDriver {
             }
         }
         var headers = request.headers
-        if body.count >= 1400, !wire.compressesItsBody, let compressed = compressor?.compress(body) {
+        if body.count >= 1400, wire.acceptsGzipBody, let compressed = compressor?.compress(body) {
             body = compressed
             headers.append(("Content-Encoding", "gzip"))
         }

@@ -27,8 +27,9 @@ protocol DeliveryWire: Sendable {
     /// The most logs one request carries (GA4's 25 events); nil: `batchSize` alone. The claim takes no more, and a
     /// batch claimed larger under another wire is split before it is sent.
     var maxLogsPerRequest: Int? { get }
-    /// Whether the body compresses its own payload (Sensors' gzipped `data_list`): the driver then adds no gzip.
-    var compressesItsBody: Bool { get }
+    /// Whether the driver may gzip the body (W1): not where the wire compresses its own payload (Sensors' gzipped
+    /// `data_list`) or the server documents no `Content-Encoding` (GA4).
+    var acceptsGzipBody: Bool { get }
     /// Why the destination must never receive `log` (GA4: older than it takes), or nil: the log is dead-lettered
     /// with this reason before any request, as an oversize one is.
     func refusal(of log: StoredLog, times: WireTimes) -> String?
@@ -67,7 +68,7 @@ extension DeliveryWire {
     var maxRequestBytes: Int? { nil }
     var maxLogBytes: Int? { nil }
     var maxLogsPerRequest: Int? { nil }
-    var compressesItsBody: Bool { false }
+    var acceptsGzipBody: Bool { true }
     func refusal(of log: StoredLog, times: WireTimes) -> String? { nil }
 
     func outcome(of result: TransferResult, nowWallMs: Int64) -> DeliveryMachine.Outcome {

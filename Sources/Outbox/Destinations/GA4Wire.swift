@@ -50,6 +50,8 @@ struct GA4Wire: DeliveryWire {
     var maxLogsPerRequest: Int? { Self.maxEvents }
     /// GA4's request limit is 130 kB.
     var maxRequestBytes: Int? { 130_000 }
+    /// The Measurement Protocol documents plain JSON bodies only: a gzipped one it could drop behind a 2xx.
+    var acceptsGzipBody: Bool { false }
 
     /// Why `id` is not a GA4 measurement id (`G-` then letters and digits), or nil.
     static func measurementIdProblem(_ id: String) -> String? {

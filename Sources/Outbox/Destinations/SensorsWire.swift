@@ -25,7 +25,7 @@ struct SensorsWire: DeliveryWire {
     /// (https://manual.sensorsdata.cn/sa/2.5/en/api-1573850.html).
     var maxLogsPerRequest: Int? { 50 }
     /// The form carries its records gzipped already.
-    var compressesItsBody: Bool { true }
+    var acceptsGzipBody: Bool { false }
 
     /// Whether the endpoint lacks a non-empty `project` query parameter.
     static func projectProblem(_ endpoint: String) -> Bool {
