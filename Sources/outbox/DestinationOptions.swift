@@ -89,7 +89,7 @@ struct DestinationOptions: ParsableArguments {
         var configuration = Configuration(storePath: "")
         configuration.endpoint = endpoint
         try apply(to: &configuration)
-        guard let problem = destination.spec.problem?(configuration) else { return }
+        guard let problem = destination.spec.fieldProblem?(configuration) else { return }
         let flag = problem.field == "endpoint" ? "--endpoint" : fieldFlags.first { $0.field == problem.field }?.flag ?? problem.field
         throw ValidationError("\(flag) \(problem.message)")
     }

@@ -20,7 +20,7 @@ package struct DestinationSpec: Sendable {
     /// What is wrong with the destination's own fields in `configuration` (Sensors' endpoint without its project,
     /// GA4's measurement id): the schema row's name of the field at fault and what is wrong with it; nil: nothing.
     /// `validate()` says it naming the field, the command line naming its flag.
-    package var problem: (@Sendable (_ configuration: Configuration) -> (field: String, message: String)?)? = nil
+    package var fieldProblem: (@Sendable (_ configuration: Configuration) -> (field: String, message: String)?)? = nil
     /// The endpoint for a server of this wire at `base` (the mock's URL): Sensors' endpoint is a whole URL with
     /// its project; nil: the base URL itself.
     package var endpointAtBase: (@Sendable (_ base: String) -> String)? = nil
@@ -44,7 +44,7 @@ extension Configuration {
 
     /// SPEC D11, D12: what is wrong with the destination's own fields, naming the field; nil: nothing.
     var destinationFieldProblem: String? {
-        destination.spec.problem?(self).map { "\($0.field) \($0.message)" }
+        destination.spec.fieldProblem?(self).map { "\($0.field) \($0.message)" }
     }
 
     /// SPEC D1: why this configuration cannot send for lack of its destination's credential, or nil.

@@ -28,7 +28,7 @@ struct GA4Wire: DeliveryWire {
             GA4Wire(measurementId: configuration.measurementId, apiSecret: configuration.apiSecret, installID: installID,
                     warnings: GA4Warnings(logger: configuration.logger))
         },
-        problem: { configuration in
+        fieldProblem: { configuration in
             let id = configuration.measurementId
             if id.isEmpty {
                 return configuration.endpoint == nil ? nil : ("measurementId", "is required for destination ga4 (G-XXXXXXXXXX)")

@@ -14,7 +14,7 @@ struct SensorsWire: DeliveryWire {
         destination: .sensors, fields: [], credential: nil,
         headers: ["Content-Type", "Content-Encoding", "Install-ID"],
         makeWire: { _, installID in SensorsWire(installID: installID) },
-        problem: { configuration in
+        fieldProblem: { configuration in
             guard let endpoint = configuration.endpoint, projectProblem(endpoint) else { return nil }
             return ("endpoint", "must be the Sensors server URL with its project, as https://host:8106/sa?project=NAME;"
                         + " got '\(maskingCredentials(in: endpoint))'")
