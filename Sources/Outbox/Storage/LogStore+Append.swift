@@ -175,8 +175,7 @@ extension LogStore {
 
     /// The store's eviction (StoreEviction.swift) over the connection and the figures of the moment.
     var eviction: StoreEviction {
-        StoreEviction(logs: logsTable, meta: metaTable, disk: disk, logCount: ledger.logCount, nextSeq: ledger.nextSeq,
-                      maxLogCount: limits.maxLogCount)
+        StoreEviction(db: db, keys: keys, disk: disk, ledger: ledger, maxLogCount: limits.maxLogCount)
     }
 
     /// `StoreEviction.makeRoom`, in the caller's transaction.

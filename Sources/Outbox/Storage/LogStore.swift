@@ -123,12 +123,9 @@ final class LogStore {
         let opened = try StoreOpener(path: path, limits: limits, clock: clock, logger: logger).openOrRecover()
         self.lock = lock
         self.db = opened.db
-        self.recoveredFromCorruption = opened.movedAside
-        self.checkedAtOpen = opened.checked
-        self.keys = opened.keys
         do throws(OutboxError) {
             do throws(OutboxError) {
-                try configureOpenedDatabase()
+                try start(opened)
                 try sealIfKeyed()
             } catch where error.isCorruption && recoveredFromCorruption == nil {
                 // Damage that the start-up's own reads found (the row count reads every leaf): the same
@@ -155,7 +152,7 @@ final class LogStore {
     func close() {
         guard db.isOpen || lock != nil else { return }
         owner.check()
-        markClosedCleanly()
+        StoreOpener.markClosedCleanly(db, logger: logger)
         db.close()
         commitMark = nil
         // SPEC S7: the WAL file is gone now; its room is the next open's reserve, should the disk be full by then.
@@ -370,8 +367,7 @@ final class LogStore {
 
     /// The store's expiry (StoreExpiry.swift) over the connection and the figures of the moment.
     var expiry: StoreExpiry {
-        StoreExpiry(logs: logsTable, meta: metaTable, boot: boot, maxAgeMs: limits.maxAgeMs, bound: ledger.expiryBound,
-                    nextSeq: ledger.nextSeq)
+        StoreExpiry(db: db, keys: keys, boot: boot, maxAgeMs: limits.maxAgeMs, ledger: ledger)
     }
 
     // MARK: Inspection (X4)

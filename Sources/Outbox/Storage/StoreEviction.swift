@@ -13,6 +13,15 @@ struct StoreEviction {
     let nextSeq: Int64
     let maxLogCount: Int?
 
+    init(db: Database, keys: StoreKeys?, disk: DiskBudget, ledger: StoreLedger, maxLogCount: Int?) {
+        logs = LogsTable(db: db, keys: keys)
+        meta = MetaTable(db: db)
+        self.disk = disk
+        logCount = ledger.logCount
+        nextSeq = ledger.nextSeq
+        self.maxLogCount = maxLogCount
+    }
+
     struct Event {
         var priority: Priority
         var count: Int

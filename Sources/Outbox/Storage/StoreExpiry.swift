@@ -12,6 +12,15 @@ struct StoreExpiry {
     let bound: ExpiryBound
     let nextSeq: Int64
 
+    init(db: Database, keys: StoreKeys?, boot: Int64, maxAgeMs: Int64, ledger: StoreLedger) {
+        logs = LogsTable(db: db, keys: keys)
+        meta = MetaTable(db: db)
+        self.boot = boot
+        self.maxAgeMs = maxAgeMs
+        bound = ledger.expiryBound
+        nextSeq = ledger.nextSeq
+    }
+
     /// Deletes the logs older than `maxAgeMs` (boot-time age under this boot, wall-clock age before `nowMs`
     /// otherwise), records (`.expired`) and logs them. Returns how many were deleted.
     func expire(nowMs: Int64, monoNs: Int64, logger: Logger,
