@@ -1,24 +1,20 @@
 import Logging
 
 /// Eviction carried out (SPEC S2, S3, S5): `EvictionPlanner`'s plan applied to the logs table, in the caller's
-/// transaction. It needs of the store only the tables, the room (`DiskBudget`) and two of the ledger's figures, so the
+/// transaction. It needs of the store only the tables, the room (`DiskBudget`) and the ledger's figures, so the
 /// store's writes and the opening's cap (`StoreOpening`) run the same code without sharing the store. What it evicted
 /// is counted once the transaction has committed (`commit`).
 struct StoreEviction {
     let logs: LogsTable
-    let meta: MetaTable
     let disk: DiskBudget
-    /// The ledger's row count (S5) and next seq (`MetaTable.keepSeqHigh`), as they are before the transaction.
-    let logCount: Int
-    let nextSeq: Int64
+    /// The ledger as it is before the transaction: its row count (S5) and next seq (`MetaTable.keepSeqHigh`).
+    let ledger: StoreLedger
     let maxLogCount: Int?
 
     init(db: Database, keys: StoreKeys?, disk: DiskBudget, ledger: StoreLedger, maxLogCount: Int?) {
         logs = LogsTable(db: db, keys: keys)
-        meta = MetaTable(db: db)
         self.disk = disk
-        logCount = ledger.logCount
-        nextSeq = ledger.nextSeq
+        self.ledger = ledger
         self.maxLogCount = maxLogCount
     }
 
@@ -46,7 +42,7 @@ struct StoreEviction {
         let free = try logs.db.pragma("freelist_count")
         let pageSize = disk.pageSize
         let need = EvictionPlanner.Need(usedBytes: Int(pages - free) * pageSize, extraBytes: mandatoryBytes + extraBytes,
-                                        budgetBytes: disk.budgetBytes, pageSize: pageSize, logCount: logCount,
+                                        budgetBytes: disk.budgetBytes, pageSize: pageSize, logCount: ledger.logCount,
                                         maxLogCount: maxLogCount, overflowMayEvictCritical: overflowMayEvictCritical)
         let table = logs
         let plan = try EvictionPlanner.plan(for: candidates, need) { (priority, bytes, count) throws(OutboxError) in
@@ -72,7 +68,7 @@ struct StoreEviction {
             event.count += deleted
             event.inFlight += deleted
         }
-        try meta.keepSeqHigh(nextSeq: nextSeq, deletingThrough: rows.lazy.map(\.seq).max())
+        try MetaTable(db: logs.db).keepSeqHigh(nextSeq: ledger.nextSeq, deletingThrough: rows.lazy.map(\.seq).max())
         event.bytes = rows.reduce(0) { $0 + $1.bytes }
         return event
     }
