@@ -5,8 +5,8 @@
 extension LogStore {
     var opener: StoreOpener { StoreOpener(path: path, limits: limits, clock: clock, logger: logger) }
 
-    /// Takes `opened` as the store's connection and runs the start-up on it: the store keeps the room it set up and
-    /// the commit mark, and applies to its ledger what the start-up read and did.
+    /// Takes `opened` as the store's connection and runs the start-up on it: the store's ledger takes what the
+    /// start-up reads and does as it happens, and the store keeps the room it set up and the commit mark.
     func start(_ opened: StoreOpener.Opened) throws(OutboxError) {
         db = opened.db
         checkedAtOpen = opened.checked
@@ -16,10 +16,9 @@ extension LogStore {
         // A store file created now, or one just moved aside (which reported its loss already), starts its mark afresh.
         let started = try StoreOpening(db: db, keys: keys, opener: opener, boot: boot)
             .start(disk: disk, ledger: ledger, commitMark: commitMark,
-                   reportsLoss: recoveredFromCorruption == nil && !createdAtOpen)
+                   reportsLoss: recoveredFromCorruption == nil && !createdAtOpen, record: record)
         disk = started.disk
         commitMark = started.commitMark
-        for change in started.changes { record(change) }
     }
 
     /// Mid-session corruption (S7): the same treatment as at open, keeping the lock.

@@ -5,8 +5,8 @@ import Logging
 /// per-connection settings, the last process's leases and retry times cleared, the counts read, the commit mark
 /// checked, the cap re-applied, expiry, the contexts pruned. A type of its own holding the connection and the few
 /// things the start-up needs; eviction and expiry are `StoreEviction`'s and `StoreExpiry`'s, as in the store. It
-/// returns what the store keeps (`Started`), so that the store is built, or rebuilt after corruption, from the
-/// connection and that alone.
+/// hands the store the ledger's changes and returns what else it keeps (`Started`), so that the store is built, or
+/// rebuilt after corruption, from the connection and that alone.
 struct StoreOpening {
     let db: Database
     /// SPEC K1: the keys of a sealed store; nil for a plain one.
@@ -20,9 +20,6 @@ struct StoreOpening {
     struct Started {
         /// The room, with the file's page size, the schema's bytes and the reserve's state.
         var disk: DiskBudget
-        /// What the start-up read and did, in order, for the store's ledger: `.opened` (the counts), `.lostAtOpen`,
-        /// `.evicted`, `.expired`.
-        var changes: [StoreLedger.Change] = []
         /// `<path>-mark`; nil when it cannot be opened.
         var commitMark: CommitMark?
     }
@@ -31,16 +28,18 @@ struct StoreOpening {
     private var limits: StoreLimits { opener.limits }
     private var logger: Logger { opener.logger }
 
-    /// Runs the start-up. `disk`, `ledger` and `commitMark` are the store's as they are: the start-up works on copies
-    /// and returns its changes, so that numbering goes on above what the ledger gave out already (`.opened`).
-    /// `reportsLoss`: false for a file created now or just moved aside (S7), whose mark starts afresh.
-    func start(disk: DiskBudget, ledger: StoreLedger, commitMark: CommitMark?,
-               reportsLoss: Bool) throws(OutboxError) -> Started {
+    /// Runs the start-up. `disk`, `ledger` and `commitMark` are the store's as they are: the start-up decides on a
+    /// copy of the ledger, so that numbering goes on above what it gave out already (`.opened`), and hands the store
+    /// each change it reads or makes (`.opened`, `.lostAtOpen`, `.evicted`, `.expired`) as it happens, through
+    /// `record`: a start-up that fails part way (corruption its reads found, then S7's move aside) leaves the ledger as
+    /// far as it went. `reportsLoss`: false for a file created now or just moved aside (S7), whose mark starts afresh.
+    func start(disk: DiskBudget, ledger: StoreLedger, commitMark: CommitMark?, reportsLoss: Bool,
+               record store: (StoreLedger.Change) -> Void) throws(OutboxError) -> Started {
         var started = Started(disk: disk, commitMark: commitMark)
         var ledger = ledger
         func record(_ change: StoreLedger.Change) {
             ledger.apply(change)
-            started.changes.append(change)
+            store(change)
         }
         let pageSize = try configure(&started.disk)
         try clearLastSession()
