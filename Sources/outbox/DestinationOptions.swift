@@ -83,11 +83,11 @@ struct DestinationOptions: ParsableArguments {
         _ = try parsedSegmentProfile()
         if destination == .mixpanel {
             if let projectId, projectId <= 0 { throw ValidationError("--project-id must be a positive number, got \(projectId)") }
-            _ = try resolved(.projectToken)
-            _ = try resolved(.serviceAccountSecret)
             if serviceAccountUser != nil && projectId == nil {
                 throw ValidationError("--service-account-user needs --project-id")
             }
+            _ = try resolved(.projectToken)
+            _ = try resolved(.serviceAccountSecret)
             if let serviceAccountUser, serviceAccountUser.isEmpty { throw ValidationError("--service-account-user is empty") }
         }
     }
