@@ -45,8 +45,8 @@ enum ConfigDecoder {
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(CFailure) {
         for member in members {
             if let owners = destinationKeys[member.key], !owners.contains(destination) {
-                let named = owners.map(\.name).joined(separator: " and ")
-                throw CFailure(code: configError, message: "configuration key '\(member.key)' belongs to the \(named) destination\(owners.count > 1 ? "s" : ""), not to \(destination)")
+                let named = owners.map { "the \($0) destination" }.joined(separator: " and ")
+                throw CFailure(code: configError, message: "configuration key '\(member.key)' belongs to \(named), not to \(destination)")
             }
         }
     }

@@ -20,8 +20,8 @@ struct AmplitudeDestinationTests {
     }
 
     // SPEC D7, D13: `emit --destination amplitude` with the key from a file delivers 1 000 events exactly once (by
-    // `insert_id`) through lost answers (absorbed as duplicates) and a healthy server.
-    @Test(arguments: ["lost-ack", "ok"])
+    // `insert_id`) through lost answers (absorbed as duplicates), throttling (429, retried) and a healthy server.
+    @Test(arguments: ["lost-ack", "throttle", "ok"])
     func everyLogArrivesOnceUnderTheScenario(scenario: String) throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock(scenario); defer { try? server.stop() }
