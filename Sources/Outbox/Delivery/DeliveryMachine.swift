@@ -497,12 +497,15 @@ struct DeliveryMachine: Sendable {
             if others == .resend && !kept.isEmpty {
                 // The server took none of the request: the others go again at once, under the same key and lease.
                 flight.logs = kept
+                flight.isProbe = false  // the server answered: the fault it probed is over (R9)
+                flight.retryAtBeforeProbeMs = nil
                 flights[key] = flight
                 counters.requests += 1
                 actions.append(.send(key, kept))
                 return
             }
             flights[key] = nil
+            flight.logs = kept
             if others == .delivered {
                 completeDelivered(flight, count: kept.count, into: &actions)
             } else if let batchID = flight.batchID {
