@@ -255,10 +255,13 @@ struct FleetLineFields: Sendable {
     var sessionEnd: String
     /// The event time as nanoseconds since 1970 in a string (OTLP) rather than ISO 8601 text.
     var timestampIsNanoseconds: Bool
+    /// The event time as a JSON number of ms since 1970 (Amplitude, Mixpanel), read up to its first non-digit.
+    var timestampIsMilliseconds = false
 
     /// The event time after `timestamp` in a line, in ms since 1970.
     func eventMs(_ text: Substring) -> Int64? {
-        timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
+        if timestampIsMilliseconds { return Int64(text.prefix { $0.isASCII && $0.isNumber }) }
+        return timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
     }
 
     init(_ destination: Destination, segmentProfile: SegmentProfile = .segment) {
@@ -310,6 +313,29 @@ struct FleetLineFields: Sendable {
                 timestamp = #""originalTimestamp":""#
                 session = #""anonymousId":""#
             }
+        case .amplitude:
+            // The mock keeps an Amplitude event as sent: `event_properties` by name, `time` in ms, `event_type`; the
+            // session is a number (its start in ms) two devices can share, so a device's one session is its install.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""device_id":""#
+            timestamp = #""time":"#
+            sessionStart = #""event_type":"session_start""#
+            sessionEnd = #""event_type":"session_end""#
+            timestampIsNanoseconds = false
+            timestampIsMilliseconds = true
+        case .mixpanel:
+            // The mock keeps a Mixpanel event as sent: properties by name, `session_id`, `time` in ms, `event`.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""session_id":""#
+            timestamp = #""time":"#
+            sessionStart = #""event":"session_start""#
+            sessionEnd = #""event":"session_end""#
+            timestampIsNanoseconds = false
+            timestampIsMilliseconds = true
         }
         receivedAt = #""received_at":""#
     }

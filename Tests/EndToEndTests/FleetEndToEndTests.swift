@@ -281,7 +281,8 @@ extension FleetEndToEndTests {
     static let everyWire: [([String], Int, Int)] = [
         (["appcenter"], 3, 10), (["otlp"], 4, 25), (["otlp", "--otlp-encoding", "json"], 3, 10),
         (["posthog"], 3, 10), (["segment"], 3, 10),
-        (["segment", "--segment-profile", "rudderstack", "--write-key", "K"], 3, 10)]
+        (["segment", "--segment-profile", "rudderstack", "--write-key", "K"], 3, 10),
+        (["amplitude"], 3, 10), (["mixpanel"], 3, 10)]
 
     // The fleet's line reader has a case per destination (the compiler sees to that); this sees that each is run.
     @Test func theFleetRunsCoverEveryDestination() {

@@ -45,6 +45,7 @@ extension Vendor {
         case .snowplow: SnowplowWire.self
         case .mixpanel: MixpanelWire.self
         case .otlp: OTLPHTTPWire.self
+        case .amplitude: AmplitudeWire.self
         }
     }
 
@@ -57,6 +58,7 @@ extension Vendor {
         case .segment: "Segment and RudderStack: POST /v1/batch, /v1/track, /v1/identify, …"
         case .mixpanel: "Mixpanel: POST /track, /engage, /groups, /import"
         case .snowplow: "Snowplow: POST \(SnowplowWire.postPath), GET \(SnowplowWire.getPath)"
+        case .amplitude: "Amplitude: POST /2/httpapi"
         }
     }
 
@@ -121,4 +123,10 @@ extension MixpanelWire: VendorBatchWire {
 extension OTLPHTTPWire: VendorBatchWire {
     static var vendor: Vendor { .otlp }
     static func owns(path: String) -> Bool { path == "/v1/logs" || path == "/v1/traces" || path == "/v1/metrics" }
+}
+
+extension AmplitudeWire: VendorBatchWire {
+    static var vendor: Vendor { .amplitude }
+    static func owns(path: String) -> Bool { paths.contains(path) }
+    static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse { error(status, reason) }
 }

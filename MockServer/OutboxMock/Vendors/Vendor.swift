@@ -15,6 +15,8 @@ public enum Vendor: String, CaseIterable, Codable, Sendable {
     case mixpanel
     /// OpenTelemetry's OTLP/HTTP: `/v1/logs`, `/v1/traces`, `/v1/metrics`.
     case otlp
+    /// Amplitude's HTTP V2 API: `/2/httpapi`.
+    case amplitude
 }
 
 /// The part of a request a vendor's decoder reads: its head and its body, already decompressed
