@@ -35,17 +35,18 @@ enum ConfigDecoder {
         return members
     }
 
-    /// Keys that belong to one destination (SPEC D1), the C keys of the fields its spec owns: given with another,
-    /// they are refused by name.
-    static let destinationKeys: [String: Destination] = Dictionary(uniqueKeysWithValues: Destination.allCases.flatMap { destination in
-        destination.spec.fields.compactMap { field in Configuration.schema.first { $0.name == field }?.cKey }.map { ($0, destination) }
-    })
+    /// Keys that belong to destinations (SPEC D1), the C keys of the fields their specs own (`apiKey`: PostHog's and
+    /// Amplitude's): given with another, they are refused by name.
+    static let destinationKeys: [String: [Destination]] = Dictionary(Destination.allCases.flatMap { destination in
+        destination.spec.fields.compactMap { field in Configuration.schema.first { $0.name == field }?.cKey }.map { ($0, [destination]) }
+    }, uniquingKeysWith: +)
 
     /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
     static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(CFailure) {
         for member in members {
-            if let owner = destinationKeys[member.key], owner != destination {
-                throw CFailure(code: configError, message: "configuration key '\(member.key)' belongs to the \(owner) destination, not to \(destination)")
+            if let owners = destinationKeys[member.key], !owners.contains(destination) {
+                let named = owners.map { "the \($0) destination" }.joined(separator: " and ")
+                throw CFailure(code: configError, message: "configuration key '\(member.key)' belongs to \(named), not to \(destination)")
             }
         }
     }

@@ -255,12 +255,15 @@ struct FleetLineFields: Sendable {
     var sessionEnd: String
     /// The event time as nanoseconds since 1970 in a string (OTLP) rather than ISO 8601 text.
     var timestampIsNanoseconds: Bool
-    /// The event time as a JSON number, in ms (Sensors' `time`) or µs (GA4's `timestamp_micros`): how many a ms holds.
-    var timestampNumberPerMs: Int64? = nil
+    /// The event time as a JSON number of ms since 1970 (Amplitude, Mixpanel), read up to its first non-digit.
+    var timestampIsMilliseconds = false
+    /// The event time as a JSON number of µs since 1970 (GA4's `timestamp_micros`).
+    var timestampIsMicroseconds = false
 
     /// The event time after `timestamp` in a line, in ms since 1970.
     func eventMs(_ text: Substring) -> Int64? {
-        if let perMs = timestampNumberPerMs { return Int64(text.prefix { $0.isASCII && $0.isNumber }).map { $0 / perMs } }
+        if timestampIsMilliseconds { return Int64(text.prefix { $0.isASCII && $0.isNumber }) }
+        if timestampIsMicroseconds { return Int64(text.prefix { $0.isASCII && $0.isNumber }).map { $0 / 1000 } }
         return timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
     }
 
@@ -313,6 +316,29 @@ struct FleetLineFields: Sendable {
                 timestamp = #""originalTimestamp":""#
                 session = #""anonymousId":""#
             }
+        case .amplitude:
+            // The mock keeps an Amplitude event as sent: `event_properties` by name, `time` in ms, `event_type`; the
+            // session is a number (its start in ms) two devices can share, so a device's one session is its install.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""device_id":""#
+            timestamp = #""time":"#
+            sessionStart = #""event_type":"session_start""#
+            sessionEnd = #""event_type":"session_end""#
+            timestampIsNanoseconds = false
+            timestampIsMilliseconds = true
+        case .mixpanel:
+            // The mock keeps a Mixpanel event as sent: properties by name, `session_id`, `time` in ms, `event`.
+            run = #""r":""#
+            device = #""d":"#
+            ordinal = #""i":"#
+            session = #""session_id":""#
+            timestamp = #""time":"#
+            sessionStart = #""event":"session_start""#
+            sessionEnd = #""event":"session_end""#
+            timestampIsNanoseconds = false
+            timestampIsMilliseconds = true
         case .sensors:
             // The mock keeps a Sensors record as sent: properties by name, `$event_session_id`, `time` in ms.
             run = #""r":""#
@@ -323,7 +349,7 @@ struct FleetLineFields: Sendable {
             sessionStart = #""event":"$AppStart""#
             sessionEnd = #""event":"$AppEnd""#
             timestampIsNanoseconds = false
-            timestampNumberPerMs = 1
+            timestampIsMilliseconds = true
         case .ga4:
             // The mock keeps a GA4 event as sent: parameters by name, `session_id`, `timestamp_micros`.
             run = #""r":""#
@@ -334,7 +360,7 @@ struct FleetLineFields: Sendable {
             sessionStart = #""name":"outbox_session_start""#
             sessionEnd = #""name":"outbox_session_end""#
             timestampIsNanoseconds = false
-            timestampNumberPerMs = 1000
+            timestampIsMicroseconds = true
         }
         receivedAt = #""received_at":""#
     }

@@ -21,10 +21,10 @@ struct DestinationOptions: ParsableArguments {
     var headerFile: String?
     @Option(help: ArgumentHelp("How OTLP requests are written: protobuf (default) or json.", valueName: "encoding"))
     var otlpEncoding: String?
-    @Option(help: ArgumentHelp("PostHog's project API key (shown by ps: prefer --api-key-file or OUTBOX_API_KEY).",
+    @Option(help: ArgumentHelp("PostHog's project API key (shown by ps: prefer --api-key-file or OUTBOX_API_KEY; not taken for amplitude).",
                                valueName: "key"))
     var apiKey: String?
-    @Option(help: ArgumentHelp("A file holding PostHog's project API key.", valueName: "path"))
+    @Option(help: ArgumentHelp("A file holding PostHog's or Amplitude's project API key.", valueName: "path"))
     var apiKeyFile: String?
 
     @Option(help: ArgumentHelp("The Segment-compatible source's write key (shown by ps: prefer --write-key-file or OUTBOX_WRITE_KEY).",
@@ -35,6 +35,16 @@ struct DestinationOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The Segment-compatible server: segment (default) or rudderstack.", valueName: "profile"))
     var segmentProfile: String?
 
+    @Option(help: ArgumentHelp("A file holding Mixpanel's project token (or OUTBOX_PROJECT_TOKEN).", valueName: "path"))
+    var projectTokenFile: String?
+    @Option(help: ArgumentHelp("A Mixpanel service account's user name (with --service-account-secret-file and --project-id).",
+                               valueName: "user"))
+    var serviceAccountUser: String?
+    @Option(help: ArgumentHelp("A file holding the Mixpanel service account's secret (or OUTBOX_SERVICE_ACCOUNT_SECRET).",
+                               valueName: "path"))
+    var serviceAccountSecretFile: String?
+    @Option(help: ArgumentHelp("The Mixpanel project's id (required with a service account).", valueName: "id"))
+    var projectId: Int?
     @Option(help: ArgumentHelp("GA4's measurement id (G-XXXXXXXXXX).", valueName: "id"))
     var measurementId: String?
     @Option(help: ArgumentHelp("A file holding GA4's Measurement Protocol API secret (or OUTBOX_API_SECRET).", valueName: "path"))
@@ -51,6 +61,10 @@ struct DestinationOptions: ParsableArguments {
          ("apiKey", "--api-key", apiKey != nil || apiKeyFile != nil),
          ("writeKey", "--write-key", writeKey != nil || writeKeyFile != nil),
          ("segmentProfile", "--segment-profile", segmentProfile != nil),
+         ("projectToken", "--project-token-file", projectTokenFile != nil),
+         ("serviceAccountUser", "--service-account-user", serviceAccountUser != nil),
+         ("serviceAccountSecret", "--service-account-secret-file", serviceAccountSecretFile != nil),
+         ("projectId", "--project-id", projectId != nil),
          ("measurementId", "--measurement-id", measurementId != nil),
          ("apiSecret", "--api-secret-file", apiSecretFile != nil)]
     }
@@ -60,19 +74,36 @@ struct DestinationOptions: ParsableArguments {
         _ = try parsedOTLPEncoding()
         // SPEC D1: the fields another destination's spec owns are refused by their flags.
         for other in Destination.allCases where other != destination {
-            let flags = fieldFlags.filter { other.spec.fields.contains($0.field) }
+            let flags = fieldFlags.filter { other.spec.fields.contains($0.field) && !destination.spec.fields.contains($0.field) }
             guard flags.contains(where: \.given) else { continue }
-            throw ValidationError("\(flags.map(\.flag).joined(separator: " and ")) \(flags.count == 1 ? "belongs" : "belong") to --destination \(other), not to \(destination)")
+            // A field several destinations own (`apiKey`: PostHog's and Amplitude's) names them all.
+            let owners = Destination.allCases.filter { owner in owner != destination && flags.allSatisfy { owner.spec.fields.contains($0.field) } }
+            throw ValidationError("\(flags.map(\.flag).joined(separator: " and ")) \(flags.count == 1 ? "belongs" : "belong") to \(owners.map { "--destination \($0)" }.joined(separator: " or ")), not to \(destination)")
+        }
+        if destination == .amplitude && apiKey != nil {
+            // A new wire's secret goes in a file or the environment only: a flag's value shows in ps.
+            throw ValidationError("--api-key is not taken for --destination amplitude: give --api-key-file or OUTBOX_API_KEY")
         }
         _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
         _ = try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
         _ = try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile)
         _ = try parsedSegmentProfile()
+        if destination == .mixpanel {
+            if let projectId, projectId <= 0 { throw ValidationError("--project-id must be a positive number, got \(projectId)") }
+            if serviceAccountUser != nil && projectId == nil {
+                throw ValidationError("--service-account-user needs --project-id")
+            }
+            _ = try resolved(.projectToken)
+            _ = try resolved(.serviceAccountSecret)
+            if let serviceAccountUser, serviceAccountUser.isEmpty { throw ValidationError("--service-account-user is empty") }
+        }
     }
 
     /// SPEC D1: the secret flag of the credential the destination's spec requires, if any.
     var requiredSecret: SecretOption? {
-        destination.spec.credential.flatMap { credential in SecretOption.allCases.first { $0.field == credential.field } }
+        // Mixpanel: the service account's secret when one is named, else the project token.
+        if destination == .mixpanel && serviceAccountUser != nil { return .serviceAccountSecret }
+        return destination.spec.credential.flatMap { credential in SecretOption.allCases.first { $0.field == credential.field } }
     }
 
     /// SPEC D1: the usage error for a destination sent to without its credential, given `resolved` — the secret from
@@ -80,7 +111,8 @@ struct DestinationOptions: ParsableArguments {
     func checkCredential(endpoint: String?, resolved: (SecretOption) throws -> String?) throws {
         guard endpoint != nil, let secret = requiredSecret, try resolved(secret) == nil else { return }
         let chooser = destination == Configuration(storePath: "").destination ? "--endpoint" : "--destination \(destination)"
-        throw ValidationError("\(chooser) needs \(secret.forms)")
+        let plain = Self.filesOnly.contains(destination) ? "" : "\(secret.flag), "
+        throw ValidationError("\(chooser) needs \(plain)\(secret.flag)-file or \(secret.environment)")
     }
 
     /// SPEC D11, D12: the destination's own fields as its spec checks them (Sensors' project in `--endpoint`, GA4's
@@ -181,10 +213,24 @@ struct DestinationOptions: ParsableArguments {
         return try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
     }
 
-    /// The PostHog key given by flag, file or environment (`OUTBOX_API_KEY`), else nil.
+    /// The PostHog key given by flag, file or environment (`OUTBOX_API_KEY`), else nil; Amplitude's by file or
+    /// environment.
     func resolvedAPIKey() throws -> String? {
-        guard destination == .posthog else { return nil }
-        return try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
+        guard destination == .posthog || destination == .amplitude else { return nil }
+        return try Self.apiKeySecret.resolve(value: destination == .amplitude ? nil : apiKey, file: apiKeyFile)
+    }
+
+    /// The destinations whose secrets are given by file or environment only (a flag's value shows in ps).
+    static let filesOnly: Set<Destination> = [.amplitude, .mixpanel, .ga4]
+
+    /// SPEC D14: Mixpanel's secrets, by file or environment, else nil (nil for another destination).
+    func resolved(_ secret: SecretOption) throws -> String? {
+        guard destination == .mixpanel else { return nil }
+        switch secret {
+        case .projectToken: return try secret.resolve(value: nil, file: projectTokenFile)
+        case .serviceAccountSecret: return try secret.resolve(value: nil, file: serviceAccountSecretFile)
+        default: return nil
+        }
     }
 
     /// GA4's API secret given by file or environment (`OUTBOX_API_SECRET`), else nil.
@@ -200,6 +246,14 @@ struct DestinationOptions: ParsableArguments {
         configuration.apiKey = try resolvedAPIKey() ?? (testKeys ? "phc_outbox_test" : "")
         configuration.writeKey = try resolvedWriteKey() ?? (testKeys ? "outbox-test-write-key" : "")
         configuration.segmentProfile = try parsedSegmentProfile()
+        if destination == .mixpanel {
+            configuration.serviceAccountUser = serviceAccountUser ?? ""
+            configuration.serviceAccountSecret = try resolved(.serviceAccountSecret) ?? ""
+            configuration.projectId = projectId
+            // The token stands in only when no service account is named (both are refused).
+            let token = serviceAccountUser == nil ? try resolved(.projectToken) : nil
+            configuration.projectToken = token ?? (testKeys && serviceAccountUser == nil ? "outbox-test-token" : "")
+        }
         configuration.measurementId = measurementId ?? (testKeys && destination == .ga4 ? "G-OUTBOX0TEST" : "")
         configuration.apiSecret = try resolvedAPISecret() ?? (testKeys && destination == .ga4 ? "outbox-test-api-secret" : "")
         configuration.headers = try parsedHeaders() + environmentHeaders()

@@ -62,6 +62,7 @@ struct Emit: ParsableCommand {
             case .appSecret: try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
             case .apiKey: try destination.resolvedAPIKey()
             case .writeKey: try destination.resolvedWriteKey()
+            case .projectToken, .serviceAccountSecret: try destination.resolved(secret)
             case .apiSecret: try destination.resolvedAPISecret()
             }
         }

@@ -14,6 +14,10 @@ enum SecretOption: CaseIterable, Sendable {
     case apiKey
     /// The Segment-compatible source's write key.
     case writeKey
+    /// Mixpanel's project token (file or environment only: no plain flag).
+    case projectToken
+    /// A Mixpanel service account's secret (file or environment only: no plain flag).
+    case serviceAccountSecret
     /// GA4's Measurement Protocol API secret: a file or the environment only, no plain flag.
     case apiSecret
 
@@ -23,6 +27,8 @@ enum SecretOption: CaseIterable, Sendable {
         case .appSecret: "appSecret"
         case .apiKey: "apiKey"
         case .writeKey: "writeKey"
+        case .projectToken: "projectToken"
+        case .serviceAccountSecret: "serviceAccountSecret"
         case .apiSecret: "apiSecret"
         }
     }
@@ -33,6 +39,8 @@ enum SecretOption: CaseIterable, Sendable {
         case .appSecret: "--app-secret"
         case .apiKey: "--api-key"
         case .writeKey: "--write-key"
+        case .projectToken: "--project-token"
+        case .serviceAccountSecret: "--service-account-secret"
         case .apiSecret: "--api-secret"
         }
     }
@@ -43,6 +51,8 @@ enum SecretOption: CaseIterable, Sendable {
         case .appSecret: "OUTBOX_APP_SECRET"
         case .apiKey: "OUTBOX_API_KEY"
         case .writeKey: "OUTBOX_WRITE_KEY"
+        case .projectToken: "OUTBOX_PROJECT_TOKEN"
+        case .serviceAccountSecret: "OUTBOX_SERVICE_ACCOUNT_SECRET"
         case .apiSecret: "OUTBOX_API_SECRET"
         }
     }

@@ -634,6 +634,17 @@ static void test_bad_input(void) {
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"posthog\",\"writeKey\":\"wk\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("writeKey") && error_names("segment destination"),
           "open: writeKey with PostHog refused by name");
+    /* SPEC D13, D14: apiKey is PostHog's and Amplitude's, named both; Mixpanel's keys are its own; a service account
+       needs its projectId. */
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"segment\",\"apiKey\":\"k\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("posthog destination") && error_names("amplitude destination"),
+          "open: apiKey with Segment refused naming its two destinations");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"amplitude\",\"projectToken\":\"t\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("projectToken") && error_names("mixpanel destination"),
+          "open: projectToken with Amplitude refused by name");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"mixpanel\",\"endpoint\":\"http://127.0.0.1:9\","
+             "\"serviceAccountUser\":\"u\",\"serviceAccountSecret\":\"s\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("projectId"), "open: a Mixpanel service account without projectId");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"segment\",\"writeKey\":\"wk\",\"segmentProfile\":\"mparticle\"}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("segment or rudderstack"), "open: an unknown Segment profile");
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destination\":\"otlp\",\"otlpEncoding\":\"xml\"}", path);

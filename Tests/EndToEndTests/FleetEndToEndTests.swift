@@ -282,6 +282,7 @@ extension FleetEndToEndTests {
         (["appcenter"], 3, 10), (["otlp"], 4, 25), (["otlp", "--otlp-encoding", "json"], 3, 10),
         (["posthog"], 3, 10), (["segment"], 3, 10),
         (["segment", "--segment-profile", "rudderstack", "--write-key", "K"], 3, 10),
+        (["amplitude"], 3, 10), (["mixpanel"], 3, 10),
         (["sensors"], 3, 10), (["ga4"], 3, 10)]
 
     // The fleet's line reader has a case per destination (the compiler sees to that); this sees that each is run.

@@ -81,7 +81,8 @@ struct ConfigurationSchemaTests {
         runtime.appSecret = "s"
         runtime.requestTimeout = .seconds(5)
         #expect(runtime.fixedFieldsChanged(from: base).isEmpty)
-        #expect(Configuration.changeableFields == ["storeKey", "endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding", "measurementId", "apiSecret", "headers", "requestTimeout", "caFile",
+        #expect(Configuration.changeableFields == ["storeKey", "endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding",
+                                                  "projectToken", "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "requestTimeout", "caFile",
                                                   "clientCertificate", "clientKey", "pinnedPublicKey"])
     }
 

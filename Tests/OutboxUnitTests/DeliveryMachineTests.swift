@@ -147,6 +147,7 @@ struct DeliveryMachineTests {
         case .stop: kind = "stop"
         case .cancelled: kind = "cancelled"
         case .partiallyRejected: kind = "partial"
+        case .refusedLogs: kind = "named"
         }
         #expect(kind == expected)
     }

@@ -181,7 +181,7 @@ struct DestinationSeamTests {
     // Bad input is refused by name at configuration time: an unknown destination lists the known ones; a header
     // without a colon, with a bad name or a reserved one is named — never with its value.
     @Test func badDestinationsAndHeadersAreRefusedByName() throws {
-        #expect(throws: OutboxError.invalidConfiguration("unknown destination 'kafka': the destinations are appcenter, otlp, posthog, segment, sensors, ga4")) {
+        #expect(throws: OutboxError.invalidConfiguration("unknown destination 'kafka': the destinations are appcenter, otlp, posthog, segment, amplitude, mixpanel, sensors, ga4")) {
             try Destination(name: "kafka")
         }
         #expect(try Destination(name: "appcenter") == .appCenter)

@@ -45,6 +45,7 @@ extension Vendor {
         case .snowplow: SnowplowWire.self
         case .mixpanel: MixpanelWire.self
         case .otlp: OTLPHTTPWire.self
+        case .amplitude: AmplitudeWire.self
         case .sensors: SensorsWire.self
         case .ga4: GA4Wire.self
         }
@@ -59,6 +60,7 @@ extension Vendor {
         case .segment: "Segment and RudderStack: POST /v1/batch, /v1/track, /v1/identify, …"
         case .mixpanel: "Mixpanel: POST /track, /engage, /groups, /import"
         case .snowplow: "Snowplow: POST \(SnowplowWire.postPath), GET \(SnowplowWire.getPath)"
+        case .amplitude: "Amplitude: POST /2/httpapi"
         case .sensors: "Sensors Analytics: POST /sa?project=NAME"
         case .ga4: "GA4: POST /mp/collect, /debug/mp/collect"
         }
@@ -125,6 +127,12 @@ extension MixpanelWire: VendorBatchWire {
 extension OTLPHTTPWire: VendorBatchWire {
     static var vendor: Vendor { .otlp }
     static func owns(path: String) -> Bool { path == "/v1/logs" || path == "/v1/traces" || path == "/v1/metrics" }
+}
+
+extension AmplitudeWire: VendorBatchWire {
+    static var vendor: Vendor { .amplitude }
+    static func owns(path: String) -> Bool { paths.contains(path) }
+    static func error(_ status: Int, _ reason: String, _ request: VendorRequest) -> HTTPResponse { error(status, reason) }
 }
 
 extension SensorsWire: VendorBatchWire {

@@ -5,10 +5,13 @@
 //   `verbose=1` (form or query) asks for `{"status": 1, "error": null}` instead of `1`;
 // - at most 2 000 records a request; an event needs `event` (≤ 255 characters) and `properties.token`
 //   (≤ 255 properties, ≤ 1 MB); `$insert_id` at most 36 letters, digits or `-`; `/import` also needs
-//   `time`, `distinct_id` and `$insert_id`, and HTTP Basic credentials; an `/engage` record needs `$token`,
+//   `time`, `distinct_id` (not a placeholder such as `null` or `anonymous`) and `$insert_id`, and HTTP Basic
+//   credentials (`strict=1` asks for the per-record errors the mock always gives; `project_id` names the project of
+//   a service account); an `/engage` record needs `$token`,
 //   `$distinct_id` and an operation, a `/groups` record `$token`, `$group_key`, `$group_id` and an operation;
 // - a refused `/track`, `/engage` or `/groups` request is refused whole (`{"status": 0, "error"}` or `0`);
-//   `/import` ingests the valid records and lists the others in `failed_records` of a 400.
+//   `/import` ingests the valid records and lists the others in `failed_records` of a 400 (`{index, insert_id,
+//   field, message}`, docs.mixpanel.com/troubleshooting/errors/400-bad-request).
 // The Python client reads the body, not the status: every answer is JSON when `verbose` is asked.
 // De-duplication by `properties.$insert_id` (records without one are all unique); `log_name` is `event`;
 // the delay uses `properties.time` (seconds, or ms when it is that large).
@@ -19,6 +22,10 @@ enum MixpanelWire {
     static let maxRecords = 2000
     static let maxEventBytes = 1024 * 1024
     static let maxProperties = 255
+    /// `/import` refuses these `distinct_id`s, which usually mean an implementation mistake
+    /// (docs.mixpanel.com/troubleshooting/errors/400-bad-request).
+    static let placeholderIDs: Set<String> = ["anon", "anonymous", "nil", "none", "null", "n/a", "undefined", "unknown",
+                                              "00000000-0000-0000-0000-000000000000"]
     static let profileOperations: Set<String> = ["$set", "$set_once", "$add", "$union", "$append", "$remove",
                                                  "$unset", "$delete"]
 
@@ -142,7 +149,7 @@ enum MixpanelWire {
                     let at = records.count > 1 || doc[0].kind == .array ? "[\(position)]" : ""
                     firstProblem = firstProblem ?? "\(at)\(problem.field): \(problem.message)"
                     let insertId = properties(doc, r).flatMap { doc.stringMember($0, "$insert_id") }
-                    failed.append(#"{"index":\#(position),"$insert_id":\#(insertId.map(jsonString) ?? "null"),"#
+                    failed.append(#"{"index":\#(position),"insert_id":\#(insertId.map(jsonString) ?? "null"),"#
                         + #""field":\#(jsonString(problem.field)),"message":\#(jsonString(problem.message))}"#)
                     batch.refused += 1
                     continue
@@ -231,6 +238,9 @@ enum MixpanelWire {
             if endpoint == .import {
                 guard doc.member(props, "time") != nil else { return ("properties.time", "missing") }
                 guard doc.isPresent(doc.member(props, "distinct_id")) else { return ("properties.distinct_id", "missing") }
+                if let id = doc.stringMember(props, "distinct_id"), placeholderIDs.contains(id.lowercased()) {
+                    return ("properties.distinct_id", "'\(id)' is a placeholder value Mixpanel refuses")
+                }
                 guard doc.member(props, "$insert_id") != nil else { return ("properties.$insert_id", "missing") }
             }
             return nil

@@ -15,6 +15,8 @@ public enum Vendor: String, CaseIterable, Codable, Sendable {
     case mixpanel
     /// OpenTelemetry's OTLP/HTTP: `/v1/logs`, `/v1/traces`, `/v1/metrics`.
     case otlp
+    /// Amplitude's HTTP V2 API: `/2/httpapi`.
+    case amplitude
     /// Sensors Analytics' data access: `POST /sa?project=P`, a form of gzipped base64 records (SPEC D11).
     case sensors
     /// GA4's Measurement Protocol: `POST /mp/collect`, `/debug/mp/collect` (SPEC D12).

@@ -150,7 +150,21 @@ struct DeliveryMachine: Sendable {
         /// SPEC D5: the server took the request but refused `count` of its logs without naming them: the batch is
         /// settled (never sent again); they are counted as `server_rejected`.
         case partiallyRejected(count: Int, message: String)
+        /// SPEC D13, D14: the server named the logs it refuses, by their place in the batch, each with its reason:
+        /// those are dead-lettered with `status`; the others are sent again at once (`.resend`: the server took none
+        /// of the request) or settled as delivered (`.delivered`: it took them). A list naming none of the batch's
+        /// logs is R1's refusal (bisected) when the others would be resent.
+        case refusedLogs(status: Int, refused: [RefusedLog], others: Others)
     }
+
+    /// SPEC D13, D14: one log a server refused by its index in the batch sent, and why.
+    struct RefusedLog: Equatable, Sendable {
+        var index: Int
+        var reason: String
+    }
+
+    /// SPEC D13, D14: what becomes of the logs a partial refusal does not name.
+    enum Others: Equatable, Sendable { case resend, delivered }
 
     enum Event: Sendable {
         /// The queue changed outside delivery (logs stored, requeued, evicted, expired): the machine re-reads it.
@@ -462,15 +476,42 @@ struct DeliveryMachine: Sendable {
                 actions.append(.log(LogLine(level: .warning, message: "the server refused logs inside an accepted request; they are not sent again",
                                             metadata: ["outbox.rejected": "\(rejected)", "outbox.reason": String(message.prefix(200))])))
             }
-            counters.delivered += seqs.count - rejected
-            if let batchID = flight.batchID {
-                // The next claim deletes it in its own transaction; `decide` deletes it alone if none comes.
-                if let earlier = deliveredBatch { actions.append(.complete(batchID: earlier, seqs: [])) }
-                deliveredBatch = batchID
-            } else {
-                actions.append(.complete(batchID: nil, seqs: seqs))
-            }
+            completeDelivered(flight, count: seqs.count - rejected, into: &actions)
             settle(key, failed: false, into: &actions)
+        case .refusedLogs(let status, let refused, let others):
+            if case .retriesExhausted = stop { setStop(nil, into: &actions) }
+            recovered(nowMs: nowMs, into: &actions)  // the server answered: it is there (R9)
+            var reasons: [Int: String] = [:]
+            for log in refused where flight.logs.indices.contains(log.index) && reasons[log.index] == nil {
+                reasons[log.index] = log.reason
+            }
+            if reasons.isEmpty && others == .resend {
+                // Names none of the batch's logs: resending it as it is would be refused again (R1's 400).
+                flights[key] = nil
+                bisect(key, flight.logs, outcome: .refuse(status: status, reason: refused.first?.reason ?? "HTTP \(status)"),
+                       into: &actions)
+                return
+            }
+            deadLetter(flight.logs, reasons: reasons, status: status, into: &actions)
+            let kept = flight.logs.indices.filter { reasons[$0] == nil }.map { flight.logs[$0] }
+            if others == .resend && !kept.isEmpty {
+                // The server took none of the request: the others go again at once, under the same key and lease.
+                flight.logs = kept
+                flight.isProbe = false  // the server answered: the fault it probed is over (R9)
+                flight.retryAtBeforeProbeMs = nil
+                flights[key] = flight
+                counters.requests += 1
+                actions.append(.send(key, kept))
+                return
+            }
+            flights[key] = nil
+            flight.logs = kept
+            if others == .delivered {
+                completeDelivered(flight, count: kept.count, into: &actions)
+            } else if let batchID = flight.batchID {
+                actions.append(.complete(batchID: batchID, seqs: []))  // the lease of a batch all dead-lettered
+            }
+            settle(key, failed: !reasons.isEmpty, into: &actions)
         case .split, .refuse:
             flights[key] = nil
             if case .retriesExhausted = stop { setStop(nil, into: &actions) }
@@ -507,6 +548,34 @@ struct DeliveryMachine: Sendable {
                 "outbox.retry_in_ms": "\(retryAt - nowMs)"])))
             settle(key, failed: true, into: &actions)
         }
+    }
+
+    /// A batch the server took: `count` of its logs delivered, its rows deleted (with the next claim for a whole
+    /// batch, by seq for a part).
+    private mutating func completeDelivered(_ flight: Flight, count: Int, into actions: inout [Action]) {
+        counters.delivered += count
+        if let batchID = flight.batchID {
+            // The next claim deletes it in its own transaction; `decide` deletes it alone if none comes.
+            if let earlier = deliveredBatch { actions.append(.complete(batchID: earlier, seqs: [])) }
+            deliveredBatch = batchID
+        } else {
+            actions.append(.complete(batchID: nil, seqs: flight.logs.map(\.seq)))
+        }
+    }
+
+    /// SPEC D13, D14: the logs at `reasons`' indices are dead-lettered with `status` and the server's reason for each
+    /// (one action per reason, in the batch's order); counted by the store once the move committed.
+    private func deadLetter(_ logs: [StoredLog], reasons: [Int: String], status: Int, into actions: inout [Action]) {
+        guard !reasons.isEmpty else { return }
+        var order: [String] = [], seqs: [String: [Int64]] = [:]
+        for index in logs.indices {
+            guard let reason = reasons[index] else { continue }
+            if seqs[reason] == nil { order.append(reason) }
+            seqs[reason, default: []].append(logs[index].seq)
+        }
+        for reason in order { actions.append(.deadLetter(seqs: seqs[reason] ?? [], status: status, reason: reason)) }
+        actions.append(.log(LogLine(level: .warning, message: "logs refused by the server by name and dead-lettered",
+                                    metadata: ["outbox.status": "\(status)", "outbox.refused": "\(reasons.count)"])))
     }
 
     /// Back-off jitter (SPEC R3): seeded by the kernel for an engine, by a test for reproducible intervals.

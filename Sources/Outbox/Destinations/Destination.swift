@@ -15,6 +15,11 @@ public enum Destination: String, Sendable, Equatable, CaseIterable, CustomString
     /// Segment's HTTP Tracking API (Segment, RudderStack): `POST {endpoint}/v1/batch`, HTTP Basic with `writeKey`;
     /// `segmentProfile` picks Segment's or RudderStack's forms.
     case segment
+    /// Amplitude's HTTP V2 API: `POST {endpoint}/2/httpapi`, the project API key (`apiKey`) in the body.
+    case amplitude
+    /// Mixpanel's import API: `POST {endpoint}/import?strict=1`, HTTP Basic with `projectToken` or a service account
+    /// (`serviceAccountUser`, `serviceAccountSecret`, `projectId`).
+    case mixpanel
     /// Sensors Analytics: `POST` the endpoint as given (`https://host:8106/sa?project=P`), a form with the gzipped,
     /// base64 records and their `crc` (SPEC D11).
     case sensors
@@ -42,6 +47,8 @@ public enum Destination: String, Sendable, Equatable, CaseIterable, CustomString
         case .otlp: OTLPWire.spec
         case .posthog: PostHogWire.spec
         case .segment: SegmentWire.spec
+        case .amplitude: AmplitudeWire.spec
+        case .mixpanel: MixpanelWire.spec
         case .sensors: SensorsWire.spec
         case .ga4: GA4Wire.spec
         }

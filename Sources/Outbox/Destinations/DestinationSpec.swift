@@ -17,6 +17,9 @@ package struct DestinationSpec: Sendable {
     package let headers: [String]
     /// The wire that speaks the destination, its credentials taken from `configuration`.
     let makeWire: @Sendable (_ configuration: Configuration, _ installID: UUID) -> any DeliveryWire
+    /// Why the configuration cannot send to this destination when one credential alone does not say it (Mixpanel's
+    /// token or service account), or nil; checked by `validate()` beside `credential.missing`.
+    var problem: (@Sendable (_ configuration: Configuration) -> String?)? = nil
     /// What is wrong with the destination's own fields in `configuration` (Sensors' endpoint without its project,
     /// GA4's measurement id): the schema row's name of the field at fault and what is wrong with it; nil: nothing.
     /// `validate()` says it naming the field, the command line naming its flag.
@@ -49,6 +52,7 @@ extension Configuration {
 
     /// SPEC D1: why this configuration cannot send for lack of its destination's credential, or nil.
     var missingCredential: String? {
+        if let problem = destination.spec.problem { return problem(self) }
         guard endpoint != nil, let credential = destination.spec.credential, let missing = credential.missing,
               self[keyPath: credential.keyPath].isEmpty else { return nil }
         return missing

@@ -175,7 +175,7 @@ struct EventJSON: ~Copyable {
 /// The device context's fields as an event wire's properties, written once per context version of a batch
 /// (SPEC D4): PostHog's `$os`, `$app_version`…, or Segment's `context` objects.
 struct DeviceProperties {
-    enum Style { case posthog, segment, sensors, sensorsLib }
+    enum Style { case posthog, segment, amplitude, mixpanel, sensors, sensorsLib }
 
     let contexts: [Int64: [UInt8]]
     let installID: UUID
@@ -240,6 +240,27 @@ struct DeviceProperties {
             pair("name", "outbox", comma: false)
             pair("version", version)
             w.raw("}")
+            pair("locale", device["locale"])
+        case .amplitude:
+            pair("device_id", install, comma: false)
+            pair("platform", "Linux")
+            pair("os_name", device["osName"] ?? "Linux")
+            pair("os_version", device["osVersion"])
+            pair("app_version", device["appVersion"])
+            pair("device_manufacturer", device["oemName"])
+            pair("device_model", device["model"])
+            pair("language", device["locale"])
+            pair("library", "outbox/" + version)
+        case .mixpanel:
+            pair("$device_id", install, comma: false)
+            pair("mp_lib", "outbox")
+            pair("$lib_version", version)
+            pair("$os", device["osName"] ?? "Linux")
+            pair("$os_version", device["osVersion"])
+            pair("$app_version_string", device["appVersion"])
+            pair("$app_build_number", device["appBuild"])
+            pair("$manufacturer", device["oemName"])
+            pair("$model", device["model"])
             pair("locale", device["locale"])
         case .sensors:
             // SPEC D11: Sensors' `$`-presets.

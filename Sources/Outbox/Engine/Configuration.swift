@@ -66,7 +66,7 @@ public struct Configuration: Sendable {
     /// SPEC D1: the wire the batches speak; App Center's by default. Changeable by `update` (R8).
     public var destination: Destination = .appCenter
     /// SPEC D1: PostHog's project API key, sent in each request's body (never logged); required for
-    /// `destination = .posthog`.
+    /// `destination = .posthog`, and (SPEC D13) Amplitude's for `destination = .amplitude`.
     public var apiKey: String = ""
     /// SPEC D1: the Segment-compatible server's write key, sent as HTTP Basic (never logged); required for
     /// `destination = .segment`.
@@ -75,6 +75,12 @@ public struct Configuration: Sendable {
     public var segmentProfile: SegmentProfile = .segment
     /// SPEC D1: how OTLP requests are written, `.protobuf` (default) or `.json`; for `destination = .otlp` only.
     public var otlpEncoding: OTLPEncoding = .protobuf
+    /// SPEC D14: Mixpanel's project token, sent as HTTP Basic's user name (never logged); or a service account:
+    /// `serviceAccountUser` with `serviceAccountSecret` (never logged) and `projectId`, then required.
+    public var projectToken: String = ""
+    public var serviceAccountUser: String = ""
+    public var serviceAccountSecret: String = ""
+    public var projectId: Int? = nil
     /// SPEC D12: GA4's measurement id (`G-` and letters or digits), required for `destination = .ga4`.
     public var measurementId: String = ""
     /// SPEC D12: GA4's Measurement Protocol API secret, sent in the request's URL (never logged, masked as ***);

@@ -6,7 +6,7 @@ import Glibc
 /// Why a file beside the WAL: SQLite reads a WAL cut short while the engine was stopped (mid-frame, or its header)
 /// as a torn tail, the way a power loss leaves one. It drops the frames after the last whole commit and opens a
 /// consistent database: nothing is corrupt to move aside, and the logs of the dropped commits would vanish without a
-/// word. The mark remembers how far the appends went; `LogStore.checkCommitMark` compares it with the database.
+/// word. The mark remembers how far the appends went; `StoreOpening` compares it with the database at open.
 ///
 /// Written with one `pwrite` after each append transaction commits (a group commit, not a log), never synced:
 /// - a killed process (`kill -9`) loses no write the kernel has, so the mark is never ahead of an intact WAL;

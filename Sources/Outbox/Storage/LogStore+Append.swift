@@ -12,19 +12,8 @@ import Logging
 extension LogStore {
     typealias Candidate = EvictionPlanner.Candidate
 
-    struct EvictionEvent {
-        var priority: Priority
-        var count: Int
-        var inFlight: Int
-        var bytes: Int
-        var reason: String
-    }
-
-    struct RoomPlan {
-        /// Positions in the candidate array rejected with `storageFull`.
-        var rejected = Set<Int>()
-        var evictions: [EvictionEvent] = []
-    }
+    typealias EvictionEvent = StoreEviction.Event
+    typealias RoomPlan = StoreEviction.RoomPlan
 
     private struct AppendOutcome {
         var plan: RoomPlan
@@ -184,63 +173,22 @@ extension LogStore {
         return outcome
     }
 
-    /// Evicts, inside the caller's transaction, what `EvictionPlanner` says must go for `candidates` plus
-    /// `mandatoryBytes` to fit the budget and the count cap; returns the candidates to refuse and what was evicted
-    /// (counted once the transaction commits: `commitEvictions`). `extraBytes` asks for more room after an
-    /// SQLITE_FULL. `overflowMayEvictCritical` lets critical logs go for an overflow that predates the call.
+    /// The store's eviction (StoreEviction.swift) over the connection and the figures of the moment.
+    var eviction: StoreEviction {
+        StoreEviction(db: db, keys: keys, disk: disk, ledger: ledger, maxLogCount: limits.maxLogCount)
+    }
+
+    /// `StoreEviction.makeRoom`, in the caller's transaction.
     func makeRoom(for candidates: [Candidate], mandatoryBytes: Int, extraBytes: Int,
                   overflowMayEvictCritical: Bool) throws(OutboxError) -> RoomPlan {
-        let pages = try db.pragma("page_count")
-        let free = try db.pragma("freelist_count")
-        let need = EvictionPlanner.Need(usedBytes: Int(pages - free) * pageSize, extraBytes: mandatoryBytes + extraBytes,
-                                        budgetBytes: disk.budgetBytes, pageSize: pageSize, logCount: ledger.logCount,
-                                        maxLogCount: limits.maxLogCount, overflowMayEvictCritical: overflowMayEvictCritical)
-        let table = logsTable
-        let pageSize = self.pageSize
-        let plan = try EvictionPlanner.plan(for: candidates, need) { (priority, bytes, count) throws(OutboxError) in
-            try table.evictable(priority, bytes: bytes, count: count, pageSize: pageSize)
-        }
-        var room = RoomPlan(rejected: plan.rejected)
-        for eviction in plan.evictions {
-            room.evictions.append(try evict(eviction.rows, priority: eviction.priority, reason: plan.reason))
-        }
-        return room
+        try eviction.makeRoom(for: candidates, mandatoryBytes: mandatoryBytes, extraBytes: extraBytes,
+                              overflowMayEvictCritical: overflowMayEvictCritical)
     }
 
-    private func evict(_ rows: [EvictionPlanner.Row], priority: Priority, reason: String) throws(OutboxError) -> EvictionEvent {
-        var event = EvictionEvent(priority: priority, count: 0, inFlight: 0, bytes: 0, reason: reason)
-        // Pending rows come first and are a prefix, in seq order, of the rows matching the scan's filter: one range
-        // delete with the same filter removes exactly them.
-        if let lastPending = rows.last(where: { !$0.inFlight }) {
-            event.count += try logsTable.deletePending(priority, through: lastPending.seq)
-        }
-        let inFlight = rows.filter(\.inFlight)
-        if !inFlight.isEmpty {
-            let deleted = try logsTable.delete(seqs: inFlight.lazy.map(\.seq))
-            event.count += deleted
-            event.inFlight += deleted
-        }
-        try keepSeqHigh(deletingThrough: rows.lazy.map(\.seq).max())
-        event.bytes = rows.reduce(0) { $0 + $1.bytes }
-        return event
-    }
-
-    /// Counts and logs committed evictions (S2: "each eviction is counted and logged"). Returns how many.
+    /// Counts and logs committed evictions (`StoreEviction.commit`). Returns how many.
     @discardableResult
     func commitEvictions(_ events: [EvictionEvent], reason: String? = nil) -> Int {
-        var total = 0
-        for event in events where event.count > 0 {
-            total += event.count
-            logger.info("evicted the oldest logs to stay within the store's limits (SPEC S2/S5)", metadata: [
-                "outbox.evicted": "\(event.count)",
-                "outbox.priority": "\(event.priority == .critical ? "critical" : "normal")",
-                "outbox.in_flight": "\(event.inFlight)",
-                "outbox.bytes": "\(event.bytes)",
-                "outbox.reason": "\(reason ?? event.reason)",
-            ])
-        }
-        record(.evicted(count: total))
-        return total
+        StoreEviction.commit(events, reason: reason, logger: logger, record: record)
     }
 
     /// Runs `body` in a transaction; if it hits the hard cap, runs it again after evicting by S2 order so that

@@ -15,16 +15,8 @@ import Logging
 ///   checkpoint needs stays within the reserve.
 /// When the disk has room again, the reserve is taken back and the cap raised (`liftDiskCapIfRoom`).
 extension LogStore {
-    var reservePath: String { path + "-reserve" }
+    var reservePath: String { DiskReserve(path: path).reservePath }
     var diskDirectory: String { FileSystem.directory(of: path) }
-    /// A disk with less room than a whole WAL cycle at the normal size (the WAL's pages, then as many in the database
-    /// file at the checkpoint) and twice the reserve is short of room.
-    var diskWatch: WALCheckpointer.DiskWatch {
-        WALCheckpointer.DiskWatch(
-            directory: diskDirectory,
-            lowWaterBytes: 2 * disk.walAutocheckpointPages * pageSize + 2 * disk.diskReserveBytes,
-            tightPages: Int32(max(8, disk.diskReserveBytes / (2 * pageSize))))
-    }
 
     /// At open, before SQLite needs room for the -shm and -wal files: on a disk with less room than the reserve,
     /// the reserve goes (a store that cannot be opened cannot deliver what makes room).
@@ -35,21 +27,9 @@ extension LogStore {
         FileSystem.remove(reserve)
     }
 
-    /// Allocates the reserve file when it is missing and the disk has `leaving` bytes beyond it (best effort: a disk
-    /// already full gets none until it has room; the store's own writes come first).
+    /// `DiskReserve.hold` on the store's budget.
     func holdDiskReserve(leaving: Int) {
-        let bytes = disk.diskReserveBytes
-        if (FileSystem.size(reservePath) ?? 0) >= bytes {
-            disk.reserveHeld = true
-            return
-        }
-        let available = FileSystem.availableBytes(diskDirectory) ?? 0
-        disk.reserveHeld = available >= bytes + leaving && FileSystem.allocate(reservePath, bytes: bytes)
-        if !disk.reserveHeld {
-            logger.info("no room on the disk for the store's reserve; taken when there is", metadata: [
-                "outbox.store": "\(path)", "outbox.bytes": "\(bytes)",
-            ])
-        }
+        DiskReserve(path: path).hold(&disk, leaving: leaving, logger: logger)
     }
 
     /// After a write failed with SQLITE_FULL: when the disk, not the store's cap, is what is full, gives the reserve
@@ -132,6 +112,42 @@ extension LogStore {
                 if plan.checkpointsWithoutRelief(diskRelieved: relieved) { _ = try? db.checkpoint(.passive) }
                 record(.retriedFull)
             }
+        }
+    }
+}
+
+/// The reserve file beside a store and the watch of its disk (SPEC S7, above): the store's, and the opening's
+/// (`StoreOpening`), which sets them up before the store uses the connection.
+struct DiskReserve {
+    /// The store file's.
+    let path: String
+
+    var reservePath: String { path + "-reserve" }
+    var directory: String { FileSystem.directory(of: path) }
+
+    /// A disk with less room than a whole WAL cycle at the normal size (the WAL's pages, then as many in the database
+    /// file at the checkpoint) and twice the reserve is short of room.
+    func watch(_ disk: DiskBudget) -> WALCheckpointer.DiskWatch {
+        WALCheckpointer.DiskWatch(
+            directory: directory,
+            lowWaterBytes: 2 * disk.walAutocheckpointPages * disk.pageSize + 2 * disk.diskReserveBytes,
+            tightPages: Int32(max(8, disk.diskReserveBytes / (2 * disk.pageSize))))
+    }
+
+    /// Allocates the reserve file when it is missing and the disk has `leaving` bytes beyond it (best effort: a disk
+    /// already full gets none until it has room; the store's own writes come first).
+    func hold(_ disk: inout DiskBudget, leaving: Int, logger: Logger) {
+        let bytes = disk.diskReserveBytes
+        if (FileSystem.size(reservePath) ?? 0) >= bytes {
+            disk.reserveHeld = true
+            return
+        }
+        let available = FileSystem.availableBytes(directory) ?? 0
+        disk.reserveHeld = available >= bytes + leaving && FileSystem.allocate(reservePath, bytes: bytes)
+        if !disk.reserveHeld {
+            logger.info("no room on the disk for the store's reserve; taken when there is", metadata: [
+                "outbox.store": "\(path)", "outbox.bytes": "\(bytes)",
+            ])
         }
     }
 }

@@ -115,6 +115,14 @@ extension LogStore {
     /// Whether a rotation has rows left (the engine steps it on its loop).
     var rotationPending: Bool { keys?.previous != nil }
 
+    /// SPEC K1: a plain store opened with a key is sealed now, to the end (a fresh one has only its meta to seal).
+    func sealIfKeyed() throws(OutboxError) {
+        // A plain store whose sealing a kill cut short still holds plaintext: freed pages are zeroed until it ends.
+        if case .plain? = keys?.previous { try db.exec("PRAGMA secure_delete = ON") }
+        guard let key = limits.key, keys == nil else { return }
+        try seal(with: key)
+    }
+
     /// Seals a plain store under `key`, to the end (the open of a plain store with a key): every row, then a VACUUM
     /// so that no plaintext stays in free pages.
     func seal(with key: StoreKey) throws(OutboxError) {

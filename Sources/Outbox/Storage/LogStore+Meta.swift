@@ -30,17 +30,7 @@ extension LogStore {
     /// it records it in the same transaction, so the database and its record cannot disagree after a crash. Run per
     /// transaction, not per deleted row as the connection-local trigger that did this before was.
     func keepSeqHigh(deletingThrough highest: Int64?) throws(OutboxError) {
-        let top = ledger.nextSeq - 1
-        guard let highest, highest >= top, top > 0 else { return }
-        try metaTable.raiseSeqHigh(to: top)
-    }
-
-    /// `keepSeqHigh` after a delete whose rows are not listed (expiry's filter): whether the highest row is gone
-    /// is one seek.
-    func keepSeqHighAfterDelete() throws(OutboxError) {
-        let top = ledger.nextSeq - 1
-        guard top > 0, try logsTable.highestSeq() < top else { return }
-        try keepSeqHigh(deletingThrough: top)
+        try metaTable.keepSeqHigh(nextSeq: ledger.nextSeq, deletingThrough: highest)
     }
 
     /// Every event name ever stored (SPEC T4).

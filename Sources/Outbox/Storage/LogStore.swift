@@ -123,12 +123,9 @@ final class LogStore {
         let opened = try StoreOpener(path: path, limits: limits, clock: clock, logger: logger).openOrRecover()
         self.lock = lock
         self.db = opened.db
-        self.recoveredFromCorruption = opened.movedAside
-        self.checkedAtOpen = opened.checked
-        self.keys = opened.keys
         do throws(OutboxError) {
             do throws(OutboxError) {
-                try configureOpenedDatabase()
+                try start(opened)
                 try sealIfKeyed()
             } catch where error.isCorruption && recoveredFromCorruption == nil {
                 // Damage that the start-up's own reads found (the row count reads every leaf): the same
@@ -155,7 +152,7 @@ final class LogStore {
     func close() {
         guard db.isOpen || lock != nil else { return }
         owner.check()
-        markClosedCleanly()
+        StoreOpener.markClosedCleanly(db, logger: logger)
         db.close()
         commitMark = nil
         // SPEC S7: the WAL file is gone now; its room is the next open's reserve, should the disk be full by then.
@@ -365,23 +362,12 @@ final class LogStore {
     }
 
     func expireOnce(nowMs: Int64) throws(OutboxError) -> Int {
-        let wallCutoff = nowMs &- limits.maxAgeMs
-        let monoCutoff = clock.monoNs() &- limits.maxAgeMs &* 1_000_000
-        guard ledger.expiryBound.mayHaveExpired(wallCutoff: wallCutoff, monoCutoff: monoCutoff) else { return 0 }
-        // SPEC S4: a log of this boot ages on CLOCK_BOOTTIME, so that a wall clock stepped by NTP expires nothing by
-        // itself; a log of an earlier boot can only age on the wall clock. The scan re-tightens the bounds.
-        let (expired, bound) = try db.transaction { () throws(OutboxError) -> (Int, ExpiryBound) in
-            let deleted = try logsTable.deleteExpired(boot: boot, monoCutoff: monoCutoff, wallCutoff: wallCutoff)
-            if deleted > 0 { try keepSeqHighAfterDelete() }
-            return (deleted, try logsTable.expiryBound(boot: boot))
-        }
-        record(.expired(count: expired, bound: bound))
-        guard expired > 0 else { return 0 }
-        logger.info("deleted logs older than the maximum age (SPEC S4)", metadata: [
-            "outbox.expired": "\(expired)",
-            "outbox.max_age_ms": "\(limits.maxAgeMs)",
-        ])
-        return expired
+        try expiry.expire(nowMs: nowMs, monoNs: clock.monoNs(), logger: logger, record: record)
+    }
+
+    /// The store's expiry (StoreExpiry.swift) over the connection and the figures of the moment.
+    var expiry: StoreExpiry {
+        StoreExpiry(db: db, keys: keys, boot: boot, maxAgeMs: limits.maxAgeMs, ledger: ledger)
     }
 
     // MARK: Inspection (X4)

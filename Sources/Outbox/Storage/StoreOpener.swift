@@ -4,7 +4,7 @@ import Logging
 /// Opening the store file (SPEC S1, S7): the file's mode, SQLite's settings, the integrity check unless the last
 /// session closed cleanly, migration; and a corrupt or unreadable file moved aside for a fresh one, at open or
 /// mid-session (`replaceCorrupt`). A value of what opening needs (the path, the limits, the clock, the logger): the
-/// store keeps one and is built, or rebuilt after corruption, from the connection it returns.
+/// store is built, or rebuilt after corruption, from the connection it returns, once `StoreOpening` has started it.
 struct StoreOpener {
     let path: String
     let limits: StoreLimits
@@ -123,6 +123,20 @@ struct StoreOpener {
               let pages = Int64(marker) else { return false }
         let pageSize = try db.pragma("page_size")
         return try db.pragma("page_count") == pages && FileSystem.size(path).map(Int64.init) == pages * pageSize
+    }
+
+    /// Records a clean close (`MetaKey.closedCleanly`, with the page count) just before the connection closes and
+    /// SQLite checkpoints the WAL into the file: what `closedCleanly` reads at the next open. Best effort: without the
+    /// marker the next open checks the file, as after a crash.
+    static func markClosedCleanly(_ db: Database, logger: Logger) {
+        guard db.isOpen, !db.isInTransaction else { return }
+        do throws(OutboxError) {
+            try db.transaction { () throws(OutboxError) in
+                try MetaTable(db: db).set(.closedCleanly, String(try db.pragma("page_count")))
+            }
+        } catch {
+            logger.debug("could not mark the store closed cleanly; the next open checks it", metadata: ["outbox.error": "\(error)"])
+        }
     }
 
     /// `PRAGMA quick_check`: verifies every b-tree page's structure (not index contents), so a truncated or

@@ -87,6 +87,14 @@ struct MetaTable {
         }
     }
 
+    /// `MetaKey.seqHigh` kept in a transaction that deletes logs through `highest` (nil: none), with the ledger's
+    /// `nextSeq` (`LogStore.keepSeqHigh` says why this is enough).
+    func keepSeqHigh(nextSeq: Int64, deletingThrough highest: Int64?) throws(OutboxError) {
+        let top = nextSeq - 1
+        guard let highest, highest >= top, top > 0 else { return }
+        try raiseSeqHigh(to: top)
+    }
+
     /// Raises `MetaKey.seqHigh` to `seq` (never lowers it).
     func raiseSeqHigh(to seq: Int64) throws(OutboxError) {
         let raise = try db.cachedStatement("""
