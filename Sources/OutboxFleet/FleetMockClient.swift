@@ -253,18 +253,27 @@ struct FleetLineFields: Sendable {
     var receivedAt: String
     var sessionStart: String
     var sessionEnd: String
-    /// The event time as nanoseconds since 1970 in a string (OTLP) rather than ISO 8601 text.
-    var timestampIsNanoseconds: Bool
-    /// The event time as a JSON number of ms since 1970 (Amplitude, Mixpanel), read up to its first non-digit.
-    var timestampIsMilliseconds = false
-    /// The event time as a JSON number of µs since 1970 (GA4's `timestamp_micros`).
-    var timestampIsMicroseconds = false
+    /// How a destination writes the event time after `timestamp`.
+    enum TimeForm: Sendable {
+        /// ISO 8601 text (App Center, PostHog, Segment).
+        case iso8601
+        /// Nanoseconds since 1970 in a string (OTLP).
+        case nanosecondsText
+        /// A JSON number of ms since 1970 (Amplitude, Mixpanel, Sensors), read up to its first non-digit.
+        case milliseconds
+        /// A JSON number of µs since 1970 (GA4's `timestamp_micros`), read up to its first non-digit.
+        case microseconds
+    }
+    var timeForm: TimeForm
 
     /// The event time after `timestamp` in a line, in ms since 1970.
     func eventMs(_ text: Substring) -> Int64? {
-        if timestampIsMilliseconds { return Int64(text.prefix { $0.isASCII && $0.isNumber }) }
-        if timestampIsMicroseconds { return Int64(text.prefix { $0.isASCII && $0.isNumber }).map { $0 / 1000 } }
-        return timestampIsNanoseconds ? Int64(text).map { $0 / 1_000_000 } : FleetLogLine.epochMs(text)
+        switch timeForm {
+        case .iso8601: FleetLogLine.epochMs(text)
+        case .nanosecondsText: Int64(text).map { $0 / 1_000_000 }
+        case .milliseconds: Int64(text.prefix { $0.isASCII && $0.isNumber })
+        case .microseconds: Int64(text.prefix { $0.isASCII && $0.isNumber }).map { $0 / 1000 }
+        }
     }
 
     init(_ destination: Destination, segmentProfile: SegmentProfile = .segment) {
@@ -278,7 +287,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""timestamp":""#
             sessionStart = #""type":"startSession""#
             sessionEnd = #""type":"endSession""#
-            timestampIsNanoseconds = false
+            timeForm = .iso8601
         case .otlp:
             // The mock renders a record as OTLP/JSON: attributes as key and typed value, 64-bit numbers as strings.
             run = #""key":"r","value":{"stringValue":""#
@@ -288,7 +297,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""timeUnixNano":""#
             sessionStart = #""eventName":"session.start""#
             sessionEnd = #""eventName":"session.end""#
-            timestampIsNanoseconds = true
+            timeForm = .nanosecondsText
         case .posthog:
             // The mock keeps a PostHog event as sent: properties by name, `$session_id`, `event`, ISO `timestamp`.
             run = #""r":""#
@@ -298,7 +307,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""timestamp":""#
             sessionStart = #""event":"session_start""#
             sessionEnd = #""event":"session_end""#
-            timestampIsNanoseconds = false
+            timeForm = .iso8601
         case .segment:
             // The mock keeps a Segment message as sent: properties by name, `context.sessionId`, ISO `timestamp`.
             run = #""r":""#
@@ -308,7 +317,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""timestamp":""#
             sessionStart = #""event":"Session Started""#
             sessionEnd = #""event":"Session Ended""#
-            timestampIsNanoseconds = false
+            timeForm = .iso8601
             if segmentProfile == .rudderstack {
                 // RudderStack's profile sends the device's time as `originalTimestamp` and the session as a number
                 // (its start in ms), which two devices can share: a device's one session is told by its install
@@ -326,8 +335,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""time":"#
             sessionStart = #""event_type":"session_start""#
             sessionEnd = #""event_type":"session_end""#
-            timestampIsNanoseconds = false
-            timestampIsMilliseconds = true
+            timeForm = .milliseconds
         case .mixpanel:
             // The mock keeps a Mixpanel event as sent: properties by name, `session_id`, `time` in ms, `event`.
             run = #""r":""#
@@ -337,8 +345,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""time":"#
             sessionStart = #""event":"session_start""#
             sessionEnd = #""event":"session_end""#
-            timestampIsNanoseconds = false
-            timestampIsMilliseconds = true
+            timeForm = .milliseconds
         case .sensors:
             // The mock keeps a Sensors record as sent: properties by name, `$event_session_id`, `time` in ms.
             run = #""r":""#
@@ -348,8 +355,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""time":"#
             sessionStart = #""event":"$AppStart""#
             sessionEnd = #""event":"$AppEnd""#
-            timestampIsNanoseconds = false
-            timestampIsMilliseconds = true
+            timeForm = .milliseconds
         case .ga4:
             // The mock keeps a GA4 event as sent: parameters by name, `session_id`, `timestamp_micros`.
             run = #""r":""#
@@ -359,8 +365,7 @@ struct FleetLineFields: Sendable {
             timestamp = #""timestamp_micros":"#
             sessionStart = #""name":"outbox_session_start""#
             sessionEnd = #""name":"outbox_session_end""#
-            timestampIsNanoseconds = false
-            timestampIsMicroseconds = true
+            timeForm = .microseconds
         }
         receivedAt = #""received_at":""#
     }
