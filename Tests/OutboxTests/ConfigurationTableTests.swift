@@ -99,11 +99,19 @@ struct ConfigurationTableTests {
             "appVersion": .string("2.0"), "appBuild": .string("42"), "appNamespace": .string("com.example"),
             "sessionTimeoutMs": .integer(30_000), "sessionTracking": .string("automatic"), "tracksAppLifecycle": .bool(true),
             "testingAllowsValuesBelowBounds": .bool(false),
+            "destinations": .array([
+                .object([(key: "name", value: .string("ops")), (key: "destination", value: .string("otlp")),
+                         (key: "endpoint", value: .string("http://127.0.0.1:10"))]),
+                .object([(key: "name", value: .string("product")), (key: "destination", value: .string("posthog")),
+                         (key: "endpoint", value: .string("http://127.0.0.1:11")), (key: "apiKey", value: .string("phc_3"))]),
+            ]),
         ]
     }
 
     /// The client certificate and key are a pair checked together (TLSIdentityTests): alone, a sample cannot validate.
-    static let validatedApart: Set<String> = ["clientCertificate", "clientKey"]
+    /// A list of destinations beside the single destination's fields is refused (D15): it validates on its own, in
+    /// NamedDestinationTests.
+    static let validatedApart: Set<String> = ["clientCertificate", "clientKey", "destinations"]
 
     // SPEC E3: every row with a C key decodes a sample value from C JSON, changes the field, validates, and encodes
     // back to JSON that decodes to the same value.

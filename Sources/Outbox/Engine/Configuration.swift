@@ -90,6 +90,10 @@ public struct Configuration: Sendable {
     /// destination's wire sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`; App Center's `App-Secret`,
     /// Segment's `Authorization`: `Destination.wireHeaders`) are refused, in any case.
     public var headers: [HeaderField] = []
+    /// SPEC D15: several destinations, each named, delivering the same logs from the one store with progress of
+    /// their own (D16–D18). Empty (default): the single-destination fields above, a list of one named `default`.
+    /// Given, those fields keep their defaults: every destination is in the list.
+    public var destinations: [NamedDestination] = []
     /// SPEC C1: logs per request, 1–500; default 50.
     public var batchSize = 50
     /// SPEC C2: maximum delay of the oldest waiting normal log, 6 s – 86400 s; default 6 s.
@@ -166,6 +170,7 @@ public struct Configuration: Sendable {
             throw .invalidConfiguration("endpoint must be an absolute http:// or https:// URL with a host; \(problem), got '\(endpoint)'")
         }
         // SPEC D1: a destination whose server identifies the project by a key cannot send without it.
+        try destinationsProblem()
         if let missingCredential { throw .invalidConfiguration(missingCredential) }
         if let destinationFieldProblem { throw .invalidConfiguration(destinationFieldProblem) }
         for header in headers {

@@ -192,3 +192,62 @@ extension Optional: BoundedValue where Wrapped: BoundedValue {
 extension Array: BoundedValue where Element: BoundedValue {
     func measured(in unit: ConfigurationUnit) -> [Int64] { flatMap { $0.measured(in: unit) } }
 }
+
+extension FieldCodec where Value == [NamedDestination] {
+    /// SPEC D15: an array of objects, each `name` and that destination's keys — the single destination's own C keys
+    /// (`destination`, `endpoint`, credentials, `headers`, TLS), read by their rows.
+    static var destinations: Self {
+        Self(decode: { value, key throws(ConfigurationValueError) in
+            guard case .array(let elements) = value else { throw wrongType(key, "an array of destination objects", value) }
+            var list: [NamedDestination] = []
+            for (index, element) in elements.enumerated() {
+                let place = "\(key)[\(index)]"
+                guard case .object(let members) = element else { throw wrongType(place, "an object", element) }
+                var scratch = Configuration(storePath: "-")
+                var name: String?
+                for member in members {
+                    if member.key == "name" {
+                        name = try FieldCodec<String>.string.decode(member.value, "\(place).name")
+                        continue
+                    }
+                    guard let row = Configuration.schema.first(where: { $0.cKey == member.key }),
+                          Configuration.destinationFieldNames.contains(row.name), let decode = row.decode else {
+                        throw ConfigurationValueError(wrongType: false, message: "configuration key '\(place).\(member.key)' is not a destination's key (\(Configuration.destinationCKeys.joined(separator: ", ")))")
+                    }
+                    do throws(ConfigurationValueError) {
+                        try decode(member.value, &scratch)
+                    } catch {
+                        throw ConfigurationValueError(wrongType: error.wrongType,
+                                                      message: error.message.replacing("'\(member.key)'", with: "'\(place).\(member.key)'"))
+                    }
+                }
+                list.append(NamedDestination(name: name, from: scratch))
+            }
+            return list
+        }, encode: { list in
+            .array(list.map { named in
+                var scratch = Configuration(storePath: "-")
+                named.apply(to: &scratch)
+                var members: [(key: String, value: JSONValue)] = named.name.map { [("name", .string($0))] } ?? []
+                for row in Configuration.schema where Configuration.destinationFieldNames.contains(row.name) {
+                    if let key = row.cKey, let encode = row.encode { members.append((key, encode(scratch))) }
+                }
+                return .object(members)
+            })
+        })
+    }
+}
+
+extension Configuration {
+    /// The fields a destination of `destinations` has of its own (SPEC D15): the single destination's wire,
+    /// endpoint, credentials, headers and TLS identity. Everything else is the engine's.
+    static let destinationFieldNames: Set<String> = [
+        "endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding", "projectToken",
+        "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "caFile",
+        "clientCertificate", "clientKey", "pinnedPublicKey",
+    ]
+
+    static var destinationCKeys: [String] {
+        ["name"] + schema.filter { destinationFieldNames.contains($0.name) }.compactMap(\.cKey)
+    }
+}

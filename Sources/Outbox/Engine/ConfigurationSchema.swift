@@ -158,6 +158,7 @@ extension Configuration {
         row(\.measurementId, "measurementId", "measurementId", .string, applies: .wire),
         row(\.apiSecret, "apiSecret", "apiSecret", .string, applies: .wire),
         row(\.headers, "headers", "headers", .headers, applies: .wire),
+        row(\.destinations, "destinations", "destinations", .destinations),
         row(\.batchSize, "batchSize", "batchSize", .integer, bounds: .batchSize),
         row(\.transmissionInterval, "transmissionInterval", "transmissionIntervalMs", .milliseconds, bounds: .transmissionInterval),
         row(\.criticalTransmissionInterval, "criticalTransmissionInterval", "criticalTransmissionIntervalMs", .milliseconds,
