@@ -316,6 +316,7 @@ http {{
 
     def execute(self):
         started = time.time()
+        load = os.getloadavg()[0]
         try:
             self.start_mock()
             url = (self.start_tls_front() if self.client in TLS_CLIENTS else self.mock_url) \
@@ -431,6 +432,7 @@ http {{
                 # Inside the tracking calls alone, as the Python clients measure theirs (`outbox emit`'s in_calls_us).
                 result["calls_per_s"] = client_line["tracked"] / (client_line["in_calls_us"] / 1e6)
             result["wall_s"] = round(time.time() - started, 1)
+            result["load_avg"] = round(load, 2)   # the machine's 1-min load average as the run started
             return result
         finally:
             self.cleanup()
@@ -583,7 +585,8 @@ NOTES = {
                  "out (processor.py:32-48). A connection closed without an answer raises `RemoteDisconnected`, which "
                  "`HttpClient.post` does not catch (http_client.py:125-147): the batch is dropped silently, neither "
                  "retried nor reported — at most once, so no duplicates. `threading._register_atexit` flushes at "
-                 "exit.",
+                 "exit. Its first request leaves 10 s after the first call: the throttle window (2–8 s) has closed "
+                 "by then, so its throttle row met no 429, and half the outage passed before it tried.",
     "otel": "In-memory deque (2 048, oldest dropped); retries only 429/502/503/504 and connection errors, 1, 2, 4 "
             "s ×U(0.8,1.2) within the exporter's 10 s timeout, Retry-After replaces the back-off "
             "(exporter/otlp/common/http.py:30-42, 139-226), then the batch of up to 512 is dropped; a 400 drops the "
@@ -673,8 +676,15 @@ def summary_lines(clients, scenarios, by_key):
                       "| --- | --- | ---: | ---: |"]
             for r in sorted(outage, key=lambda r: list(WIRE.values()).index(WIRE[r["client"]])):
                 lines.append(f"| {WIRE[r['client']]} | {r['client']} | {fmt(r['delivered'])} of {fmt(r['tracked'])} | "
-                             f"{fmt(r.get('last_after_recovery_s'), 2)} |")
+                             f"{after_recovery_cell(r.get('last_after_recovery_s'))} |")
     return lines
+
+
+def after_recovery_cell(value):
+    """The last arrival after the recovery; a client whose last arrival came before it sent nothing after it."""
+    if value is not None and value < 0:
+        return "none after it"
+    return fmt(value, 2)
 
 
 def kept_cell(r):
@@ -718,12 +728,35 @@ def invocations_text(invocations):
             + "; ".join(parts))
 
 
+def load_note(results):
+    """What else the machine was doing: the 1-min load average as the runs started (2 cores: above 2, other work
+    shared them), throughput runs apart."""
+    def span(rows):
+        loads = [r["load_avg"] for r in rows if r.get("load_avg") is not None]
+        return f"{min(loads):.1f}–{max(loads):.1f} ({len(loads)} runs)" if loads else "not recorded"
+    alone = [r for r in results if r["scenario"] == "throughput"]
+    others = [r for r in results if r["scenario"] != "throughput"]
+    return ("- The machine's 1-min load average as each run started (2 cores: above 2, other work shared them, and "
+            f"speeds and delays suffer): throughput runs {span(alone)}, the others {span(others)}; runs without a "
+            "figure came from an invocation that did not record it.")
+
+
+def not_run_notes(clients, scenarios, skipped):
+    """What was not run: the throughput runs left out by design (NO_THROUGHPUT; an earlier results.json may hold their
+    note already), then what the runs reported."""
+    planned = [f"{c}/throughput (its default consumer makes one request per call: minutes for 100 000)"
+               for c in clients if c in NO_THROUGHPUT and "throughput" in scenarios]
+    return planned + [note for note in skipped
+                      if not any(note.startswith(f"{c}/throughput") for c in NO_THROUGHPUT)]
+
+
 def write_report(out, results, clients, scenarios, duration_s, skipped, binaries, invocations=None):
     os.makedirs(out, exist_ok=True)
     invocations = invocations or [{"duration_s": round(duration_s, 1)}]
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"duration_s": round(sum(one.get("duration_s") or 0 for one in invocations), 1),
-                   "invocations": invocations, "results": results, "skipped": skipped}, f, indent=1)
+                   "invocations": invocations, "binaries": binaries, "results": results, "skipped": skipped}, f,
+                  indent=1)
     by_key = {(r["client"], r["scenario"]): r for r in results}
     v = versions()
     lines = [
@@ -801,11 +834,13 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
               "cap would evict the oldest of 100 000 events (S2). The Python clients run with their default queues, "
               "which drop what does not fit (segment and posthog 10 000 events, the OpenTelemetry batch processor "
               "2 048): that is their lost column there.",
+              load_note(results),
               "- delivered counts unique events at the mock within the cap; Outbox's `kept` are still in its store "
               "when the cap ends the run, and the figure in brackets is what a relaunch on the same store sent "
               "(not added to delivered)."]
-    if skipped:
-        lines += ["", "Not run: " + "; ".join(skipped) + "."]
+    not_run = not_run_notes(clients, scenarios, skipped)
+    if not_run:
+        lines += ["", "Not run: " + "; ".join(not_run) + "."]
     lines += ["", "Each client runs as published at the version scripts/compare/venv.sh pins, with its own retry "
               "rules. Raw figures of this run: compare/results.json.", ""]
     with open(os.path.join(out, "REPORT.md"), "w") as f:
@@ -854,6 +889,20 @@ def plot(out, results, clients, scenarios):
     fig.savefig(os.path.join(out, "compare.svg"), metadata={"Date": None})
 
 
+def report_again(out):
+    """`--report-only`: the report and the plot of OUT/results.json as it stands, with today's notes."""
+    with open(os.path.join(out, "results.json")) as f:
+        previous = json.load(f)
+    results = previous["results"]
+    _, clients, scenarios, skipped, invocations = merge(previous, [], [], [], [], [])
+    clients = [c for c in clients if any(r["client"] == c for r in results)]
+    add_added_delays(results)
+    write_report(out, results, clients, scenarios, previous.get("duration_s") or 0, skipped,
+                 previous.get("binaries", ".build/release/outbox, .build/release/outbox-mock"), invocations)
+    plot(out, results, clients, scenarios)
+    print(f"compare: wrote {out}/REPORT.md and compare.svg again from {out}/results.json")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mock", default=os.path.join(ROOT, ".build/release/outbox-mock"))
@@ -864,7 +913,12 @@ def main():
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--merge", action="store_true",
                         help="keep OUT/results.json's runs that this invocation does not repeat, and report them all")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write OUT/REPORT.md and compare.svg again from OUT/results.json")
     args = parser.parse_args()
+    if args.report_only:
+        report_again(args.out)
+        return
     started = time.time()
     tools = Tools(args)
     clients = [c for c in args.only.split(",") if c]
@@ -879,8 +933,6 @@ def main():
             and not (s[2] is THROUGHPUT and c in NO_THROUGHPUT)]
     order = sorted((cs for cs in runs if cs[1][2] is not THROUGHPUT), key=lambda cs: cs[1][2] is BURST)
     alone = [cs for cs in runs if cs[1][2] is THROUGHPUT]
-    if "throughput" in scenarios and "mixpanel" in clients:
-        skipped.append("mixpanel/throughput (its default consumer makes one request per call: minutes for 100 000)")
     results = []
 
     def report(client, name, future):

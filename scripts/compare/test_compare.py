@@ -197,6 +197,44 @@ class Merge(unittest.TestCase):
             self.assertEqual(written["invocations"], invocations)
 
 
+class ReportCells(unittest.TestCase):
+    def test_a_client_that_sent_nothing_after_the_recovery(self):
+        self.assertEqual(compare.after_recovery_cell(-20.65), "none after it")
+        self.assertEqual(compare.after_recovery_cell(3.456), "3.46")
+        self.assertEqual(compare.after_recovery_cell(None), "—")
+
+    def test_the_throughput_runs_left_out_are_named_once(self):
+        notes = compare.not_run_notes(["segment", "mixpanel", "mixpanel-import"], ["steady", "throughput"],
+                                      ["mixpanel/throughput (…)", "otel/outage failed: boom"])
+        self.assertEqual([note.split(" ")[0] for note in notes],
+                         ["mixpanel/throughput", "mixpanel-import/throughput", "otel/outage"])
+        self.assertEqual(compare.not_run_notes(["mixpanel"], ["steady"], []), [])
+
+    def test_the_load_note_sets_the_throughput_runs_apart(self):
+        results = [dict(run("segment", "throughput", 1.0), load_avg=1.2), dict(run("segment", "steady", 0.5), load_avg=3.5),
+                   dict(run("outbox", "steady", 2.5), load_avg=11.75), run("outbox", "flaky", 4.0)]
+        note = compare.load_note(results)
+        self.assertIn("throughput runs 1.2–1.2 (1 runs), the others 3.5–11.8 (2 runs)", note)
+        self.assertIn("not recorded", compare.load_note([run("outbox", "throughput", 1.0)]))
+
+    def test_report_only_writes_the_report_again_from_results_json(self):
+        with tempfile.TemporaryDirectory() as out:
+            results = [dict(run("segment", "steady", 0.5), duplicated=0), dict(run("segment", "outage", 8.0), duplicated=0)]
+            compare.add_added_delays(results)
+            compare.write_report(out, results, ["segment"], ["steady", "outage"], 60.0, ["x/y (…)"], "b",
+                                 [{"duration_s": 60.0}])
+            os.unlink(os.path.join(out, "REPORT.md"))
+            try:
+                compare.report_again(out)
+            except ImportError:   # matplotlib is in the vendor venv only: the report is written before the plot
+                pass
+            with open(os.path.join(out, "REPORT.md")) as f:
+                report = f.read()
+            self.assertIn("| Segment | segment | outage | 300 | 300 | 0 | — | 0 |", report)
+            self.assertIn("all runs in one invocation: **1.0 min**", report)
+            self.assertIn("Not run: x/y (…).", report)
+
+
 class FaultEnd(unittest.TestCase):
     def test_the_last_timed_faults_end(self):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
