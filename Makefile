@@ -56,12 +56,13 @@ deps:
 build: deps
 	$(SWIFT) build --product outbox
 
-# Checks the documents first (`make doc-check`, a second), then builds once, in debug, the test bundle and the
-# executables its tests run (the CLI, the mock server, the crash child: the test targets depend on them), runs every
-# test, builds libOutbox, then checks the CLI end to end over HTTP and HTTPS (`make cli-check`), the C interface, the
-# install, Node and a Swift package depending on Outbox with that build.
+# Checks the documents first (`make doc-check`, a second) and `make compare`'s arithmetic (test_compare.py), then
+# builds once, in debug, the test bundle and the executables its tests run (the CLI, the mock server, the crash child:
+# the test targets depend on them), runs every test, builds libOutbox, then checks the CLI end to end over HTTP and
+# HTTPS (`make cli-check`), the C interface, the install, Node and a Swift package depending on Outbox with that build.
 test: deps vendor-venv rotel
 	$(MAKE) doc-check
+	python3 scripts/compare/test_compare.py
 	$(SWIFT) build --product OutboxPackageTests
 	$(SWIFT) test --skip-build
 	$(SWIFT) build --product OutboxC
@@ -90,10 +91,12 @@ rotel:
 vendor-venv:
 	@scripts/compare/venv.sh .build/vendor-venv || echo "make test: the vendor clients are not installed; VendorClientsEndToEndTests will be skipped"
 
-# SPEC V6: the official clients of Segment, PostHog, Snowplow, Mixpanel and OpenTelemetry and Outbox through the same
-# scenarios, each run on its own outbox-mock (nginx TLS front for Mixpanel and PostHog); each run's added delay over
-# the client's steady run (SPEC D9a), whose arithmetic test_compare.py checks first; writes compare/REPORT.md and
-# compare/compare.svg. Release builds; about 5 minutes once built.
+# SPEC V6: the official clients of Segment, PostHog, Snowplow, Mixpanel (/track and /import), OpenTelemetry, Sensors
+# Analytics and Amplitude and Outbox on each of its wires (GA4's too) through the same scenarios, each run on its own
+# outbox-mock (nginx TLS front for Mixpanel and PostHog); each run's added delay over the client's steady run (SPEC
+# D9a), whose arithmetic test_compare.py checks first (`make test` runs it too); writes compare/REPORT.md,
+# compare/results.json and compare/compare.svg. Release builds; about 20 minutes once built. A subset:
+# `.build/vendor-venv/bin/python scripts/compare/compare.py --only C,… --scenarios S,… --merge`.
 compare: deps
 	$(call install-missing,python3 python3-venv openssl nginx,compare)
 	python3 scripts/compare/test_compare.py

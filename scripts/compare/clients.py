@@ -4,8 +4,9 @@
     .build/vendor-venv/bin/python scripts/compare/clients.py CLIENT URL --count N [--rate R] [--poison-every K]
                                                             [--exit-without-flush]
 
-CLIENT is segment, posthog, snowplow, mixpanel or otel; each runs unmodified but for the host it sends to (URL;
-an https URL for the clients whose retries need TLS, with REQUESTS_CA_BUNDLE naming the front's certificate).
+CLIENT is segment, posthog, snowplow, mixpanel, mixpanel-import, otel, sensors or amplitude; each runs unmodified
+but for the host it sends to (URL; an https URL for the clients whose retries need TLS, with REQUESTS_CA_BUNDLE
+naming the front's certificate; Sensors' URL is its whole endpoint, `…/sa?project=P`, as its SDK takes it).
 Tracks N events named "order" (every K-th one "poison"), paced at R per second when --rate is given, then prints
 one JSON line: tracked, failed (calls that raised or returned a refusal), the seconds spent inside the calls and
 the wall-clock time of the first call. Then, as an app that keeps running, it calls the client's own flush and
@@ -74,6 +75,55 @@ def mixpanel(url):
     return track, lambda: None
 
 
+def mixpanel_import(url):
+    from mixpanel import Consumer, Mixpanel, MixpanelException
+    from mixpanel.credentials import ServiceAccountCredentials
+    # The import path (`import_data` → POST /import) with a service account, the library's recommended
+    # authentication there: HTTP Basic and `?project_id=`. The credentials go to the consumer, which sends.
+    credentials = ServiceAccountCredentials(username="compare.sa", secret="compare-secret", project_id="1")
+    mp = Mixpanel("mp_compare", consumer=Consumer(api_host=urllib.parse.urlsplit(url).netloc, credentials=credentials))
+
+    def track(i, name):
+        try:
+            mp.import_data(None, "user-1", name, time.time(), {"i": i, "price": 9.99, "sku": "A-1"})
+            return True
+        except MixpanelException as error:   # as track(): sent inside the call, kept nowhere
+            on_error(error)
+            return False
+    return track, lambda: None
+
+
+def sensors(url):
+    import sensorsanalytics
+    # AsyncBatchConsumer: the SDK's consumer that queues (1 000) and sends from its own thread, 100 a request, every
+    # 3 s or at 20 queued; DefaultConsumer and BatchConsumer send inside track().
+    sa = sensorsanalytics.SensorsAnalytics(sensorsanalytics.AsyncBatchConsumer(url))
+
+    def track(i, name):
+        try:
+            sa.track("user-1", name, {"i": i, "price": 9.99, "sku": "A-1"})
+            return True
+        except sensorsanalytics.SensorsAnalyticsException as error:   # the queue is full
+            on_error(error)
+            return False
+    return track, sa.flush
+
+
+def amplitude(url):
+    from amplitude import Amplitude, BaseEvent, Config
+
+    def callback(event, code, message):   # called for every event, sent or dropped
+        if code != 200:
+            on_error(f"{code} {message}")
+    client = Amplitude("amp_compare", Config(server_url=url + "/2/httpapi", callback=callback))
+
+    def track(i, name):
+        client.track(BaseEvent(event_type=name, user_id="user-1", device_id="device-1",
+                               event_properties={"i": i, "price": 9.99, "sku": "A-1"}))
+        return True
+    return track, client.flush
+
+
 def otel(url):
     from opentelemetry._logs import SeverityNumber
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -92,7 +142,8 @@ def otel(url):
     return track, provider.force_flush
 
 
-CLIENTS = {"segment": segment, "posthog": posthog, "snowplow": snowplow, "mixpanel": mixpanel, "otel": otel}
+CLIENTS = {"segment": segment, "posthog": posthog, "snowplow": snowplow, "mixpanel": mixpanel,
+           "mixpanel-import": mixpanel_import, "otel": otel, "sensors": sensors, "amplitude": amplitude}
 
 
 def main():

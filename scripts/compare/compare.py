@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""`make compare` (SPEC V6): the official Python clients of five vendors and Outbox through the same faults.
+"""`make compare` (SPEC V6): the official Python clients of seven vendors and Outbox through the same faults.
 
     .build/vendor-venv/bin/python scripts/compare/compare.py [--mock PATH] [--outbox PATH] [--out compare]
                                                              [--only CLIENT,…] [--scenarios NAME,…] [--jobs 3]
+                                                             [--merge]
 
 Each client × scenario run gets its own outbox-mock (its own port and scenario file), so runs go in parallel
 (--jobs at a time). Mixpanel and PostHog go through an nginx TLS front (a throwaway self-signed certificate,
@@ -13,8 +14,10 @@ after the client's last call (CAP_S); what has not arrived by then is lost, exce
 store (the `kept` column). Counts, duplicates and delays come from the mock (`/_mock/stats`, `/_mock/logs`).
 The `steady` scenario (the fault runs' load on a healthy server) is each client's baseline: a run's added delay is
 its p99 delay over every tracked event, an undelivered one counting as infinite, minus the client's steady p99
-(SPEC D9a); the report sets Outbox's beside each wire's reference client. --mock and --outbox take other builds
-(a debug build for a quick check: `--mock .build/debug/outbox-mock --outbox .build/debug/outbox --out /tmp/c
+(SPEC D9a); the report sets Outbox's beside each wire's reference client. With --merge, the runs of an earlier
+OUT/results.json that this invocation does not repeat are kept and reported beside its own (a subset re-run:
+`--only outbox-amplitude,amplitude --scenarios poison --merge`), and the report names each invocation. --mock and
+--outbox take other builds (a debug build for a quick check: `--mock .build/debug/outbox-mock --outbox .build/debug/outbox --out /tmp/c
 --only outbox,segment --scenarios steady,outage`; only a release build's figures belong in compare/).
 Writes OUT/REPORT.md, OUT/compare.svg and OUT/results.json.
 """
@@ -46,31 +49,51 @@ POISON_EVERY = 50
 
 THROUGHPUT = {"count": 100000, "rate": None}  # the caller's cost and the drain, alone on the machine
 
-# Outbox on each wire beside that wire's official client (SPEC D9); App Center's row stays.
+# Outbox on each wire beside that wire's official client (SPEC D9, D9a); App Center's row stays. GA4 has no official
+# Python client: Outbox alone on it. Mixpanel's client is run on two paths: `mixpanel` (/track, its default) and
+# `mixpanel-import` (/import, the path Outbox's Mixpanel wire takes, D14).
 CLIENTS = ["outbox", "outbox-segment", "segment", "outbox-posthog", "posthog", "outbox-otlp", "otel", "snowplow",
-           "mixpanel"]
+           "mixpanel", "outbox-mixpanel", "mixpanel-import", "outbox-sensors", "sensors", "outbox-ga4",
+           "outbox-amplitude", "amplitude"]
 VENDOR = {"outbox": "appcenter", "segment": "segment", "posthog": "posthog", "snowplow": "snowplow",
           "mixpanel": "mixpanel", "otel": "otlp", "outbox-segment": "segment", "outbox-posthog": "posthog",
-          "outbox-otlp": "otlp"}
+          "outbox-otlp": "otlp", "outbox-mixpanel": "mixpanel", "mixpanel-import": "mixpanel",
+          "outbox-sensors": "sensors", "sensors": "sensors", "outbox-ga4": "ga4", "outbox-amplitude": "amplitude",
+          "amplitude": "amplitude"}
 WIRE = {"outbox": "App Center", "outbox-segment": "Segment", "segment": "Segment", "outbox-posthog": "PostHog",
-        "posthog": "PostHog", "outbox-otlp": "OTLP", "otel": "OTLP", "snowplow": "Snowplow", "mixpanel": "Mixpanel"}
+        "posthog": "PostHog", "outbox-otlp": "OTLP", "otel": "OTLP", "snowplow": "Snowplow", "mixpanel": "Mixpanel",
+        "outbox-mixpanel": "Mixpanel", "mixpanel-import": "Mixpanel", "outbox-sensors": "Sensors",
+        "sensors": "Sensors", "outbox-ga4": "GA4", "outbox-amplitude": "Amplitude", "amplitude": "Amplitude"}
 PAIRS = [("Segment", "outbox-segment", "segment"), ("PostHog", "outbox-posthog", "posthog"),
-         ("OTLP", "outbox-otlp", "otel")]
-# Outbox's flags per wire: the destination and its credentials.
+         ("OTLP", "outbox-otlp", "otel"), ("Sensors", "outbox-sensors", "sensors"),
+         ("Amplitude", "outbox-amplitude", "amplitude"), ("Mixpanel", "outbox-mixpanel", "mixpanel-import")]
+# Outbox's flags per wire: the destination and its credentials (the newer wires' secrets in the environment, OUTBOX_ENV,
+# as they are kept out of argv).
 OUTBOX_WIRE = {"outbox": ["--app-secret", "compare"],
                "outbox-segment": ["--destination", "segment", "--write-key", "compare"],
                "outbox-posthog": ["--destination", "posthog", "--api-key", "phc_compare"],
-               "outbox-otlp": ["--destination", "otlp"]}
-# Mixpanel's default consumer sends each event inside track() (about 300 a second here): 100 000 would take
-# minutes and measure the round trip, which its ok row already shows.
-NO_THROUGHPUT = {"mixpanel"}
+               "outbox-otlp": ["--destination", "otlp"],
+               "outbox-mixpanel": ["--destination", "mixpanel", "--service-account-user", "compare.sa",
+                                   "--project-id", "1"],
+               "outbox-sensors": ["--destination", "sensors"],
+               "outbox-ga4": ["--destination", "ga4", "--measurement-id", "G-COMPARE01"],
+               "outbox-amplitude": ["--destination", "amplitude"]}
+OUTBOX_ENV = {"outbox-mixpanel": {"OUTBOX_SERVICE_ACCOUNT_SECRET": "compare-secret"},
+              "outbox-ga4": {"OUTBOX_API_SECRET": "compare-secret"},
+              "outbox-amplitude": {"OUTBOX_API_KEY": "amp_compare"}}
+# Sensors' endpoint is the whole URL, its project in the query (D11), for its SDK and for Outbox alike.
+ENDPOINT_PATH = {"outbox-sensors": "/sa?project=compare", "sensors": "/sa?project=compare"}
+# Mixpanel's default consumer sends each event inside track() (about 300 a second here), on either path: 100 000
+# would take minutes and measure the round trip, which its ok row already shows.
+NO_THROUGHPUT = {"mixpanel", "mixpanel-import"}
 
 
 def is_outbox(client):
     return client.startswith("outbox")
-TLS_CLIENTS = {"mixpanel", "posthog"}
+TLS_CLIENTS = {"mixpanel", "mixpanel-import", "posthog"}
 PACKAGES = {"segment": "segment-analytics-python", "posthog": "posthog", "snowplow": "snowplow-tracker",
-            "mixpanel": "mixpanel", "otel": "opentelemetry-exporter-otlp-proto-http"}
+            "mixpanel": "mixpanel", "otel": "opentelemetry-exporter-otlp-proto-http",
+            "mixpanel-import": "mixpanel", "sensors": "sensorsanalyticssdk", "amplitude": "amplitude-analytics"}
 SC = os.path.join(ROOT, "Fixtures", "scenarios")
 SCENARIOS = [  # name, scenario file, load, what it is
     ("ok", f"{SC}/ok.json", BURST, "healthy server, 1 000 events as fast as the caller can"),
@@ -122,8 +145,10 @@ def parse_time(text):
 # The scenarios whose added delay the summary compares (SPEC D9a): the faults that every client survives in principle.
 FAULTS = ["flaky", "outage", "lost-ack", "throttle"]
 # Each wire's reference client (SPEC D9a): its official client, which queues rather than sends inside the tracking
-# call; App Center has none, and Segment's client stands in, as it does on any wire whose client lost something.
-REFERENCE = {"App Center": None, "Segment": "segment", "PostHog": "posthog", "OTLP": "otel"}
+# call; App Center and GA4 have none, nor has Mixpanel (its client sends inside the call on either path), and
+# Segment's client stands in, as it does on any wire whose client lost something.
+REFERENCE = {"App Center": None, "Segment": "segment", "PostHog": "posthog", "OTLP": "otel", "Sensors": "sensors",
+             "GA4": None, "Amplitude": "amplitude", "Mixpanel": None}
 FALLBACK_REFERENCE = "segment"
 
 
@@ -142,6 +167,10 @@ def event_ms(vendor, entry):
         if vendor == "mixpanel":
             value = float(entry["properties"]["time"])
             return value if value > 1e11 else value * 1000   # seconds (the Python client's float) or ms
+        if vendor in ("sensors", "amplitude"):
+            return float(entry["time"])
+        if vendor == "ga4":
+            return int(entry["timestamp_micros"]) / 1000
         return parse_time(entry["timestamp"]) * 1000
     except (KeyError, TypeError, ValueError):
         return None
@@ -269,7 +298,8 @@ http {{
         return cmd
 
     def launch(self, cmd):
-        env = dict(os.environ, REQUESTS_CA_BUNDLE=self.tools.cert, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, REQUESTS_CA_BUNDLE=self.tools.cert, PYTHONUNBUFFERED="1",
+                   **OUTBOX_ENV.get(self.client, {}))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(self.dir, "client.err"), "a"),
                                 text=True, env=env, start_new_session=True)
         self.procs.append(proc)
@@ -286,9 +316,11 @@ http {{
 
     def execute(self):
         started = time.time()
+        load = os.getloadavg()[0]
         try:
             self.start_mock()
-            url = self.start_tls_front() if self.client in TLS_CLIENTS else self.mock_url
+            url = (self.start_tls_front() if self.client in TLS_CLIENTS else self.mock_url) \
+                + ENDPOINT_PATH.get(self.client, "")
             self.url = url
             exiting = self.name == "exit"
             count = self.load["count"]
@@ -400,6 +432,7 @@ http {{
                 # Inside the tracking calls alone, as the Python clients measure theirs (`outbox emit`'s in_calls_us).
                 result["calls_per_s"] = client_line["tracked"] / (client_line["in_calls_us"] / 1e6)
             result["wall_s"] = round(time.time() - started, 1)
+            result["load_avg"] = round(load, 2)   # the machine's 1-min load average as the run started
             return result
         finally:
             self.cleanup()
@@ -511,6 +544,49 @@ NOTES = {
                 "the event is gone unless the app keeps it. Each event is its own request, so a poison event "
                 "loses only itself; nothing is left to lose on exit. The price is the caller's: each `track()` is a "
                 "round trip (calls/s), seconds long while the server fails.",
+    "outbox-mixpanel": "Outbox as above, on Mixpanel's import API (`--destination mixpanel` with a service account: "
+                       "HTTP Basic, `project_id`, `strict=1`, gzip): `$insert_id` is the log's id on every attempt, so "
+                       "the mock drops re-sends by it; a 400 with `failed_records` settles the batch (the named records "
+                       "dead-lettered, the rest imported), one without them is R1's 400, bisected (the poison rows).",
+    "mixpanel-import": "The same client and default `Consumer` as `mixpanel`, on the import path: `import_data()` → POST "
+                       "/import, a service account (`ServiceAccountCredentials` given to the consumer: HTTP Basic and "
+                       "`?project_id=`). Sent inside the call as `track()` is, with the same urllib3 retries over https "
+                       "(5xx, Retry-After, 5 tries in ≈ 3.5 s), then `import_data()` raises and the event is gone; each "
+                       "call a fresh uuid4 `$insert_id`, the same on urllib3's re-sends, which the mock drops.",
+    "outbox-sensors": "Outbox as above, on Sensors Analytics' wire (`--destination sensors`, the endpoint "
+                      "`…/sa?project=compare` as given): the form body with `crc`, `gzip=1` and `data_list`, each record "
+                      "a `_track_id` stable per log, by which (with `distinct_id`, `event` and `time`) the mock drops "
+                      "re-sends, `_flush_time` stamped per attempt; answers by R1. `order-critical` goes as "
+                      "`order_critical` (Sensors' name rule).",
+    "sensors": "`AsyncBatchConsumer`, the SDK's one consumer that queues (`DefaultConsumer` and `BatchConsumer` send "
+               "inside `track()`): a queue of 1 000 (full: `track()` raises), a daemon thread sending up to 100 a "
+               "request every 3 s or at 20 queued, no retry, no atexit — the queue is lost on exit. Its first failed "
+               "request ends the sending thread for good: `sync_flush` catches `except SensorsAnalytics` (the client "
+               "class, not an exception: sdk.py:975), so the error becomes a TypeError that ends the thread; nothing "
+               "is sent after it, and the queue fills until `track()` raises. Its records carry no `_track_id`, so "
+               "Sensors could not drop a re-send (it never re-sends).",
+    "outbox-ga4": "Outbox as above, on GA4's Measurement Protocol (`--destination ga4`, 25 events a request): each "
+                  "event its own `timestamp_micros`, the same on every attempt. GA4 has no de-duplication: a re-send "
+                  "after a lost answer counts twice there, and the mock counts it in duplicated (events distinct by "
+                  "client_id, name, timestamp_micros and params) without dropping it. GA4 answers 2xx even to invalid "
+                  "events, never 400: the poison row shows R1's bisection against an answer GA4 would not give; "
+                  "`order-critical` goes as `order_critical` (GA4's name rule, the original kept in a parameter). No "
+                  "official client: Segment's client is the reference (SPEC D9a).",
+    "outbox-amplitude": "Outbox as above, on Amplitude's HTTP V2 API (`--destination amplitude`): `insert_id` is the "
+                        "log's id on every attempt, so the mock drops re-sends by it; a 400 naming events by index "
+                        "dead-letters those and sends the rest again at once; the poison scenario's 400 names none "
+                        "(it is in Mixpanel's shape), and is bisected as R1's 400.",
+    "amplitude": "In-memory buffer; a worker thread sends 200 a request every 10 s (`flush_queue_size`, "
+                 "`flush_interval_millis`), a pool of 16 threads sending. A 5xx, a timeout or a refused connection "
+                 "puts the batch back with 100·2^⌊(n−1)/2⌋ ms, up to 12 attempts (≈ 9 s of back-off: "
+                 "storage.py:118-123), then drops it via the callback; Retry-After ignored, a 429 retried at once "
+                 "unless the body names throttled events (30 s); a 400 without Amplitude's index lists "
+                 "(`events_with_invalid_fields`, …: the poison scenario's) is retried whole until the attempts run "
+                 "out (processor.py:32-48). A connection closed without an answer raises `RemoteDisconnected`, which "
+                 "`HttpClient.post` does not catch (http_client.py:125-147): the batch is dropped silently, neither "
+                 "retried nor reported — at most once, so no duplicates. `threading._register_atexit` flushes at "
+                 "exit. Its first request leaves 10 s after the first call: the throttle window (2–8 s) has closed "
+                 "by then, so its throttle row met no 429, and half the outage passed before it tried.",
     "otel": "In-memory deque (2 048, oldest dropped); retries only 429/502/503/504 and connection errors, 1, 2, 4 "
             "s ×U(0.8,1.2) within the exporter's 10 s timeout, Retry-After replaces the back-off "
             "(exporter/otlp/common/http.py:30-42, 139-226), then the batch of up to 512 is dropped; a 400 drops the "
@@ -583,10 +659,10 @@ def summary_lines(clients, scenarios, by_key):
                   "Added delay = the run's p99 delay over *all* tracked events (an event not delivered within the "
                   "run counts as infinite: ∞ once more than 1 % are missing) minus the same client's p99 in "
                   "**steady**. The reference is the wire's official client when it lost nothing in that scenario "
-                  "(all of them queue rather than send inside the tracking call); App Center has no official "
-                  "Python client, and where the wire's client lost something Segment's client in the same "
-                  "scenario stands in. The aim: Outbox lost 0 and kept 0, and its added delay ≤ the reference's "
-                  "+ 1 s.", "",
+                  "and queues rather than sends inside the tracking call; App Center and GA4 have no official "
+                  "Python client and Mixpanel's sends inside the call (on /track and /import alike), and there, as "
+                  "where the wire's client lost something, Segment's client in the same scenario stands in. The "
+                  "aim: Outbox lost 0 and kept 0, and its added delay ≤ the reference's + 1 s.", "",
                   "| wire | scenario | Outbox | lost / kept | added delay s | reference | its added delay s | "
                   "≤ reference + 1 s |",
                   "| --- | --- | --- | ---: | ---: | --- | ---: | --- |"] + rows
@@ -600,8 +676,15 @@ def summary_lines(clients, scenarios, by_key):
                       "| --- | --- | ---: | ---: |"]
             for r in sorted(outage, key=lambda r: list(WIRE.values()).index(WIRE[r["client"]])):
                 lines.append(f"| {WIRE[r['client']]} | {r['client']} | {fmt(r['delivered'])} of {fmt(r['tracked'])} | "
-                             f"{fmt(r.get('last_after_recovery_s'), 2)} |")
+                             f"{after_recovery_cell(r.get('last_after_recovery_s'))} |")
     return lines
+
+
+def after_recovery_cell(value):
+    """The last arrival after the recovery; a client whose last arrival came before it sent nothing after it."""
+    if value is not None and value < 0:
+        return "none after it"
+    return fmt(value, 2)
 
 
 def kept_cell(r):
@@ -612,10 +695,68 @@ def kept_cell(r):
     return fmt(r["kept"])
 
 
-def write_report(out, results, clients, scenarios, duration_s, skipped, binaries):
+def merge(previous, results, clients, scenarios, skipped, invocations):
+    """`--merge`: this invocation's runs over an earlier results.json — an earlier run of the same client and scenario
+    is replaced, the others kept; clients and scenarios in their usual order; the earlier notes of what was not run
+    kept unless this invocation ran that client; the invocations listed, oldest first (the report names each)."""
+    ran = {(r["client"], r["scenario"]) for r in results}
+    kept = [r for r in previous.get("results", []) if (r["client"], r["scenario"]) not in ran]
+    merged = kept + results
+    seen_clients = {r["client"] for r in merged} | set(clients)
+    seen_scenarios = {r["scenario"] for r in merged} | set(scenarios)
+    ordered_clients = [c for c in CLIENTS if c in seen_clients] + sorted(seen_clients - set(CLIENTS))
+    names = [s[0] for s in SCENARIOS]
+    ordered_scenarios = [s for s in names if s in seen_scenarios] + sorted(seen_scenarios - set(names))
+    earlier_skipped = [note for note in previous.get("skipped", [])
+                       if not any(note.startswith(f"{c}/") or note.startswith(f"{c} ") for c in clients)]
+    earlier = previous.get("invocations") or [{"duration_s": previous.get("duration_s"), "clients": None,
+                                               "scenarios": None}]
+    return merged, ordered_clients, ordered_scenarios, earlier_skipped + skipped, earlier + invocations
+
+
+def invocations_text(invocations):
+    """How the runs came about, for the report's first paragraph."""
+    if len(invocations) == 1:
+        return f"all runs in one invocation: **{invocations[0]['duration_s'] / 60:.1f} min** wall time"
+    parts = []
+    for one in invocations:
+        what = (", ".join(one["clients"]) + " × " + ", ".join(one["scenarios"])) if one.get("clients") else "the rest"
+        at = f" on {one['at']}" if one.get("at") else ""
+        minutes = f"{one['duration_s'] / 60:.1f} min" if one.get("duration_s") is not None else "? min"
+        parts.append(f"{minutes}{at} ({what})")
+    return (f"runs from {len(invocations)} invocations merged with `--merge`, each one's wall time: "
+            + "; ".join(parts))
+
+
+def load_note(results):
+    """What else the machine was doing: the 1-min load average as the runs started (2 cores: above 2, other work
+    shared them), throughput runs apart."""
+    def span(rows):
+        loads = [r["load_avg"] for r in rows if r.get("load_avg") is not None]
+        return f"{min(loads):.1f}–{max(loads):.1f} ({len(loads)} runs)" if loads else "not recorded"
+    alone = [r for r in results if r["scenario"] == "throughput"]
+    others = [r for r in results if r["scenario"] != "throughput"]
+    return ("- The machine's 1-min load average as each run started (2 cores: above 2, other work shared them, and "
+            f"speeds and delays suffer): throughput runs {span(alone)}, the others {span(others)}; runs without a "
+            "figure came from an invocation that did not record it.")
+
+
+def not_run_notes(clients, scenarios, skipped):
+    """What was not run: the throughput runs left out by design (NO_THROUGHPUT; an earlier results.json may hold their
+    note already), then what the runs reported."""
+    planned = [f"{c}/throughput (its default consumer makes one request per call: minutes for 100 000)"
+               for c in clients if c in NO_THROUGHPUT and "throughput" in scenarios]
+    return planned + [note for note in skipped
+                      if not any(note.startswith(f"{c}/throughput") for c in NO_THROUGHPUT)]
+
+
+def write_report(out, results, clients, scenarios, duration_s, skipped, binaries, invocations=None):
     os.makedirs(out, exist_ok=True)
+    invocations = invocations or [{"duration_s": round(duration_s, 1)}]
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"duration_s": round(duration_s, 1), "results": results, "skipped": skipped}, f, indent=1)
+        json.dump({"duration_s": round(sum(one.get("duration_s") or 0 for one in invocations), 1),
+                   "invocations": invocations, "binaries": binaries, "results": results, "skipped": skipped}, f,
+                  indent=1)
     by_key = {(r["client"], r["scenario"]): r for r in results}
     v = versions()
     lines = [
@@ -623,9 +764,9 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
         "",
         f"Generated by `make compare` (scripts/compare/compare.py) on "
         f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
-        f"all runs in one invocation: **{duration_s / 60:.1f} min** wall time on this 2-core machine "
+        f"{invocations_text(invocations)} on this 2-core machine "
         f"(runs 3 at a time, each on its own outbox-mock). Clients: "
-        + ", ".join(v[c] for c in clients if c in v) + f"; Outbox: `outbox emit` ({binaries}).",
+        + ", ".join(dict.fromkeys(v[c] for c in clients if c in v)) + f"; Outbox: `outbox emit` ({binaries}).",
         "",
         "Scenarios (Fixtures/scenarios/ and Fixtures/scenarios/compare/): "
         + "; ".join(f"**{name}** — {what}" for name, _, _, what in SCENARIOS if name in scenarios)
@@ -679,20 +820,27 @@ def write_report(out, results, clients, scenarios, duration_s, skipped, binaries
     for client in clients:
         lines.append(f"- **{client}** — {NOTES[client]}")
     lines += ["", "Notes on the method:", "",
-              "- Behind the TLS front (Mixpanel, PostHog) the outage is nginx's 502 rather than a refused "
-              "connection, and a lost acknowledgement is a 502 after the mock recorded the body: both clients "
-              "retry these as they retry a refused connection.",
+              "- Behind the TLS front (Mixpanel on both paths, PostHog) the outage is nginx's 502 rather than a "
+              "refused connection, and a lost acknowledgement is a 502 after the mock recorded the body: these "
+              "clients retry these as they retry a refused connection.",
+              "- The poison scenario answers 400 with a body in Mixpanel's shape on every wire. On Amplitude's that "
+              "is a 400 naming no event, which Amplitude does not send for a bad event (it lists the events by "
+              "index): its client retries the whole batch until its attempts run out, where Amplitude's own answer "
+              "would have dropped only the poison event; Outbox takes it as R1's 400 and bisects. GA4 never answers "
+              "400 at all.",
               "- In the paced rows drain ev/s is bounded by the tracking rate (20/s): it says whether a client kept "
               "up, not how fast it can go; the ok and exit rows show that.",
               "- In the throughput rows Outbox's store is given 256 MiB (`--max-storage-bytes`): its default 10 MiB "
               "cap would evict the oldest of 100 000 events (S2). The Python clients run with their default queues, "
               "which drop what does not fit (segment and posthog 10 000 events, the OpenTelemetry batch processor "
               "2 048): that is their lost column there.",
+              load_note(results),
               "- delivered counts unique events at the mock within the cap; Outbox's `kept` are still in its store "
               "when the cap ends the run, and the figure in brackets is what a relaunch on the same store sent "
               "(not added to delivered)."]
-    if skipped:
-        lines += ["", "Not run: " + "; ".join(skipped) + "."]
+    not_run = not_run_notes(clients, scenarios, skipped)
+    if not_run:
+        lines += ["", "Not run: " + "; ".join(not_run) + "."]
     lines += ["", "Each client runs as published at the version scripts/compare/venv.sh pins, with its own retry "
               "rules. Raw figures of this run: compare/results.json.", ""]
     with open(os.path.join(out, "REPORT.md"), "w") as f:
@@ -741,6 +889,20 @@ def plot(out, results, clients, scenarios):
     fig.savefig(os.path.join(out, "compare.svg"), metadata={"Date": None})
 
 
+def report_again(out):
+    """`--report-only`: the report and the plot of OUT/results.json as it stands, with today's notes."""
+    with open(os.path.join(out, "results.json")) as f:
+        previous = json.load(f)
+    results = previous["results"]
+    _, clients, scenarios, skipped, invocations = merge(previous, [], [], [], [], [])
+    clients = [c for c in clients if any(r["client"] == c for r in results)]
+    add_added_delays(results)
+    write_report(out, results, clients, scenarios, previous.get("duration_s") or 0, skipped,
+                 previous.get("binaries", ".build/release/outbox, .build/release/outbox-mock"), invocations)
+    plot(out, results, clients, scenarios)
+    print(f"compare: wrote {out}/REPORT.md and compare.svg again from {out}/results.json")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mock", default=os.path.join(ROOT, ".build/release/outbox-mock"))
@@ -749,7 +911,14 @@ def main():
     parser.add_argument("--only", default=",".join(CLIENTS))
     parser.add_argument("--scenarios", default=",".join(s[0] for s in SCENARIOS))
     parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--merge", action="store_true",
+                        help="keep OUT/results.json's runs that this invocation does not repeat, and report them all")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write OUT/REPORT.md and compare.svg again from OUT/results.json")
     args = parser.parse_args()
+    if args.report_only:
+        report_again(args.out)
+        return
     started = time.time()
     tools = Tools(args)
     clients = [c for c in args.only.split(",") if c]
@@ -764,8 +933,6 @@ def main():
             and not (s[2] is THROUGHPUT and c in NO_THROUGHPUT)]
     order = sorted((cs for cs in runs if cs[1][2] is not THROUGHPUT), key=lambda cs: cs[1][2] is BURST)
     alone = [cs for cs in runs if cs[1][2] is THROUGHPUT]
-    if "throughput" in scenarios and "mixpanel" in clients:
-        skipped.append("mixpanel/throughput (its default consumer makes one request per call: minutes for 100 000)")
     results = []
 
     def report(client, name, future):
@@ -790,8 +957,18 @@ def main():
     duration = time.time() - started
     binaries = ", ".join(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
                          for path in (tools.outbox, tools.mock))
+    invocations = [{"at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "duration_s": round(duration, 1), "clients": clients, "scenarios": scenarios}]
+    if args.merge:
+        try:
+            with open(os.path.join(args.out, "results.json")) as f:
+                previous = json.load(f)
+        except (OSError, ValueError) as error:
+            sys.exit(f"compare: --merge needs {args.out}/results.json: {error}")
+        results, clients, scenarios, skipped, invocations = merge(previous, results, clients, scenarios, skipped,
+                                                                   invocations)
     add_added_delays(results)
-    write_report(args.out, results, clients, scenarios, duration, skipped, binaries)
+    write_report(args.out, results, clients, scenarios, duration, skipped, binaries, invocations)
     plot(args.out, results, clients, scenarios)
     shutil.rmtree(tools.work, ignore_errors=True)
     print(f"compare: wrote {args.out}/REPORT.md and compare.svg in {duration:.0f} s")

@@ -16,7 +16,8 @@ for arg in "$@"; do
     esac
 done
 wanted=(segment-analytics-python==2.4.0 posthog==7.91.1 snowplow-tracker==1.1.0 mixpanel==5.4.1
-        opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2)
+        opentelemetry-sdk==1.45.2 opentelemetry-exporter-otlp-proto-http==1.45.2
+        sensorsanalyticssdk==1.11.0 amplitude-analytics==1.3.0)
 [ "$plot" = 1 ] && wanted+=(matplotlib==3.11.2)
 stamp=$dir/outbox-pinned.txt
 missing=()
