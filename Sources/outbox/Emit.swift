@@ -212,7 +212,7 @@ struct Emit: ParsableCommand {
             ("pending", pending), ("retries", status.retries),
             ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
             ("server_rejected", status.serverRejected), ("in_calls_us", Int(inCallsNs / 1000)),
-        ])
+        ] + (destinationsJSON(status.store.destinations, delivered: true).map { [("destinations", $0)] } ?? []))
         // SPEC R1, R8: nothing more goes out until the configuration changes: waiting longer would change nothing.
         if stopped && pending > 0 {
             writeStandardError("outbox emit: sending stopped (\(status.store.disabledReason ?? "refused")); \(pending) logs stay "

@@ -34,6 +34,20 @@ func printJSON(_ object: [(String, Any?)]) {
     print("{" + parts.joined(separator: ",") + "}")
 }
 
+/// SPEC D18: `"destinations": {NAME: {pending, in_flight, delivered (emit only), dead_letters, server_rejected,
+/// disabled_reason}}`, names in order; nil for a store of one destination named `default`.
+func destinationsJSON(_ reports: [String: DestinationReport]?, delivered: Bool) -> RawJSON? {
+    guard let reports else { return nil }
+    let members = reports.sorted { $0.key < $1.key }.map { name, report -> String in
+        var fields = ["\"pending\":\(report.pending)", "\"in_flight\":\(report.inFlight)"]
+        if delivered { fields.append("\"delivered\":\(report.delivered ?? 0)") }
+        fields += ["\"dead_letters\":\(report.deadLetters)", "\"server_rejected\":\(report.serverRejected)",
+                   "\"disabled_reason\":" + (report.disabledReason.map(jsonString) ?? "null")]
+        return jsonString(name) + ":{" + fields.joined(separator: ",") + "}"
+    }
+    return RawJSON("{" + members.joined(separator: ",") + "}")
+}
+
 /// JSON text to embed as it is (a value that is already JSON, such as a log object).
 struct RawJSON {
     var text: String

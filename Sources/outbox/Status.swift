@@ -29,7 +29,7 @@ struct Status: ParsableCommand {
             ("disabled_reason", report.disabledReason), ("install_id", report.installID),
             ("destination", report.destination), ("server_rejected", report.serverRejected),
             ("rotating_store_key", report.rotatingStoreKey), ("sending", Self.sending(report)),
-        ])
+        ] + (destinationsJSON(report.destinations, delivered: false).map { [("destinations", $0)] } ?? []))
     }
 
     /// `enabled` is the install's choice (SPEC T6); this is what happens to its logs: `on`, `opted_out`, `stopped`

@@ -240,7 +240,7 @@ struct LogStoreFileTests {
         let tables = try store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
         var names: [String] = []
         while try tables.step() { names.append(tables.string(at: 0)) }
-        #expect(names == ["contexts", "dead_letters", "event_names", "leases", "logs", "meta"])
+        #expect(names == ["contexts", "dead_letters", "destinations", "event_names", "leases", "logs", "meta", "settled"])
         _ = try store.append([Fixture.log(1)])
         store.close()
 
@@ -436,7 +436,7 @@ struct LogStoreFileTests {
         try store.setMeta(.enabled, "true")
         _ = try store.claim(limit: 4, nowMs: 0)
 
-        let (counts, meta) = try StoreInspector.inspect(path: path)
+        let (counts, meta, _) = try StoreInspector.inspect(path: path)
         #expect(counts.pendingCritical == 0)
         #expect(counts.pendingNormal == 4)
         #expect(counts.inFlight == 4)

@@ -82,7 +82,7 @@ struct ConfigurationSchemaTests {
         runtime.requestTimeout = .seconds(5)
         #expect(runtime.fixedFieldsChanged(from: base).isEmpty)
         #expect(Configuration.changeableFields == ["storeKey", "endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding",
-                                                  "projectToken", "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "requestTimeout", "caFile",
+                                                  "projectToken", "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "destinations", "requestTimeout", "caFile",
                                                   "clientCertificate", "clientKey", "pinnedPublicKey"])
     }
 

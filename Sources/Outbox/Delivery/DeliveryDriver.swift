@@ -82,6 +82,22 @@ final class DeliveryDriver {
         timer.action = { [unowned self] in self.handle(.timerFired) }
     }
 
+    /// SPEC D16: told whenever a request of this destination starts or ends, so that an engine of several shares C3's
+    /// requests among them (`DeliveryGroup`); nil with one destination.
+    var requestsChanged: (() -> Void)?
+    /// Requests of this destination on the wire now.
+    var requestsInFlight: Int { transfers.count }
+    /// Whether it has logs to send or batches held.
+    var hasWork: Bool { machine.inFlightBatches > 0 || ((try? queue.waiting().total) ?? 0) > 0 }
+    private(set) var requestLimit = DeliveryMachine.Settings().maxBatchesInFlight
+
+    /// SPEC D16: this destination's share of C3's requests.
+    func setRequestLimit(_ limit: Int) {
+        guard limit != requestLimit else { return }
+        requestLimit = limit
+        handle(.requestLimit(limit))
+    }
+
     var disabledReason: String? { machine.disabledReason }
     var retries: Int { machine.retries }
     var counters: DeliveryCounters { machine.counters }
@@ -305,6 +321,7 @@ final class DeliveryDriver {
             self?.transferFinished(key, result, url: url)
         }
         transfers[key] = (sender, id)
+        requestsChanged?()
     }
 
     private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult, url: String) {
@@ -317,6 +334,7 @@ final class DeliveryDriver {
             outcome = .stop(status: status, reason: "POST \(maskingCredentials(in: url)): \(reason)")
         }
         handle(.transferOutcome(key, outcome))
+        requestsChanged?()
     }
 
     /// SPEC D6: why the batch must not go as it is — a log over the destination's per-log limit (alone, it is

@@ -192,6 +192,8 @@ struct DeliveryMachine: Sendable {
         case reconfigured
         /// SPEC C8: stop now; what is in flight is cancelled and returns to pending.
         case shutdown
+        /// SPEC D16: this destination's share of C3's requests, given by the engine that shares them among several.
+        case requestLimit(Int)
     }
 
     enum Action: Equatable, Sendable {
@@ -262,7 +264,7 @@ struct DeliveryMachine: Sendable {
         case shutDown
     }
 
-    let settings: Settings
+    private(set) var settings: Settings
     private(set) var flights: [BatchKey: Flight] = [:]
     private(set) var mode: Mode = .running(Holds())
     /// Retries consumed since start (`outbox emit`'s `retries`).
@@ -342,6 +344,8 @@ struct DeliveryMachine: Sendable {
             dispatch(waiter, waiting: waiting, into: &actions)
         case .whenIdle(let waiter):
             idleWaiters.append(waiter)
+        case .requestLimit(let limit):
+            settings.maxBatchesInFlight = max(1, limit)
         case .retryNow:
             resetBackOff(nowMs: now.monoMs)
         case .pause:

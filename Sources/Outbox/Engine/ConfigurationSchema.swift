@@ -40,6 +40,9 @@ public struct ConfigurationApplyTargets: OptionSet, Sendable, Hashable {
     public static let reachability = Self(rawValue: 4)
     /// The store's key: stored rows are sealed again under the new one (SPEC K1).
     public static let storeKey = Self(rawValue: 8)
+    /// SPEC D18: the list of destinations — each destination's wire and transport made again, and, when names were
+    /// added or removed, delivery rebuilt for the new list.
+    public static let destinations = Self(rawValue: 16)
 }
 
 /// Why a C JSON value cannot be a field: `wrongType` when it is not of the field's JSON type (OUTBOX_EINVAL), else a
@@ -158,7 +161,7 @@ extension Configuration {
         row(\.measurementId, "measurementId", "measurementId", .string, applies: .wire),
         row(\.apiSecret, "apiSecret", "apiSecret", .string, applies: .wire),
         row(\.headers, "headers", "headers", .headers, applies: .wire),
-        row(\.destinations, "destinations", "destinations", .destinations),
+        row(\.destinations, "destinations", "destinations", .destinations, applies: .destinations),
         row(\.batchSize, "batchSize", "batchSize", .integer, bounds: .batchSize),
         row(\.transmissionInterval, "transmissionInterval", "transmissionIntervalMs", .milliseconds, bounds: .transmissionInterval),
         row(\.criticalTransmissionInterval, "criticalTransmissionInterval", "criticalTransmissionIntervalMs", .milliseconds,

@@ -7,12 +7,41 @@ struct DeliverySetup {
     let loop: EventLoop
     let logger: Logger
 
-    func makeDriver(_ configuration: Configuration, store: LogStore, installID: UUID, device: DeviceContext,
+    /// SPEC D15–D16: a driver per destination over the store — the store itself for one destination named `default`,
+    /// else each destination's view of it (`DestinationQueue`).
+    func makeGroup(_ configuration: Configuration, destinations: [NamedDestination], store: LogStore, installID: UUID,
+                   device: DeviceContext, boot: Int64) throws -> DeliveryGroup {
+        let names = destinations.map { $0.name ?? NamedDestination.defaultName }
+        let inUse = try store.useDestinations(names)
+        var members: [DeliveryGroup.Member] = []
+        for (destination, name) in zip(destinations, names) {
+            var queue: any BatchQueue = store
+            var storeID: Int64?
+            if store.destinationBook != nil {
+                guard let id = inUse.ids[name] else { throw OutboxError.invalidConfiguration("destination '\(name)' is not in the store's list") }
+                queue = DestinationQueue(store: store, id: id, name: name)
+                storeID = id
+            }
+            let driver = try makeDriver(configuration.delivering(to: destination), queue: queue, installID: installID,
+                                        device: device, boot: boot)
+            members.append(DeliveryGroup.Member(name: name, driver: driver, storeID: storeID))
+        }
+        return DeliveryGroup(members)
+    }
+
+    /// The endpoint the reachability watcher decides on (SPEC N1): a remote one when any destination has one (it
+    /// needs the network), else the first; nil when nothing is sent.
+    static func watchedEndpoint(_ destinations: [NamedDestination]) -> String? {
+        let endpoints = destinations.compactMap(\.endpoint)
+        return endpoints.first { !isLoopbackEndpoint($0) } ?? endpoints.first
+    }
+
+    func makeDriver(_ configuration: Configuration, queue: any BatchQueue, installID: UUID, device: DeviceContext,
                     boot: Int64) throws -> DeliveryDriver {
         let loop = self.loop
         let wire = configuration.wire(installID: installID)
         return DeliveryDriver(
-            queue: store, sender: try makeSender(configuration), timer: LoopTimer(loop: loop),
+            queue: queue, sender: try makeSender(configuration), timer: LoopTimer(loop: loop),
             settings: configuration.deliverySettings,
             request: wire.request(endpoint: configuration.endpoint ?? "", headers: configuration.headers),
             clock: configuration.clock, logger: logger, device: device,
@@ -24,8 +53,19 @@ struct DeliverySetup {
     /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
     /// old settings. A new transport only when a field of `.transport` changed (it keeps its connections otherwise),
     /// a new wire when one of `.wire` did. Returns the wire made, and whether the transport was replaced.
-    func reconfigure(_ delivery: DeliveryDriver, to updated: Configuration, installID: UUID,
+    func reconfigure(_ group: DeliveryGroup, to updated: Configuration, installID: UUID,
                      targets: ConfigurationApplyTargets) -> (wire: (any DeliveryWire)?, transportReplaced: Bool) {
+        var result: (wire: (any DeliveryWire)?, transportReplaced: Bool) = (nil, false)
+        for destination in updated.namedDestinations {
+            guard let member = group.member(named: destination.name ?? NamedDestination.defaultName) else { continue }
+            let applied = reconfigure(member.driver, to: updated.delivering(to: destination), installID: installID, targets: targets)
+            result = (result.wire ?? applied.wire, result.transportReplaced || applied.transportReplaced)
+        }
+        return result
+    }
+
+    private func reconfigure(_ delivery: DeliveryDriver, to updated: Configuration, installID: UUID,
+                             targets: ConfigurationApplyTargets) -> (wire: (any DeliveryWire)?, transportReplaced: Bool) {
         loop.assertOnLoopThread()
         guard let endpoint = updated.endpoint else { return (nil, false) }
         var sender: (any HTTPSender)?

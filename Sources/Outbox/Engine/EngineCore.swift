@@ -29,8 +29,8 @@ final class EngineCore {
     private var retryNames: [String] = []
     private(set) var counters = EngineCounters()
     var isStopped: Bool { commits.isStopped }
-    /// Present when the configuration names an endpoint.
-    private(set) var delivery: DeliveryDriver?
+    /// Present when the configuration names an endpoint: one driver per destination (SPEC D15–D16).
+    private(set) var delivery: DeliveryGroup?
     private var reachability: EngineReachability?
     /// Sessions, lifecycle and user (SPEC A1–A3, A5, A8), fed in queue order: see EngineCore+Analytics.swift.
     var analytics = AnalyticsState()
@@ -74,9 +74,10 @@ final class EngineCore {
         store.owner.hand(to: loop)
         device = DeviceContext.collect(appVersion: configuration.appVersion, appBuild: configuration.appBuild,
                                        appNamespace: configuration.appNamespace)
-        if let endpoint = configuration.endpoint {
+        let destinations = configuration.namedDestinations
+        if let endpoint = DeliverySetup.watchedEndpoint(destinations) {
             let delivery = try DeliverySetup(loop: loop, logger: logger)
-                .makeDriver(configuration, store: store, installID: installID, device: device, boot: boot)
+                .makeGroup(configuration, destinations: destinations, store: store, installID: installID, device: device, boot: boot)
             self.delivery = delivery
             reachability = EngineReachability(loop: loop, delivery: delivery, endpoint: endpoint,
                                               watches: configuration.watchesNetwork, logger: logger) { [unowned self] type in
@@ -296,18 +297,53 @@ final class EngineCore {
         }
         defer { lastReconfiguration = applied }
         guard let delivery else { return }
+        if targets.contains(.destinations) {
+            let names = updated.namedDestinations.map { $0.name ?? NamedDestination.defaultName }
+            if names != delivery.names {
+                rebuildDelivery(updated, installID: installID)
+                applied.destinationsRebuilt = true
+                if let endpoint = DeliverySetup.watchedEndpoint(updated.namedDestinations), let reachability {
+                    reachability.endpointChanged(to: endpoint)
+                    applied.reachabilityEndpoint = endpoint
+                }
+                return
+            }
+        }
+        // A kept name with changed fields (SPEC D18) is R8's change: its wire and transport are made again.
+        let reach = targets.contains(.destinations) ? targets.union([.wire, .transport, .reachability]) : targets
         (applied.wire, applied.transportReplaced) = DeliverySetup(loop: loop, logger: logger)
-            .reconfigure(delivery, to: updated, installID: installID, targets: targets)
+            .reconfigure(delivery, to: updated, installID: installID, targets: reach)
         // SPEC N1, R8: from loopback to a remote endpoint the network matters again, and back it no longer does.
-        if targets.contains(.reachability), let endpoint = updated.endpoint, let reachability {
+        if reach.contains(.reachability), let endpoint = DeliverySetup.watchedEndpoint(updated.namedDestinations), let reachability {
             reachability.endpointChanged(to: endpoint)
             applied.reachabilityEndpoint = endpoint
+        }
+    }
+
+    /// SPEC D18: destinations were added or removed. Every destination's delivery stops (what it had in flight returns
+    /// to its pending logs, and is sent again) and starts again for the new list, over the same store: a kept name
+    /// keeps its progress, an added one receives the logs stored from now on, a removed one's logs leave.
+    private func rebuildDelivery(_ updated: Configuration, installID: UUID) {
+        delivery?.close()
+        delivery = nil
+        do {
+            let group = try DeliverySetup(loop: loop, logger: logger)
+                .makeGroup(updated, destinations: updated.namedDestinations, store: store, installID: installID,
+                           device: device, boot: boot)
+            if contextID != 0 { group.setDeviceContext(id: contextID, json: device.json()) }
+            delivery = group
+            reachability?.attach(group)
+            group.stored()
+        } catch {
+            logger.error("the new list of destinations could not be applied; nothing is sent until the next update or start",
+                         metadata: ["outbox.error": "\(error)"])
         }
     }
 
     /// What an update reached on the running engine (SPEC R8), for the tests that check that every changeable field
     /// reaches its part.
     struct Reconfiguration {
+        var destinationsRebuilt = false
         var targets: ConfigurationApplyTargets
         /// The wire made again, when a field of the wire changed.
         var wire: (any DeliveryWire)? = nil

@@ -5,7 +5,7 @@ import Logging
 /// Owned by the loop thread; tells delivery and the device context what changed.
 final class EngineReachability {
     private let loop: EventLoop
-    private weak var delivery: DeliveryDriver?
+    private weak var delivery: DeliveryGroup?
     private var watcher: ReachabilityWatcher?
     /// SPEC N2: the host's override; nil lets the watcher decide.
     private var override: Reachability?
@@ -17,7 +17,7 @@ final class EngineReachability {
     private let logger: Logger
 
     /// Starts a watcher when `watches` and the endpoint is not loopback (SPEC N1: loopback is always reachable).
-    init(loop: EventLoop, delivery: DeliveryDriver, endpoint: String, watches: Bool, logger: Logger,
+    init(loop: EventLoop, delivery: DeliveryGroup, endpoint: String, watches: Bool, logger: Logger,
          networkTypeChanged: @escaping (String) -> Void) {
         self.loop = loop
         self.delivery = delivery
@@ -76,6 +76,16 @@ final class EngineReachability {
         case .online?: delivery?.reachability(online: true)
         case .offline?: delivery?.reachability(online: false)
         case nil: delivery?.reachability(online: watcher?.state.online ?? true)
+        }
+    }
+
+    /// SPEC D18: delivery was rebuilt for a new list of destinations; it hears the network as it is now.
+    func attach(_ delivery: DeliveryGroup) {
+        self.delivery = delivery
+        switch override {
+        case .online?: delivery.reachability(online: true)
+        case .offline?: delivery.reachability(online: false)
+        case nil: delivery.reachability(online: watcher?.state.online ?? true)
         }
     }
 

@@ -19,8 +19,9 @@ extension OutboxEngine {
                 throw OutboxError.invalidConfiguration(
                     "update can change only \(Configuration.changeableFields.joined(separator: ", ")); refused: \(fixed.joined(separator: ", "))")
             }
-            guard (current.endpoint == nil) == (updated.endpoint == nil) else {
-                throw OutboxError.invalidConfiguration(current.endpoint == nil
+            // SPEC D18: a list of destinations in place of the single one (or back) still delivers.
+            guard current.namedDestinations.isEmpty == updated.namedDestinations.isEmpty else {
+                throw OutboxError.invalidConfiguration(current.namedDestinations.isEmpty
                     ? "endpoint cannot be set on an engine started without one (it only stores): start a new engine"
                     : "endpoint cannot be removed at run time: use setEnabled(false) or pause()")
             }

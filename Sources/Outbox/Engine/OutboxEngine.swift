@@ -286,7 +286,7 @@ public final class OutboxEngine: @unchecked Sendable {
     }
 
     func makeStatus() throws -> EngineStatus {
-        EngineStatus(
+        var status = EngineStatus(
             store: StoreReport(counts: try core.store.counts(), enabled: intake.isEnabled,
                                disabledReason: core.delivery?.disabledReason,
                                installID: installID.uuidString.lowercased(),
@@ -300,6 +300,16 @@ public final class OutboxEngine: @unchecked Sendable {
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.store.deadLetteredTotal,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
             probes: core.delivery?.counters.probes ?? 0, lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal)
+        // SPEC D18: each destination's figures, with what this engine delivered to it.
+        if var destinations = try StoreInspector.readDestinations(core.store.db) {
+            for member in core.delivery?.members ?? [] {
+                destinations[member.name]?.delivered = member.driver.counters.delivered
+                destinations[member.name]?.disabledReason = member.driver.disabledReason
+            }
+            status.store.destinations = destinations
+            status.store.serverRejected = destinations.values.reduce(0) { $0 + $1.serverRejected }
+        }
+        return status
     }
 
     // MARK: - Shutdown

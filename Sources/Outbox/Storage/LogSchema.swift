@@ -80,6 +80,31 @@ enum LogSchema {
             try db.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                            [.text(MetaKey.retryTimes.rawValue)])
         },
+        Migration(version: 5, name: "several destinations") { (db: Database) throws(OutboxError) in
+            // SPEC D15–D18. A store of one destination keeps these tables empty and its progress as before (a
+            // delivered log is deleted at once); with several, each destination's settled logs are stretches of seqs
+            // per priority, as leases are, so that a store pays per delivered batch, not per log. `dest` 0 is the
+            // destination named `default`: the dead letters and leases of a store written with one destination are
+            // its.
+            try db.exec("""
+                CREATE TABLE destinations (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    wire TEXT,
+                    disabled_reason TEXT,
+                    server_rejected INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE settled (
+                    dest INTEGER NOT NULL,
+                    priority INTEGER NOT NULL,
+                    first INTEGER NOT NULL,
+                    last INTEGER NOT NULL,
+                    PRIMARY KEY (dest, priority, first)
+                ) WITHOUT ROWID;
+                ALTER TABLE leases ADD COLUMN dest INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE dead_letters ADD COLUMN dest INTEGER NOT NULL DEFAULT 0;
+                """)
+        },
     ])
 
     static var version: Int { migrator.latestVersion }

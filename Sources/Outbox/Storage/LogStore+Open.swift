@@ -30,5 +30,7 @@ extension LogStore {
         // next open, though the move aside has reported it already.
         try start(try opener.replaceCorrupt(cause: cause))
         try sealIfKeyed()
+        // The fresh file knows no destination: each starts there with what is stored from now on (nothing yet).
+        if let book = destinationBook { try useDestinations(book.destinations.map(\.name)) }
     }
 }

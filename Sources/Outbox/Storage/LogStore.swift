@@ -54,6 +54,9 @@ final class LogStore {
     private(set) var ledger = StoreLedger()
     /// The caps, the soft budget and the disk's state (DiskBudget.swift).
     var disk: DiskBudget
+    /// SPEC D16–D17: each destination's progress when the engine has several (LogStore+Destinations.swift); nil with
+    /// one destination named `default`, whose delivered logs leave at once.
+    var destinationBook: DestinationBook?
     /// The boot id logs captured now carry: their age is measured on CLOCK_BOOTTIME (SPEC S4).
     var boot: Int64 = BootID.current
 
@@ -94,7 +97,18 @@ final class LogStore {
 
     /// Applies `change` to the ledger: what a transaction of the store's did once it committed (StoreLedger.swift). The
     /// only way the ledger changes; called by the store's own files (`Storage/`), never by its users, which read it.
-    func record(_ change: StoreLedger.Change) { ledger.apply(change) }
+    func record(_ change: StoreLedger.Change) {
+        ledger.apply(change)
+        guard destinationBook != nil else { return }
+        switch change {
+        case .appended(let stored, _, _): destinationBook?.appended(stored)
+        case .claimed, .completed, .completedSeqs, .released, .releasedSeqs, .deadLettered, .deadLetteredFor, .lostAtOpen,
+             .diskFull, .retriedFull, .recounted: break
+        case .expired(let count, _) where count == 0: break
+        case .opened, .deletedAll: destinationBook?.reset()
+        case .expired, .evicted, .requeued, .unreadable: destinationBook?.forgetPending()
+        }
+    }
 
     /// Opens (creating if needed) the store at `path` and takes its lock. See the type's documentation.
     init(path: String, limits: StoreLimits, clock: any OutboxClock, logger: Logger) throws(OutboxError) {

@@ -43,12 +43,13 @@ enum StoreInspector {
     /// Opens the store at `path` read-only — without its lock, without recovery, migration or expiry — and
     /// reads its counts and meta, for `outbox status` while an engine runs (SPEC X4).
     /// SPEC K1: a sealed store needs its key here too (`storeKeyInvalid` without it, or with another).
-    static func inspect(path: String, key: StoreKey? = nil) throws(OutboxError) -> (counts: StoreCounts, meta: [MetaKey: String]) {
+    static func inspect(path: String, key: StoreKey? = nil)
+        throws(OutboxError) -> (counts: StoreCounts, meta: [MetaKey: String], destinations: [String: DestinationReport]?) {
         let db = try openReadOnly(path: path)
         defer { db.close() }
         _ = try StoreKeyCheck.keys(db, key: key, path: path)
         let counts = try readCounts(db)
-        return (counts, try MetaTable(db: db).all())
+        return (counts, try MetaTable(db: db).all(), try readDestinations(db))
     }
 
     /// What the file holds, read through the tables; a store of an older schema version (one an older engine wrote,
@@ -58,7 +59,10 @@ enum StoreInspector {
             var counts = StoreCounts()
             let logs = LogsTable(db: db, keys: nil)
             let total = try logs.count()
-            let inFlightSQL = LegacySchema.countInFlight(version: try db.userVersion) ?? LogsTable.countInFlight
+            let version = try db.userVersion
+            var inFlightSQL = LegacySchema.countInFlight(version: version) ?? LogsTable.countInFlight
+            // SPEC D18: with several destinations two may hold one log in flight; the total counts it once.
+            if version >= 5, try db.int64("SELECT count(*) FROM destinations") ?? 0 > 0 { inFlightSQL = LogsTable.countInFlightOnce }
             let split = try logs.splitByState(total: total, inFlightSQL: inFlightSQL)
             counts.inFlight = split.inFlight
             counts.pendingCritical = split.pendingCritical
@@ -67,6 +71,47 @@ enum StoreInspector {
             counts.oldestWallMs = try logs.oldestWallMs()
             counts.deadLetters = try DeadLettersTable(db: db, keys: nil).count()
             return counts
+        }
+    }
+}
+
+extension StoreInspector {
+    /// SPEC D18: each destination's figures, by name, when the store has a list (nil for one destination named
+    /// `default`, whose figures are the totals): logs it has still to send (`pending`, by the logs it has not settled
+    /// nor holds in flight), in flight, its dead letters, what servers refused inside accepted requests, and why its
+    /// sending is disabled.
+    static func readDestinations(_ db: Database) throws(OutboxError) -> [String: DestinationReport]? {
+        guard try db.userVersion >= 5 else { return nil }
+        let table = DestinationsTable(db: db)
+        return try db.transaction(.deferred) { () throws(OutboxError) -> [String: DestinationReport]? in
+            let rows = try table.all()
+            guard !rows.isEmpty else { return nil }
+            let total = try LogsTable(db: db, keys: nil).count()
+            let settled = try table.settled()
+            var leased: [Int64: SeqStretches] = [:]
+            let select = try db.cachedStatement("SELECT dest, priority, first, last FROM leases")
+            defer { select.reset() }
+            while try select.step() {
+                leased[select.int64(at: 0), default: SeqStretches()].insert(select.int64(at: 2)...select.int64(at: 3),
+                                                                             Priority(rawValue: select.int(at: 1)) ?? .normal)
+            }
+            var reports: [String: DestinationReport] = [:]
+            for row in rows {
+                func count(_ stretches: SeqStretches?) throws(OutboxError) -> Int {
+                    guard let stretches else { return 0 }
+                    var sum = 0
+                    for priority in Priority.allCases {
+                        for range in stretches.ranges(priority) { sum += try table.count(priority, in: range) }
+                    }
+                    return sum
+                }
+                let inFlight = try count(leased[row.id])
+                let letters = Int(try db.int64("SELECT count(*) FROM dead_letters WHERE dest = ?", [.integer(row.id)]) ?? 0)
+                reports[row.name] = DestinationReport(pending: max(0, total - (try count(settled[row.id])) - inFlight), inFlight: inFlight,
+                                                      deadLetters: letters, serverRejected: row.serverRejected,
+                                                      disabledReason: row.disabledReason, wire: row.wire)
+            }
+            return reports
         }
     }
 }

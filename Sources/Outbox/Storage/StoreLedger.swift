@@ -79,6 +79,9 @@ struct StoreLedger: Sendable, Equatable {
         case evicted(count: Int)
         /// R2: logs moved to the dead letters, and letters dropped for the table's cap.
         case deadLettered(moved: Int, dropped: Int)
+        /// R2 for one of several destinations: logs copied to its dead letters (the log stays while another destination
+        /// has not settled it; it leaves, counted by `.completedSeqs`, once every one has).
+        case deadLetteredFor(moved: Int)
         /// R2: dead letters back in the queue as pending logs, seqs up to `nextSeq - 1`, the oldest captured at
         /// `oldestWallMs` (they carry no boot id: they age on the wall clock, S4).
         case requeued(count: Int, nextSeq: Int64, oldestWallMs: Int64?)
@@ -152,6 +155,8 @@ struct StoreLedger: Sendable, Equatable {
             pending = nil
             totals.deadLettered += moved
             totals.deadLettersDropped += dropped
+        case .deadLetteredFor(let moved):
+            totals.deadLettered += moved
         case .requeued(let count, let nextSeq, let oldestWallMs):
             self.nextSeq = nextSeq
             logCount += count

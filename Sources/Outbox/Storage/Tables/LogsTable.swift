@@ -79,6 +79,12 @@ struct LogsTable {
         JOIN logs ON logs.seq BETWEEN leases.first AND leases.last AND logs.priority = leases.priority
         """
 
+    /// `countInFlight` counting each log once, however many destinations' leases hold it (SPEC D18).
+    static let countInFlightOnce = """
+        SELECT count(*), coalesce(sum(logs.priority = 1), 0) FROM logs WHERE EXISTS (SELECT 1 FROM leases
+        WHERE logs.seq BETWEEN leases.first AND leases.last AND logs.priority = leases.priority)
+        """
+
     // MARK: Writing
 
     /// Inserts `logs[i]` for each `i` of `indices`, in that order, with seqs from `firstSeq` on; returns the seq after
