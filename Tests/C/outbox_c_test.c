@@ -578,7 +578,7 @@ static void test_sealed_store(void) {
 static int error_names(const char *word) { return strstr(outbox_last_error(), word) != NULL; }
 
 /* SPEC D15: "destinations", an array of named destinations, each with its wire's own keys: two open; a name given
-   twice, and a key no destination takes, are refused with OUTBOX_ECONFIG naming them. */
+   twice, a key no destination takes and a key of another wire are refused with OUTBOX_ECONFIG naming them. */
 static void test_destinations(void) {
     char path[512], config[1024];
     store_path(path, sizeof path, "destinations");
@@ -611,6 +611,13 @@ static void test_destinations(void) {
           "open: a key no destination takes, named: %s", outbox_last_error());
     CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a key no destination takes is OUTBOX_ECONFIG (%d)",
           outbox_last_error_code());
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":["
+             "{\"name\":\"ops\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:9\",\"apiKey\":\"phc_k\"}]}",
+             path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("'destinations[0].apiKey' belongs to the posthog destination"),
+          "open: a destination's key of another wire, named: %s", outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a key of another wire is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
     snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destinations\":[{\"name\":\"ops\",\"headers\":{\"X-A\":1}}]}", path);
     CHECK(outbox_open(config, NULL) == NULL && error_names("destinations[0].headers"),
           "open: a destination's value of the wrong type, named: %s", outbox_last_error());

@@ -75,7 +75,8 @@ test('destinations and their keys', (t) => {
 });
 
 // SPEC D15: the Engine class passes a `destinations` array through: two open and take events; a name given twice,
-// and the list beside the single destination's endpoint, are refused with ECONFIG naming them.
+// the list beside the single destination's endpoint, a key no destination takes and a key of another wire are
+// refused with ECONFIG naming them.
 test('several destinations from one store', (t) => {
   const api = require(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
   const store = temporaryStore(t);
@@ -92,6 +93,8 @@ test('several destinations from one store', (t) => {
     (error) => error.code === ECONFIG && error.message.includes('together with the single destination'));
   assert.throws(() => api.open({ storePath: other, destinations: [{ ...ops, batchSize: 5 }] }),
     (error) => error.code === ECONFIG && error.message.includes('destinations[0].batchSize'));
+  assert.throws(() => api.open({ storePath: other, destinations: [product, { ...ops, writeKey: 'wk' }] }),
+    (error) => error.code === ECONFIG && error.message.includes("'destinations[1].writeKey' belongs to the segment destination"));
 });
 
 // SPEC E5: the whole model from Node through outbox.js, on Node's own loop, read back from the mock's /_mock/logs.
