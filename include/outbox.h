@@ -92,6 +92,10 @@ typedef struct outbox_engine outbox_engine;
  *   "sessionTimeoutMs"                    "sessionTracking" ("automatic" or "manual")
  *   "tracksAppLifecycle" (boolean)        "testingAllowsValuesBelowBounds" (boolean)
  *   "logLevel" ("trace", "debug", "info", "notice", "warning" (default), "error", "critical")
+ *   "destinations" (SPEC D15: several destinations from one store, an array of objects, each "name" ([a-z0-9_-],
+ *     1-32 characters, unique also once '-' is read as '_'; the first may go without: "default") and that
+ *     destination's own keys: "destination", "endpoint", its credentials, "headers", "otlpEncoding",
+ *     "segmentProfile", the TLS keys; not beside the single destination's keys)
  * Durations are integers of milliseconds, sizes integers of bytes. An unknown key is refused by name.
  *
  * uv_loop: NULL runs the engine on a thread of its own ("outbox-loop"). A `uv_loop_t *` runs it on that loop:

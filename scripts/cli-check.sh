@@ -8,7 +8,8 @@
 #    the 40 events stay stored;
 # 3. with that certificate as --ca-file, all 40 are delivered;
 # 4. `outbox fleet` (SPEC F1–F2): a small fleet against its in-process mock loses nothing (exit 0), and against nginx,
-#    which is no outbox-mock, reports "lost": null with exit 2.
+#    which is no outbox-mock, reports "lost": null with exit 2;
+# 5. D15: `emit --to` beside `--endpoint` is refused (exit 64) naming both, and nothing is stored.
 # The server is Debian's nginx on 127.0.0.1 with a fresh self-signed certificate, as in the transport tests.
 # Skipped, saying why, without python3, openssl or nginx.
 set -euo pipefail
@@ -104,6 +105,15 @@ chmod 640 "$work/store.key"
 grep -q "chmod 600" "$work/mode.err" || fail "a group-readable key file: $(cat "$work/mode.err")"
 chmod 600 "$work/store.key"
 echo "cli-check: ok: sealed stores (--store-key-file on emit, status, dead-letters)"
+
+# D15: several destinations go in --to alone; beside the single destination's --endpoint, a usage error naming both.
+status=0
+"$cli" emit --store "$work/to.sqlite" --count 1 --to "ops=otlp,endpoint=http://127.0.0.1:$plain" \
+    --endpoint "http://127.0.0.1:$plain" 2>"$work/to.err" || status=$?
+[ "$status" = 64 ] || fail "--to beside --endpoint: exit $status, $(cat "$work/to.err")"
+grep -q -- "--to and --endpoint do not go together" "$work/to.err" || fail "--to beside --endpoint: $(cat "$work/to.err")"
+[ ! -e "$work/to.sqlite" ] || fail "--to beside --endpoint created the store"
+echo "cli-check: ok: --to beside --endpoint is refused"
 
 fleet() { "$cli" fleet --devices 3 --events 20 --testing --interval 0.1 --retry-intervals 0.1 --timeout 30 "$@"; }
 status=0; json=$(fleet) || status=$?

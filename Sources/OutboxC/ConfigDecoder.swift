@@ -41,12 +41,14 @@ enum ConfigDecoder {
         destination.spec.fields.compactMap { field in Configuration.schema.first { $0.name == field }?.cKey }.map { ($0, [destination]) }
     }, uniquingKeysWith: +)
 
-    /// Refuses a key of another destination than the one `members` choose (App Center when none is named).
-    static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination) throws(CFailure) {
+    /// Refuses a key of another destination than the one `members` choose (App Center when none is named); `place`
+    /// is where `members` are (`destinations[1].`, SPEC D15), before each key named.
+    static func checkDestinationKeys(_ members: [(key: String, value: JSONValue)], destination: Destination,
+                                     place: String = "") throws(CFailure) {
         for member in members {
             if let owners = destinationKeys[member.key], !owners.contains(destination) {
                 let named = owners.map { "the \($0) destination" }.joined(separator: " and ")
-                throw CFailure(code: configError, message: "configuration key '\(member.key)' belongs to \(named), not to \(destination)")
+                throw CFailure(code: configError, message: "configuration key '\(place)\(member.key)' belongs to \(named), not to \(destination)")
             }
         }
     }
@@ -70,6 +72,13 @@ enum ConfigDecoder {
             }
         }
         try checkDestinationKeys(members, destination: configuration.destination)
+        // SPEC D15: each destination of the list likewise, by its own wire.
+        if let list = members.first(where: { $0.key == "destinations" }), case .array(let elements) = list.value {
+            for (index, (element, named)) in zip(elements, configuration.destinations).enumerated() {
+                guard case .object(let keys) = element else { continue }
+                try checkDestinationKeys(keys, destination: named.destination, place: "destinations[\(index)].")
+            }
+        }
         return (configuration, level)
     }
 

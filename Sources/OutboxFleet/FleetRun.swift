@@ -50,7 +50,13 @@ package struct FleetRun {
         // The plan.
         var template = options.template
         // Sensors' endpoint is a whole URL with its project: the in-process mock's gets one.
-        template.endpoint = options.endpoint ?? template.destination.spec.endpointAtBase.map { $0(target) } ?? target
+        if template.destinations.isEmpty {
+            template.endpoint = options.endpoint ?? template.destination.spec.endpointAtBase.map { $0(target) } ?? target
+        }
+        // SPEC D15: a destination of the list that names no endpoint sends to the run's server.
+        for index in template.destinations.indices where template.destinations[index].endpoint == nil {
+            template.destinations[index].endpoint = template.destinations[index].destination.spec.endpointAtBase.map { $0(target) } ?? target
+        }
         template.storePath = base
         do {
             try template.validate()

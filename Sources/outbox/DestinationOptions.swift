@@ -8,11 +8,12 @@ import Outbox
 struct DestinationOptions: ParsableArguments {
     /// Read by `Destination(name:)` rather than argument-parser's own `ExpressibleByArgument` parse: its refusal lists
     /// the destinations in the engine's words, as the C configuration's does.
-    @Option(help: ArgumentHelp("Where to deliver: \(Destination.allCases.map(\.name).joined(separator: ", ")) (default appcenter).",
+    @Option(name: .customLong("destination"),
+            help: ArgumentHelp("Where to deliver: \(Destination.allCases.map(\.name).joined(separator: ", ")) (default appcenter).",
                                valueName: "name"),
             completion: .list(Destination.allCases.map(\.name)),
             transform: { name in try DestinationOptions.destination(named: name) })
-    var destination: Destination = .appCenter
+    var chosen: Destination?
     @Option(name: .customLong("header"), help: ArgumentHelp("A header for every request, 'Name: value' (repeatable).",
                                                              valueName: "header"))
     var headers: [String] = []
@@ -50,6 +51,14 @@ struct DestinationOptions: ParsableArguments {
     @Option(help: ArgumentHelp("A file holding GA4's Measurement Protocol API secret (or OUTBOX_API_SECRET).", valueName: "path"))
     var apiSecretFile: String?
 
+    /// The name of the `--to` destination these options read (docs/BEHAVIOUR.md D15), or nil for the single
+    /// destination's flags: it names the environment variables of its credentials (`OUTBOX_<NAME>_API_KEY`), and the
+    /// single destination's variables (`OUTBOX_API_KEY`, `OTEL_EXPORTER_OTLP_*`) are not read for it.
+    var named: String? = nil
+
+    /// `--destination`, else App Center's wire.
+    var destination: Destination { chosen ?? .appCenter }
+
     static let apiKeySecret = SecretOption.apiKey
     static let writeKeySecret = SecretOption.writeKey
 
@@ -69,6 +78,12 @@ struct DestinationOptions: ParsableArguments {
          ("apiSecret", "--api-secret-file", apiSecretFile != nil)]
     }
 
+    /// The flags given, `--destination` first: `--to` refuses them, each destination's fields going inside it.
+    var givenFlags: [String] {
+        (chosen != nil ? ["--destination"] : []) + (headers.isEmpty ? [] : ["--header"]) + (headerFile != nil ? ["--header-file"] : [])
+            + fieldFlags.filter(\.given).map(\.flag)
+    }
+
     func validate() throws {
         _ = try parsedHeaders()
         _ = try parsedOTLPEncoding()
@@ -84,9 +99,9 @@ struct DestinationOptions: ParsableArguments {
             // A new wire's secret goes in a file or the environment only: a flag's value shows in ps.
             throw ValidationError("--api-key is not taken for --destination amplitude: give --api-key-file or OUTBOX_API_KEY")
         }
-        _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile)
-        _ = try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
-        _ = try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile)
+        _ = try Self.apiKeySecret.resolve(value: apiKey, file: apiKeyFile, destination: named)
+        _ = try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile, destination: named)
+        _ = try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile, destination: named)
         _ = try parsedSegmentProfile()
         if destination == .mixpanel {
             if let projectId, projectId <= 0 { throw ValidationError("--project-id must be a positive number, got \(projectId)") }
@@ -110,6 +125,10 @@ struct DestinationOptions: ParsableArguments {
     /// its flag, file or environment. The default destination is chosen by `--endpoint` alone, so that names it.
     func checkCredential(endpoint: String?, resolved: (SecretOption) throws -> String?) throws {
         guard endpoint != nil, let secret = requiredSecret, try resolved(secret) == nil else { return }
+        if let named {
+            // D15: a destination of `--to` takes its credentials from a file or its own variable only.
+            throw ValidationError("\(destination) needs \(secret.flag.dropFirst(2))-file=PATH or \(secret.environment(destination: named))")
+        }
         let chooser = destination == Configuration(storePath: "").destination ? "--endpoint" : "--destination \(destination)"
         let plain = Self.filesOnly.contains(destination) ? "" : "\(secret.flag), "
         throw ValidationError("\(chooser) needs \(plain)\(secret.flag)-file or \(secret.environment)")
@@ -146,14 +165,14 @@ struct DestinationOptions: ParsableArguments {
     /// (the whole URL, `/v1/logs` included: the engine uses an endpoint ending in its wire's path as it is) or
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` (the base, which gets `/v1/logs`).
     func environmentEndpoint() -> String? {
-        guard destination == .otlp else { return nil }
+        guard destination == .otlp, named == nil else { return nil }
         return Self.environment("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT") ?? Self.environment("OTEL_EXPORTER_OTLP_ENDPOINT")
     }
 
     /// SPEC D1: for OTLP without `--header` or `--header-file`, `OTEL_EXPORTER_OTLP_LOGS_HEADERS` or
     /// `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-encoded (W3C Baggage).
     func environmentHeaders() throws -> [HeaderField] {
-        guard destination == .otlp, headers.isEmpty, headerFile == nil else { return [] }
+        guard destination == .otlp, named == nil, headers.isEmpty, headerFile == nil else { return [] }
         let variable = Self.environment("OTEL_EXPORTER_OTLP_LOGS_HEADERS") != nil ? "OTEL_EXPORTER_OTLP_LOGS_HEADERS" : "OTEL_EXPORTER_OTLP_HEADERS"
         guard let text = Self.environment(variable) else { return [] }
         var fields: [HeaderField] = []
@@ -210,14 +229,14 @@ struct DestinationOptions: ParsableArguments {
     /// The Segment write key given by flag, file or environment (`OUTBOX_WRITE_KEY`), else nil.
     func resolvedWriteKey() throws -> String? {
         guard destination == .segment else { return nil }
-        return try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile)
+        return try Self.writeKeySecret.resolve(value: writeKey, file: writeKeyFile, destination: named)
     }
 
     /// The PostHog key given by flag, file or environment (`OUTBOX_API_KEY`), else nil; Amplitude's by file or
     /// environment.
     func resolvedAPIKey() throws -> String? {
         guard destination == .posthog || destination == .amplitude else { return nil }
-        return try Self.apiKeySecret.resolve(value: destination == .amplitude ? nil : apiKey, file: apiKeyFile)
+        return try Self.apiKeySecret.resolve(value: destination == .amplitude ? nil : apiKey, file: apiKeyFile, destination: named)
     }
 
     /// The destinations whose secrets are given by file or environment only (a flag's value shows in ps).
@@ -227,8 +246,8 @@ struct DestinationOptions: ParsableArguments {
     func resolved(_ secret: SecretOption) throws -> String? {
         guard destination == .mixpanel else { return nil }
         switch secret {
-        case .projectToken: return try secret.resolve(value: nil, file: projectTokenFile)
-        case .serviceAccountSecret: return try secret.resolve(value: nil, file: serviceAccountSecretFile)
+        case .projectToken: return try secret.resolve(value: nil, file: projectTokenFile, destination: named)
+        case .serviceAccountSecret: return try secret.resolve(value: nil, file: serviceAccountSecretFile, destination: named)
         default: return nil
         }
     }
@@ -236,7 +255,19 @@ struct DestinationOptions: ParsableArguments {
     /// GA4's API secret given by file or environment (`OUTBOX_API_SECRET`), else nil.
     func resolvedAPISecret() throws -> String? {
         guard destination == .ga4 else { return nil }
-        return try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile)
+        return try SecretOption.apiSecret.resolve(value: nil, file: apiSecretFile, destination: named)
+    }
+
+    /// The destination's credential `secret`, however given, else nil; App Center's app secret is `appSecret`'s (it is
+    /// `emit`'s and `fleet`'s flag, or a `--to` item).
+    func resolvedCredential(_ secret: SecretOption, appSecret: () throws -> String?) throws -> String? {
+        switch secret {
+        case .appSecret: try appSecret()
+        case .apiKey: try resolvedAPIKey()
+        case .writeKey: try resolvedWriteKey()
+        case .projectToken, .serviceAccountSecret: try resolved(secret)
+        case .apiSecret: try resolvedAPISecret()
+        }
     }
 
     /// The destination's fields into `configuration`; `testKeys` stands in for a key not given (the demo's and the
@@ -269,7 +300,7 @@ struct DestinationOptions: ParsableArguments {
     }
 
     /// An engine's error without its "invalid configuration: " prefix.
-    private static func message(_ error: any Error) -> String {
+    static func message(_ error: any Error) -> String {
         if case OutboxError.invalidConfiguration(let text) = error { return text }
         return "\(error)"
     }

@@ -37,6 +37,7 @@ struct Emit: ParsableCommand {
         "Testing only: a file holding a wall-clock offset in milliseconds (an integer, may be negative), re-read every 100 ms and added to the engine's wall clock (not to its boot clock). Also OUTBOX_TESTING_CLOCK_OFFSET_FILE.",
         valueName: "path")) var testingClockOffsetFile: String?
     @OptionGroup var destination: DestinationOptions
+    @OptionGroup var to: ToOptions
     @OptionGroup var storeKey: StoreKeyOption
     @Option(help: ArgumentHelp(
         "Rotate the store's key to the key in this file once started (SPEC K1, R8); emit ends when the rotation has.",
@@ -56,15 +57,12 @@ struct Emit: ParsableCommand {
             throw ValidationError("--payload-bytes must be at most \(Self.maxPayloadBytes) (what one event carries: 19 properties of 125 characters, SPEC T3), got \(payloadBytes)")
         }
         if let rate, !(rate > 0) { throw ValidationError("--rate must be a positive number of events per second") }
-        if waitDelivered && resolvedEndpoint == nil { throw ValidationError("--wait-delivered needs --endpoint") }
+        // SPEC D15: several destinations go in `--to` alone, each with its endpoint and credentials.
+        try to.refuseBeside(destination, tls, endpoint: endpoint, appSecret: appSecret, appSecretFile: appSecretFile)
+        if !to.isEmpty { _ = try to.destinations() }
+        if waitDelivered && resolvedEndpoint == nil && to.isEmpty { throw ValidationError("--wait-delivered needs --endpoint or --to") }
         try destination.checkCredential(endpoint: resolvedEndpoint) { secret in
-            switch secret {
-            case .appSecret: try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile)
-            case .apiKey: try destination.resolvedAPIKey()
-            case .writeKey: try destination.resolvedWriteKey()
-            case .projectToken, .serviceAccountSecret: try destination.resolved(secret)
-            case .apiSecret: try destination.resolvedAPISecret()
-            }
+            try destination.resolvedCredential(secret) { try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) }
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive, got \(timeout)") }
         _ = try Self.duration(seconds: timeout, option: "--timeout")
@@ -122,12 +120,16 @@ struct Emit: ParsableCommand {
         // Only the N events go into the store (no startSession log, SPEC A2): tracked = delivered + pending + ….
         configuration.sessionTracking = .manual
         if let maxStorageBytes { configuration.maxStorageSize = maxStorageBytes }
-        configuration.endpoint = resolvedEndpoint
-        configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
         configuration.storeKey = try storeKey.key()
-        tls.apply(to: &configuration)
         app.apply(to: &configuration)
-        try destination.apply(to: &configuration)
+        if to.isEmpty {
+            configuration.endpoint = resolvedEndpoint
+            configuration.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? ""
+            tls.apply(to: &configuration)
+            try destination.apply(to: &configuration)
+        } else {
+            configuration.destinations = try to.destinations()
+        }
         if let batchSize { configuration.batchSize = batchSize }
         if let interval {
             configuration.transmissionInterval = .milliseconds(try BoundedFlag.interval.value(interval, testing: testing))

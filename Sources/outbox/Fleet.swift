@@ -41,6 +41,7 @@ struct Fleet: ParsableCommand {
     @Option(help: "Seconds the fleet waits for delivery once tracking ended; what is left counts as pending.")
     var timeout: Double = 600
     @OptionGroup var destination: DestinationOptions
+    @OptionGroup var to: ToOptions
     @OptionGroup var tls: TLSOptions
     @OptionGroup var app: AppIdentityOptions
     @OptionGroup var storeKey: StoreKeyOption
@@ -64,6 +65,9 @@ struct Fleet: ParsableCommand {
         if endpoint != nil && scenario != nil {
             throw ValidationError("--scenario configures the in-process mock; give an external mock its scenario with PUT /_mock/scenario")
         }
+        // SPEC D15: several destinations go in `--to` alone; one without endpoint= sends to the run's mock.
+        try to.refuseBeside(destination, tls, endpoint: endpoint, appSecret: appSecret, appSecretFile: appSecretFile)
+        _ = try toDestinations()
         try DestinationOptions.checkEndpoint(endpoint)
         try destination.checkFields(endpoint: endpoint)
         for url in accountingEndpoints where !url.lowercased().hasPrefix("http://") {
@@ -74,6 +78,12 @@ struct Fleet: ParsableCommand {
             throw ValidationError("--metrics-port takes a TCP port from 0 to 65535, got \(metricsPort)")
         }
         guard deviceOffset >= 0 else { throw ValidationError("--device-offset must be 0 or more, got \(deviceOffset)") }
+    }
+
+    /// SPEC D15: every device's destinations, the same list; a credential not given is a test one, as with
+    /// `--destination` (the fleet's mock takes any).
+    func toDestinations() throws -> [NamedDestination] {
+        try to.destinations(endpointRequired: false, testKeys: true, testAppSecret: Self.testSecret)
     }
 
     func parsedRetryIntervals() throws -> [Duration]? {
@@ -99,7 +109,8 @@ struct Fleet: ParsableCommand {
         options.metricsPort = metricsPort
         options.deviceOffset = deviceOffset
         options.timeout = timeout
-        options.destination = destination.destination
+        // The wire the accounting reads: with `--to`, the first destination's.
+        options.destination = options.template.destinations.first?.destination ?? destination.destination
         let run = FleetRun(options: options, logger: logger)
         let code: Int32
         do {
@@ -117,11 +128,15 @@ struct Fleet: ParsableCommand {
     func deviceTemplate(logger: Logger) throws -> Configuration {
         var template = Configuration(storePath: "")
         template.logger = logger
-        template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
         template.appVersion = "fleet"
         app.apply(to: &template)
-        tls.apply(to: &template)
-        try destination.apply(to: &template, testKeys: true)
+        if to.isEmpty {
+            template.appSecret = try SecretOption.appSecret.resolve(value: appSecret, file: appSecretFile) ?? Self.testSecret
+            tls.apply(to: &template)
+            try destination.apply(to: &template, testKeys: true)
+        } else {
+            template.destinations = try toDestinations()
+        }
         // SPEC K1: every device's store sealed with the one key.
         template.storeKey = try storeKey.key()
         template.testingAllowsValuesBelowBounds = testing

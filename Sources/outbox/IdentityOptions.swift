@@ -12,6 +12,12 @@ struct TLSOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Pins of the server's public key, curl's form: sha256//BASE64[;sha256//…] (SPEC K2).", valueName: "pins"))
     var pinnedPublicKey: String?
 
+    /// The flags given: `--to` refuses them, each destination's TLS going inside it (SPEC D15).
+    var givenFlags: [String] {
+        [("--ca-file", caFile), ("--client-certificate", clientCertificate), ("--client-key", clientKey),
+         ("--pinned-public-key", pinnedPublicKey)].filter { $0.1 != nil }.map(\.0)
+    }
+
     func apply(to configuration: inout Configuration) {
         configuration.caFile = caFile
         configuration.clientCertificate = clientCertificate

@@ -45,16 +45,26 @@ enum SecretOption: CaseIterable, Sendable {
         }
     }
 
-    /// `OUTBOX_APP_SECRET`.
-    var environment: String {
+    /// `APP_SECRET`: the credential's part of its environment variable's name.
+    var credential: String {
         switch self {
-        case .appSecret: "OUTBOX_APP_SECRET"
-        case .apiKey: "OUTBOX_API_KEY"
-        case .writeKey: "OUTBOX_WRITE_KEY"
-        case .projectToken: "OUTBOX_PROJECT_TOKEN"
-        case .serviceAccountSecret: "OUTBOX_SERVICE_ACCOUNT_SECRET"
-        case .apiSecret: "OUTBOX_API_SECRET"
+        case .appSecret: "APP_SECRET"
+        case .apiKey: "API_KEY"
+        case .writeKey: "WRITE_KEY"
+        case .projectToken: "PROJECT_TOKEN"
+        case .serviceAccountSecret: "SERVICE_ACCOUNT_SECRET"
+        case .apiSecret: "API_SECRET"
         }
+    }
+
+    /// `OUTBOX_APP_SECRET`.
+    var environment: String { environment(destination: nil) }
+
+    /// The single destination's `OUTBOX_APP_SECRET`; for the destination `ops-eu` of `--to` (docs/BEHAVIOUR.md D15),
+    /// `OUTBOX_OPS_EU_APP_SECRET`: its name upper-cased, `-` read as `_`.
+    func environment(destination name: String?) -> String {
+        guard let name else { return "OUTBOX_\(credential)" }
+        return "OUTBOX_\(String(name.uppercased().map { $0 == "-" ? "_" : $0 }))_\(credential)"
     }
 
     /// Whether `flag` itself takes the secret; a secret of a newer wire has only its file and environment forms.
@@ -82,6 +92,9 @@ enum SecretOption: CaseIterable, Sendable {
             let (name, value) = argument.hasPrefix("--") ? split(argument) : (argument, nil)
             if secretFlags.contains(name) {
                 if value != nil { out.append(name + "=***") } else { out.append(argument); hideNext = { _ in "***" } }
+            } else if name == "--to" {
+                // SPEC D15: a destination's headers and endpoint inside its `--to`.
+                if let value { out.append(name + "=" + ToOptions.redacted(value)) } else { out.append(argument); hideNext = ToOptions.redacted }
             } else if headerFlags.contains(name) {
                 if let value { out.append(name + "=" + headerHidden(value)) } else { out.append(argument); hideNext = headerHidden }
             } else {
@@ -106,7 +119,8 @@ enum SecretOption: CaseIterable, Sendable {
     /// The secret: the flag's value, else the file's content (one final newline dropped), else the environment
     /// variable's; nil when none is given. Two forms at once, an empty secret or an unreadable file are usage errors
     /// that name the flag, never the secret.
-    func resolve(value: String?, file: String?) throws -> String? {
+    /// `destination` is the name of a `--to` destination, whose variable is its own (`environment(destination:)`).
+    func resolve(value: String?, file: String?, destination: String? = nil) throws -> String? {
         if value != nil && file != nil {
             throw ValidationError("give \(flag) or \(flag)-file, not both")
         }
@@ -121,7 +135,7 @@ enum SecretOption: CaseIterable, Sendable {
             guard !text.isEmpty else { throw ValidationError("\(flag)-file \(file) is empty") }
             return text
         }
-        if let raw = getenv(environment), raw[0] != 0 { return String(cString: raw) }
+        if let raw = getenv(environment(destination: destination)), raw[0] != 0 { return String(cString: raw) }
         return nil
     }
 

@@ -577,6 +577,54 @@ static void test_sealed_store(void) {
 
 static int error_names(const char *word) { return strstr(outbox_last_error(), word) != NULL; }
 
+/* SPEC D15: "destinations", an array of named destinations, each with its wire's own keys: two open; a name given
+   twice, a key no destination takes and a key of another wire are refused with OUTBOX_ECONFIG naming them. */
+static void test_destinations(void) {
+    char path[512], config[1024];
+    store_path(path, sizeof path, "destinations");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":["
+             "{\"name\":\"ops\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:9\",\"otlpEncoding\":\"json\","
+             "\"headers\":{\"X-Tenant\":\"t1\"}},"
+             "{\"name\":\"product\",\"destination\":\"posthog\",\"endpoint\":\"http://127.0.0.1:9\",\"apiKey\":\"phc_k\"}]}",
+             path);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open with two destinations: %s", outbox_last_error());
+    if (e) {
+        CHECK(outbox_track(e, "two", NULL, OUTBOX_CRITICAL) == 0, "track with two destinations: %s", outbox_last_error());
+        CHECK(outbox_close(e, 0) == 0, "close with two destinations");
+        outbox_free(e);
+    }
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":["
+             "{\"name\":\"ops\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:9\"},"
+             "{\"name\":\"ops\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:10\"}]}",
+             path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("'ops' twice"), "open: a destination's name twice: %s",
+          outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a name twice is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":["
+             "{\"name\":\"ops\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:9\",\"batchSize\":5}]}",
+             path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("destinations[0].batchSize"),
+          "open: a key no destination takes, named: %s", outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a key no destination takes is OUTBOX_ECONFIG (%d)",
+          outbox_last_error_code());
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":["
+             "{\"name\":\"ops\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:9\",\"apiKey\":\"phc_k\"}]}",
+             path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("'destinations[0].apiKey' belongs to the posthog destination"),
+          "open: a destination's key of another wire, named: %s", outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a key of another wire is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"destinations\":[{\"name\":\"ops\",\"headers\":{\"X-A\":1}}]}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("destinations[0].headers"),
+          "open: a destination's value of the wrong type, named: %s", outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_EINVAL, "open: a destination's value of the wrong type is OUTBOX_EINVAL (%d)",
+          outbox_last_error_code());
+}
+
 static void *fresh_thread_error(void *arg) {
     const char **out = arg;
     *out = outbox_last_error();
@@ -934,6 +982,7 @@ int main(int argc, char **argv) {
     outbox_set_log_handler(on_log, NULL);
 
     test_bad_input();
+    test_destinations();
     test_close_from_the_log_handler();
     test_host_loop();
     test_host_loop_dispatch_commits_first();

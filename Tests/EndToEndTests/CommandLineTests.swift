@@ -4,11 +4,14 @@ import OutboxMock
 import OutboxTestSupport
 import Testing
 
-/// Runs a command to completion and returns its exit status and standard error.
-private func runCapturingErrors(_ executable: String, _ arguments: [String]) throws -> (status: Int32, errors: String) {
+/// Runs a command to completion and returns its exit status and standard error; `environment`, when given, is the
+/// command's whole environment.
+func runCapturingErrors(_ executable: String, _ arguments: [String],
+                        environment: [String: String]? = nil) throws -> (status: Int32, errors: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    if let environment { process.environment = environment }
     let pipe = Pipe()
     process.standardOutput = FileHandle.nullDevice
     process.standardError = pipe

@@ -74,6 +74,29 @@ test('destinations and their keys', (t) => {
     (error) => error.code === ECONFIG && error.message.includes('segment or rudderstack'));
 });
 
+// SPEC D15: the Engine class passes a `destinations` array through: two open and take events; a name given twice,
+// the list beside the single destination's endpoint, a key no destination takes and a key of another wire are
+// refused with ECONFIG naming them.
+test('several destinations from one store', (t) => {
+  const api = require(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
+  const store = temporaryStore(t);
+  const ops = { name: 'ops', destination: 'otlp', endpoint: 'http://127.0.0.1:9', otlpEncoding: 'json' };
+  const product = { name: 'product', destination: 'posthog', endpoint: 'http://127.0.0.1:9', apiKey: 'phc_k' };
+  const engine = api.open({ storePath: store, sessionTracking: 'manual', dispatchIntervalMs: 0, destinations: [ops, product] });
+  t.after(() => { engine.close(0); engine.free(); });
+  engine.track('two-destinations', { i: 1 }, { critical: true });
+  assert.strictEqual(engine.status().pending_critical, 1);
+  const other = path.join(path.dirname(store), 'other.outbox');
+  assert.throws(() => api.open({ storePath: other, destinations: [ops, { ...product, name: 'ops' }] }),
+    (error) => error.code === ECONFIG && error.message.includes("'ops' twice"));
+  assert.throws(() => api.open({ storePath: other, endpoint: 'http://127.0.0.1:9', destinations: [ops] }),
+    (error) => error.code === ECONFIG && error.message.includes('together with the single destination'));
+  assert.throws(() => api.open({ storePath: other, destinations: [{ ...ops, batchSize: 5 }] }),
+    (error) => error.code === ECONFIG && error.message.includes('destinations[0].batchSize'));
+  assert.throws(() => api.open({ storePath: other, destinations: [product, { ...ops, writeKey: 'wk' }] }),
+    (error) => error.code === ECONFIG && error.message.includes("'destinations[1].writeKey' belongs to the segment destination"));
+});
+
 // SPEC E5: the whole model from Node through outbox.js, on Node's own loop, read back from the mock's /_mock/logs.
 // scripts/node-test.sh passes the running mock's URL in OUTBOX_MOCK_URL.
 test('the analytics model reaches the mock', async (t) => {

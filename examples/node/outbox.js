@@ -9,6 +9,13 @@
 //   const t = engine.startTimer('load');
 //   engine.endTimer(t, { asset: 'level-2' });
 //   engine.close(1000);
+//
+// Several destinations from one store (SPEC D15): `destinations`, an array of objects, each a `name` and that
+// destination's own keys, instead of the single destination's keys:
+//
+//   outbox.open({ storePath, destinations: [
+//     { name: 'ops', destination: 'otlp', endpoint: 'http://collector:4318' },
+//     { name: 'product', destination: 'posthog', endpoint: 'https://eu.i.posthog.com', apiKey: 'phc_…' }] });
 'use strict';
 const path = require('path');
 
@@ -25,7 +32,8 @@ class Timer {
 }
 
 class Engine {
-  /** Opens (or creates) the store: `config` holds the keys of outbox.h's outbox_open. */
+  /** Opens (or creates) the store: `config` holds the keys of outbox.h's outbox_open, `destinations` (an array of
+   *  objects) among them. */
   constructor(config) {
     this.handle = addon.open(JSON.stringify(config));
   }
