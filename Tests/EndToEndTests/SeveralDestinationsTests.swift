@@ -171,4 +171,33 @@ struct SeveralDestinationsTests {
         #expect(Self.otlp(ops)?.eventsUnique == 50, "nothing went to the removed destination")
         engine.shutdown()
     }
+
+    // SPEC D15, D18 through the command line: `emit --to` twice delivers every log to each, waits for both, and
+    // reports each destination; `outbox status` reads the store's figures per destination; the credential comes from
+    // the destination's own variable.
+    @Test func emitWithTwoDestinationsReportsEach() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let ops = try startMock(); defer { try? ops.stop() }
+        let product = try startMock("flaky"); defer { try? product.stop() }
+        let store = dir.file("store.sqlite")
+        let result = try runOutbox(["emit", "--store", store, "--count", "200", "--to", "ops=otlp,endpoint=\(ops.baseURL)",
+                                    "--to", "product=posthog,endpoint=\(product.baseURL)", "--wait-delivered", "--timeout", "60"]
+                                   + OTLPDestinationTests.fast, environment: ["OUTBOX_PRODUCT_API_KEY": "phc_from_env"], in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        let summary = try #require(jsonLines(result.output).first)
+        #expect(summary["delivered"] as? Int == 400, "both destinations' deliveries are counted")
+        #expect(summary["pending"] as? Int == 0)
+        let destinations = try #require(summary["destinations"] as? [String: [String: Any]])
+        #expect(destinations["ops"]?["delivered"] as? Int == 200)
+        #expect(destinations["product"]?["delivered"] as? Int == 200)
+        #expect(destinations["product"]?["pending"] as? Int == 0)
+        #expect(Self.otlp(ops)?.eventsUnique == 200 && Self.posthog(product)?.eventsUnique == 200)
+        #expect(!result.errors.contains("phc_from_env"))
+
+        let status = try runOutbox(["status", "--store", store], in: dir)
+        let report = try #require(jsonLines(status.output).first)
+        let perDestination = try #require(report["destinations"] as? [String: [String: Any]])
+        #expect(Set(perDestination.keys) == ["ops", "product"])
+        #expect(perDestination["ops"]?["pending"] as? Int == 0 && perDestination["ops"]?["delivered"] == nil)
+    }
 }
