@@ -17,6 +17,8 @@ struct DeadLetters: ParsableCommand {
 
     @Option(help: "The SQLite store file.") var store: String
     @Option(name: .customLong("id"), help: "Only the dead letter of this log id (a UUID); repeatable.") var ids: [String] = []
+    @Option(help: "Only this destination's dead letters (a store with several, SPEC D18); an unknown name is refused.")
+    var destination: String?
     @Flag(help: "Move the dead letters back to the queue with a fresh retry state; prints {\"requeued\": N}.") var requeue = false
     @Flag(help: "Delete the dead letters; prints {\"purged\": N}.") var purge = false
     @OptionGroup var storeKey: StoreKeyOption
@@ -46,12 +48,13 @@ struct DeadLetters: ParsableCommand {
         let key = try storeKey.key()
         do {
             if requeue {
-                printJSON([("requeued", try OutboxEngine.requeueDeadLetters(inStoreAt: store, ids: ids, storeKey: key, logger: logger))])
+                printJSON([("requeued", try OutboxEngine.requeueDeadLetters(inStoreAt: store, ids: ids, destination: destination, storeKey: key, logger: logger))])
             } else if purge {
-                printJSON([("purged", try OutboxEngine.purgeDeadLetters(inStoreAt: store, ids: ids, storeKey: key, logger: logger))])
+                printJSON([("purged", try OutboxEngine.purgeDeadLetters(inStoreAt: store, ids: ids, destination: destination, storeKey: key, logger: logger))])
             } else {
-                for letter in try OutboxEngine.deadLetters(inStoreAt: store, ids: ids, storeKey: key) {
-                    printJSON([
+                for letter in try OutboxEngine.deadLetters(inStoreAt: store, ids: ids, destination: destination, storeKey: key) {
+                    // SPEC D18: the destination that refused it, in a store with several.
+                    printJSON((letter.destination.map { [("destination", $0 as Any?)] } ?? []) + [
                         ("id", letter.id.uuidString.lowercased()), ("status", letter.status), ("reason", letter.reason),
                         ("dead_lettered_at", iso8601(ms: letter.deadLetteredAtMs)),
                         ("log", RawJSON(letter.log)),

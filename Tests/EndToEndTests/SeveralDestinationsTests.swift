@@ -200,4 +200,27 @@ struct SeveralDestinationsTests {
         #expect(Set(perDestination.keys) == ["ops", "product"])
         #expect(perDestination["ops"]?["pending"] as? Int == 0 && perDestination["ops"]?["delivered"] == nil)
     }
+
+    // SPEC R2, D18: a log one destination refuses is its dead letter alone — the other delivers it — and
+    // `outbox dead-letters` lists it with its destination, narrows by `--destination`, and refuses an unknown name.
+    @Test func deadLettersArePerDestination() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let ops = try startMock(); defer { try? ops.stop() }
+        let product = try startMock("poison"); defer { try? product.stop() }
+        let engine = try OutboxEngine(configuration: Self.configuration(dir, ops: ops.baseURL, product: product.baseURL))
+        for index in 0..<20 { try engine.trackEvent(index == 7 ? "poison" : "viewed", properties: ["i": .int(Int64(index))]) }
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        let letters = try await engine.deadLetters()
+        engine.shutdown()
+        #expect(letters.map(\.destination) == ["product"])
+        #expect(Self.otlp(ops)?.eventsUnique == 20, "ops delivered the log product refused")
+        #expect(Self.posthog(product)?.eventsUnique == 19)
+
+        let store = dir.file("store.sqlite")
+        let listed = try runOutbox(["dead-letters", "--store", store], in: dir)
+        #expect(jsonLines(listed.output).map { $0["destination"] as? String } == ["product"])
+        #expect(jsonLines(try runOutbox(["dead-letters", "--store", store, "--destination", "ops"], in: dir).output).isEmpty)
+        let unknown = try runOutbox(["dead-letters", "--store", store, "--destination", "nope"], in: dir)
+        #expect(unknown.status != 0 && unknown.errors.contains("no destination named 'nope'"))
+    }
 }

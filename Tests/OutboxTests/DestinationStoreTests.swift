@@ -192,4 +192,31 @@ struct DestinationStoreTests {
         #expect(pending - one <= 16 * count)
         #expect(deliveredByOne - one <= 16 * count)
     }
+
+    // SPEC D18: a requeued dead letter is pending for the destination that refused it only; listing and purging
+    // narrow to a destination, and an unknown name is refused.
+    @Test func aRequeuedDeadLetterIsPendingForItsDestinationOnly() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite")); defer { store.close() }
+        let queues = try Self.queues(store, ["a", "b"])
+        _ = try store.append((0..<2).map { Fixture.log($0) })
+        let a1 = try #require(try queues[0].claimBatch(limit: 2, completing: nil))
+        _ = try queues[0].deadLetter(seqs: [a1.logs[0].seq], status: 400, reason: "bad")
+        _ = try queues[0].complete(seqs: [a1.logs[1].seq])
+        let b1 = try #require(try queues[1].claimBatch(limit: 2, completing: nil))
+        _ = try queues[1].complete(batchID: b1.batchID)
+        #expect(store.logCount == 0)
+        #expect(try store.deadLetterRecords(destination: "a").map(\.destination) == ["a"])
+        #expect(try store.deadLetterRecords(destination: "b").isEmpty)
+        #expect(throws: OutboxError.self) { try store.deadLetterRecords(destination: "c") }
+
+        #expect(try store.requeueDeadLetters(destination: "a").requeued == 1)
+        #expect(try queues[1].waiting().total == 0, "b delivered it already")
+        #expect(try queues[1].claimBatch(limit: 5, completing: nil) == nil)
+        let again = try #require(try queues[0].claimBatch(limit: 5, completing: nil))
+        #expect(again.logs.map(Fixture.ordinal) == [0])
+        _ = try queues[0].complete(batchID: again.batchID)
+        #expect(store.logCount == 0)
+        #expect(try store.purgeDeadLetters(destination: "b") == 0)
+    }
 }

@@ -13,20 +13,21 @@ import Logging
 /// Callable from any thread. The work runs on the loop thread, in one transaction each; from the loop's own
 /// thread (host mode) it runs inline.
 extension OutboxEngine {
-    /// The dead letters, oldest first; `ids` limits them to those logs (ids not there are skipped).
-    public func deadLetters(ids: [UUID]? = nil) async throws -> [DeadLetterRecord] {
+    /// The dead letters, oldest first; `ids` limits them to those logs (ids not there are skipped), `destination` to
+    /// that destination's (SPEC D18; a name the store does not serve is refused).
+    public func deadLetters(ids: [UUID]? = nil, destination: String? = nil) async throws -> [DeadLetterRecord] {
         let keys = ids?.map(UUIDBytes.init)
-        return try await onLoopThread { core in try core.store.deadLetterRecords(ids: keys) }
+        return try await onLoopThread { core in try core.store.deadLetterRecords(ids: keys, destination: destination) }
     }
 
     /// Moves dead letters (all, or those of `ids`) back into the queue as pending logs with a fresh retry state:
     /// each keeps its id, priority and capture time and is sent with the next batches. The storage limits apply
     /// (SPEC S2): a letter the store cannot take stays a dead letter. Returns how many were requeued.
     @discardableResult
-    public func requeueDeadLetters(ids: [UUID]? = nil) async throws -> Int {
+    public func requeueDeadLetters(ids: [UUID]? = nil, destination: String? = nil) async throws -> Int {
         let keys = ids?.map(UUIDBytes.init)
         return try await onLoopThread { core in
-            let result = try core.store.requeueDeadLetters(ids: keys)
+            let result = try core.store.requeueDeadLetters(ids: keys, destination: destination)
             if result.requeued > 0 { core.delivery?.stored() }
             return result.requeued
         }
@@ -34,9 +35,9 @@ extension OutboxEngine {
 
     /// Deletes dead letters (all, or those of `ids`). Returns how many were deleted.
     @discardableResult
-    public func purgeDeadLetters(ids: [UUID]? = nil) async throws -> Int {
+    public func purgeDeadLetters(ids: [UUID]? = nil, destination: String? = nil) async throws -> Int {
         let keys = ids?.map(UUIDBytes.init)
-        return try await onLoopThread { core in try core.store.purgeDeadLetters(ids: keys) }
+        return try await onLoopThread { core in try core.store.purgeDeadLetters(ids: keys, destination: destination) }
     }
 
     // MARK: - On a store file, without an engine (the command line, SPEC X6)
@@ -44,24 +45,25 @@ extension OutboxEngine {
     /// The dead letters of the store at `path`, read without taking the store over: works while an engine runs
     /// on it, as `StoreReport.read` does.
     /// A sealed store (SPEC K1) needs its `storeKey`: `storeKeyInvalid` without it.
-    public static func deadLetters(inStoreAt path: String, ids: [UUID]? = nil, storeKey: StoreKey? = nil) throws -> [DeadLetterRecord] {
-        try LogStore.inspectDeadLetters(path: path, key: storeKey, ids: ids?.map(UUIDBytes.init))
+    public static func deadLetters(inStoreAt path: String, ids: [UUID]? = nil, destination: String? = nil,
+                                   storeKey: StoreKey? = nil) throws -> [DeadLetterRecord] {
+        try LogStore.inspectDeadLetters(path: path, key: storeKey, ids: ids?.map(UUIDBytes.init), destination: destination)
     }
 
     /// `requeueDeadLetters(ids:)` on the store at `path`, which no engine may have open (`storeLocked`
     /// otherwise). The logs are sent by the next engine that opens the store.
-    public static func requeueDeadLetters(inStoreAt path: String, ids: [UUID]? = nil, storeKey: StoreKey? = nil,
+    public static func requeueDeadLetters(inStoreAt path: String, ids: [UUID]? = nil, destination: String? = nil, storeKey: StoreKey? = nil,
                                           logger: Logger = Logger(label: "outbox", factory: { _ in SwiftLogNoOpLogHandler() })) throws -> Int {
         try withOwnedStore(path: path, key: storeKey, logger: logger) { store in
-            try store.requeueDeadLetters(ids: ids?.map(UUIDBytes.init)).requeued
+            try store.requeueDeadLetters(ids: ids?.map(UUIDBytes.init), destination: destination).requeued
         }
     }
 
     /// `purgeDeadLetters(ids:)` on the store at `path`, which no engine may have open (`storeLocked` otherwise).
-    public static func purgeDeadLetters(inStoreAt path: String, ids: [UUID]? = nil, storeKey: StoreKey? = nil,
+    public static func purgeDeadLetters(inStoreAt path: String, ids: [UUID]? = nil, destination: String? = nil, storeKey: StoreKey? = nil,
                                         logger: Logger = Logger(label: "outbox", factory: { _ in SwiftLogNoOpLogHandler() })) throws -> Int {
         try withOwnedStore(path: path, key: storeKey, logger: logger) { store in
-            try store.purgeDeadLetters(ids: ids?.map(UUIDBytes.init))
+            try store.purgeDeadLetters(ids: ids?.map(UUIDBytes.init), destination: destination)
         }
     }
 

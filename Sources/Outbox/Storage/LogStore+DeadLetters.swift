@@ -97,32 +97,55 @@ extension LogStore {
     }
 
     /// The dead letters as `DeadLetterRecord`s: each log's JSON as it is sent, with the latest device context.
-    func deadLetterRecords(ids: [UUIDBytes]? = nil) throws(OutboxError) -> [DeadLetterRecord] {
+    func deadLetterRecords(ids: [UUIDBytes]? = nil, destination: String? = nil) throws(OutboxError) -> [DeadLetterRecord] {
         try guarded { () throws(OutboxError) -> [DeadLetterRecord] in
             try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
-                try Self.records(db, keys: keys, ids: ids)
+                try Self.records(db, keys: keys, ids: ids, destination: destination)
             }
         }
     }
 
     /// Reads the dead letters of the store file at `path` without taking it over, like `inspect`: works while
     /// an engine runs on it (SPEC X6).
-    static func inspectDeadLetters(path: String, key: StoreKey? = nil, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
+    static func inspectDeadLetters(path: String, key: StoreKey? = nil, ids: [UUIDBytes]?,
+                                   destination: String? = nil) throws(OutboxError) -> [DeadLetterRecord] {
         let db = try StoreInspector.openReadOnly(path: path)
         defer { db.close() }
         return try db.transaction(.deferred) { () throws(OutboxError) -> [DeadLetterRecord] in
             let keys = try StoreKeyCheck.keys(db, key: key, path: path)
-            return try records(db, keys: keys, ids: ids)
+            return try records(db, keys: keys, ids: ids, destination: destination)
         }
     }
 
-    private static func records(_ db: Database, keys: StoreKeys?, ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRecord] {
-        let rows = try DeadLettersTable(db: db, keys: keys).rows(ids: ids)
+    /// SPEC D18: the store's destinations by id; empty for a store of one.
+    static func destinationNames(_ db: Database) throws(OutboxError) -> [Int64: String] {
+        guard try db.userVersion >= 5 else { return [:] }
+        return Dictionary(uniqueKeysWithValues: try DestinationsTable(db: db).all().map { ($0.id, $0.name) })
+    }
+
+    /// The id of the destination `name` (nil for nil: every destination); a name the store does not serve is refused.
+    static func destinationID(named name: String?, in names: [Int64: String]) throws(OutboxError) -> Int64? {
+        guard let name else { return nil }
+        if names.isEmpty && name == NamedDestination.defaultName { return 0 }
+        guard let id = names.first(where: { $0.value == name })?.key else {
+            let known = names.isEmpty ? [NamedDestination.defaultName] : names.values.sorted()
+            throw .invalidConfiguration("the store has no destination named '\(name)'; it has: \(known.joined(separator: ", "))")
+        }
+        return id
+    }
+
+    private static func records(_ db: Database, keys: StoreKeys?, ids: [UUIDBytes]?,
+                                destination: String? = nil) throws(OutboxError) -> [DeadLetterRecord] {
+        let names = try destinationNames(db)
+        let wanted = try destinationID(named: destination, in: names)
+        let rows = try DeadLettersTable(db: db, keys: keys).rows(ids: ids).filter { wanted == nil || $0.dest == wanted }
         guard !rows.isEmpty else { return [] }
         let device = try ContextsTable(db: db, keys: keys).latest()?.json
         return rows.map { row in
-            DeadLetterRecord(id: row.id.uuid, status: row.status, reason: row.reason, deadLetteredAtMs: row.atMs,
-                             log: String(decoding: sentJSON(of: row, device: device), as: UTF8.self))
+            var record = DeadLetterRecord(id: row.id.uuid, status: row.status, reason: row.reason, deadLetteredAtMs: row.atMs,
+                                          log: String(decoding: sentJSON(of: row, device: device), as: UTF8.self))
+            record.destination = names.isEmpty ? nil : names[row.dest] ?? "(removed)"
+            return record
         }
     }
 
@@ -143,12 +166,12 @@ extension LogStore {
     /// gets boot 0, which no boot id equals, so its timestamp and age are read from the wall clock (A9, S4), and
     /// context 0, the current device context.
     @discardableResult
-    func requeueDeadLetters(ids: [UUIDBytes]? = nil) throws(OutboxError) -> DeadLetterRequeue {
+    func requeueDeadLetters(ids: [UUIDBytes]? = nil, destination: String? = nil) throws(OutboxError) -> DeadLetterRequeue {
         try guarded { () throws(OutboxError) -> DeadLetterRequeue in
             // As an append: after SQLITE_FULL the file could not grow as far as the budget said, so ask for more room.
             try retryingOnFull(.requeueing(pageSize: pageSize)) { (retry) throws(OutboxError) -> DeadLetterRequeue in
                 let extra = retry.asksForRoom ? retry.extraBytes(usedBytes: try Self.usedBytes(db), budgetBytes: disk.budgetBytes) : 0
-                return try requeueOnce(ids: ids, extraBytes: extra)
+                return try requeueOnce(ids: ids, destination: destination, extraBytes: extra)
             }
         }
     }
@@ -158,14 +181,18 @@ extension LogStore {
         var evictions: [EvictionEvent] = []
         var nextSeq: Int64
         var minWallMs: Int64?
+        /// SPEC D18: the requeued logs settled at once for the destinations that did not refuse them.
+        var settledForOthers: [(dest: Int64, stretch: LeaseStretch)] = []
     }
 
-    private func requeueOnce(ids: [UUIDBytes]?, extraBytes: Int) throws(OutboxError) -> DeadLetterRequeue {
+    private func requeueOnce(ids: [UUIDBytes]?, destination: String?, extraBytes: Int) throws(OutboxError) -> DeadLetterRequeue {
         let outcome = try db.transaction { () throws(OutboxError) -> RequeueOutcome in
             var outcome = RequeueOutcome(nextSeq: ledger.nextSeq)
             let logs = logsTable, letters = deadLettersTable
+            let destinations = try Self.destinationNames(db)
+            let wanted = try Self.destinationID(named: destination, in: destinations)
             // A letter whose sealed values do not open (SPEC K1) stays as it is: requeued, it would send nothing.
-            let rows = try letters.rows(ids: ids).filter { !$0.unreadable }
+            let rows = try letters.rows(ids: ids).filter { !$0.unreadable && (wanted == nil || $0.dest == wanted) }
             guard !rows.isEmpty else { return outcome }
             // The letters go first, so that their pages count as free when room is made for the logs.
             for row in rows { try letters.delete(seq: row.seq) }
@@ -185,12 +212,22 @@ extension LogStore {
             outcome.evictions = plan.evictions
             keep += plan.rejected.map { candidates[$0].index }
             // No boot id, no monotonic time, context 0: the letter kept none of them.
-            let requeued = candidates.indices.filter { !plan.rejected.contains($0) }.map { position in
-                let row = rows[candidates[position].index]
-                return NewLog(id: row.id, priority: row.priority, wallMs: row.wallMs, monoNs: 0, boot: 0, context: 0,
-                              payload: row.payload)
+            let taken = candidates.indices.filter { !plan.rejected.contains($0) }.map { rows[candidates[$0].index] }
+            let requeued = taken.map { row in
+                NewLog(id: row.id, priority: row.priority, wallMs: row.wallMs, monoNs: 0, boot: 0, context: 0,
+                       payload: row.payload)
             }
+            let firstSeq = outcome.nextSeq
             outcome.nextSeq = try logs.insert(requeued, at: Array(requeued.indices), firstSeq: outcome.nextSeq)
+            // SPEC D18: a requeued letter is pending for the destination that refused it only.
+            for (offset, row) in taken.enumerated() where destinations[row.dest] != nil {
+                let seq = firstSeq + Int64(offset)
+                for other in destinations.keys where other != row.dest {
+                    let stretch = LeaseStretch(batch: 0, priority: row.priority, first: seq, last: seq)
+                    try destinationsTable.recordSettled([stretch], dest: other)
+                    outcome.settledForOthers.append((other, stretch))
+                }
+            }
             for log in requeued {
                 outcome.minWallMs = min(outcome.minWallMs ?? log.wallMs, log.wallMs)
                 if log.priority == .critical { outcome.result.critical += 1 } else { outcome.result.normal += 1 }
@@ -202,6 +239,9 @@ extension LogStore {
         }
         // Requeued logs carry no boot id (the dead letters do not keep it): they age on the wall clock (SPEC S4).
         record(.requeued(count: outcome.result.requeued, nextSeq: outcome.nextSeq, oldestWallMs: outcome.minWallMs))
+        for (dest, stretch) in outcome.settledForOthers {
+            destinationBook?.update(dest) { $0.settled.insert(stretch.first...stretch.last, stretch.priority) }
+        }
         var result = outcome.result
         result.evicted = commitEvictions(outcome.evictions, reason: "requeued dead letters")
         if result.requeued > 0 {
@@ -219,9 +259,17 @@ extension LogStore {
 
     /// Deletes dead letters (all, or those of `ids`) in one transaction. Returns how many.
     @discardableResult
-    func purgeDeadLetters(ids: [UUIDBytes]? = nil) throws(OutboxError) -> Int {
+    func purgeDeadLetters(ids: [UUIDBytes]? = nil, destination: String? = nil) throws(OutboxError) -> Int {
         try guarded { () throws(OutboxError) -> Int in
-            let purged = try db.transaction { () throws(OutboxError) -> Int in try deadLettersTable.purge(ids: ids) }
+            let purged = try db.transaction { () throws(OutboxError) -> Int in
+                guard let id = try Self.destinationID(named: destination, in: try Self.destinationNames(db)) else {
+                    return try deadLettersTable.purge(ids: ids)
+                }
+                // SPEC D18: the named destination's letters only.
+                let rows = try deadLettersTable.rows(ids: ids).filter { $0.dest == id }
+                for row in rows { try deadLettersTable.delete(seq: row.seq) }
+                return rows.count
+            }
             if purged > 0 {
                 logger.info("purged dead letters (SPEC R2)", metadata: ["outbox.purged": "\(purged)"])
             }

@@ -144,6 +144,8 @@ struct DeadLetterRow: Sendable, Equatable {
     var atMs: Int64
     /// The stored payload: the log's JSON without `timestamp` and `device` (see `NewLog`).
     var payload: [UInt8]
+    /// SPEC D17: the destination that refused it (its id in `destinations`; 0 for `default` and a store of one).
+    var dest: Int64 = 0
     /// SPEC K1: its sealed values did not open (`DeadLettersTable.unreadableReason`); a requeue leaves it where it is.
     var unreadable = false
 }
@@ -181,6 +183,9 @@ public struct DeadLetterRecord: Sendable, Equatable, Hashable {
     /// context (the store's current one: a dead letter does not keep the version it was captured with), then
     /// the log's own fields.
     public var log: String
+
+    /// SPEC D18: the destination that refused it, when the store serves a list; nil for one destination.
+    public var destination: String? = nil
 
     public var deadLetteredAt: Date { Date(timeIntervalSince1970: Double(deadLetteredAtMs) / 1000) }
 

@@ -46,9 +46,9 @@ struct DeadLettersTable {
         let reason: SQLValue = try keys.map { keys throws(OutboxError) in .blob(try keys.seal(Array(row.reason.utf8), .reason(row.id))) }
             ?? .text(row.reason)
         let payload = try keys.map { keys throws(OutboxError) in try keys.seal(row.payload, .log(row.id)) } ?? row.payload
-        try db.execute("INSERT INTO dead_letters (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        try db.execute("INSERT INTO dead_letters (\(Self.columns), dest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
             .integer(row.seq), .integer(row.logSeq), .integer(Int64(row.priority.rawValue)), .integer(row.wallMs),
-            .integer(Int64(row.status)), .integer(row.atMs), reason, .blob(id), .blob(payload),
+            .integer(Int64(row.status)), .integer(row.atMs), reason, .blob(id), .blob(payload), .integer(row.dest),
         ])
     }
 
@@ -124,6 +124,9 @@ struct DeadLettersTable {
     /// is not there is skipped).
     func rows(ids: [UUIDBytes]?) throws(OutboxError) -> [DeadLetterRow] {
         var rows: [DeadLetterRow] = []
+        // A file read without migrating (`inspect`) may predate the destinations' column (SPEC D17).
+        let withDest = try db.userVersion >= 5
+        let columns = withDest ? Self.columns + ", dest" : Self.columns
         func readAll(_ select: Statement) throws(OutboxError) {
             while try select.step() {
                 let id = LogsTable.readID(select, column: 7)
@@ -132,18 +135,18 @@ struct DeadLettersTable {
                     seq: select.int64(at: 0), logSeq: select.int64(at: 1), id: id,
                     priority: Priority(rawValue: select.int(at: 2)) ?? .normal, wallMs: select.int64(at: 3),
                     status: select.int(at: 4), reason: reason, atMs: select.int64(at: 5), payload: payload,
-                    unreadable: unreadable))
+                    dest: withDest ? select.int64(at: 9) : 0, unreadable: unreadable))
             }
         }
         guard let ids else {
-            let select = try db.cachedStatement("SELECT \(Self.columns) FROM dead_letters ORDER BY seq")
+            let select = try db.cachedStatement("SELECT \(columns) FROM dead_letters ORDER BY seq")
             defer { select.reset() }
             try readAll(select)
             return rows
         }
         // The table is small (capped at 1 MiB of payload) and has no index on `id`: one scan per asked id beats an
         // index that every dead-lettering would have to maintain.
-        let select = try db.cachedStatement("SELECT \(Self.columns) FROM dead_letters WHERE id = ? ORDER BY seq")
+        let select = try db.cachedStatement("SELECT \(columns) FROM dead_letters WHERE id = ? ORDER BY seq")
         defer { select.reset() }
         for id in Set(ids) {
             try select.bind(bytesOf: (id.high.bigEndian, id.low.bigEndian), at: 1)
