@@ -71,4 +71,59 @@ struct DeliveryCrashTests {
         let report = try StoreReport.read(path: dir.file())
         #expect(report.pendingNormal + report.pendingCritical + report.inFlight == 0)
     }
+
+    /// SPEC D17, S6: the same with two destinations from one store, each on a mock of its own: killed while both
+    /// deliver, neither loses a log, and the store is empty once both have every one.
+    @Test func killingTheSenderOfTwoDestinationsLosesNothingForEither() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let first = try startMock("lost-ack"); defer { try? first.stop() }
+        let second = try startMock("flaky"); defer { try? second.stop() }
+        let outbox = builtProduct("outbox")
+        let secrets = ["OUTBOX_OPS_APP_SECRET": "k1", "OUTBOX_PRODUCT_APP_SECRET": "k2"]
+        let total = 5000
+        // Stored while both destinations are unreachable: the logs are both destinations' from the start.
+        let stored = try runOutbox(["emit", "--store", dir.file(), "--count", "\(total)", "--critical-every", "7",
+                                    "--to", "ops=appcenter,endpoint=http://127.0.0.1:1",
+                                    "--to", "product=appcenter,endpoint=http://127.0.0.1:1"], environment: secrets, in: dir)
+        #expect(stored.status == 0, "\(stored.errors)")
+        let drain = ["emit", "--store", dir.file(), "--count", "0", "--to", "ops=appcenter,endpoint=\(first.baseURL)",
+                     "--to", "product=appcenter,endpoint=\(second.baseURL)", "--wait-delivered", "--timeout", "60",
+                     "--testing", "--batch-size", "20", "--interval", "0.02",
+                     "--retry-intervals", "0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02,0.02"]
+        var random = SystemRandomNumberGenerator()
+        var kills = 0
+        while kills < 6 {
+            let before = first.stats().requests + second.stats().requests
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: outbox)
+            process.arguments = drain
+            process.environment = ProcessInfo.processInfo.environment.merging(secrets) { $1 }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let target = before + Int.random(in: 2...10, using: &random)
+            var waited = 0
+            // The child offers nothing to await: watch the servers (a blocking sleep, as above).
+            while first.stats().requests + second.stats().requests < target && process.isRunning && waited < 20_000 {
+                usleep(500)
+                waited += 1
+            }
+            guard process.isRunning else { break }
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            kills += 1
+        }
+        var finish = drain
+        if let index = finish.firstIndex(of: "--batch-size") { finish[index + 1] = "200" }
+        if let index = finish.firstIndex(of: "--timeout") { finish[index + 1] = "240" }
+        let last = try runOutbox(finish, environment: secrets, in: dir)
+        #expect(last.status == 0, "\(last.errors)")
+        #expect(jsonObject(last.output)["pending"] as? Int == 0, "final drain: \(last.output)")
+        #expect(kills >= 3, "the backlog drained before 3 kills (\(kills))")
+        #expect(first.stats().logsUnique == total, "ops lost nothing")
+        #expect(second.stats().logsUnique == total, "product lost nothing")
+        let report = try StoreReport.read(path: dir.file())
+        #expect(report.pendingNormal + report.pendingCritical + report.inFlight == 0)
+        #expect(report.destinations?.values.allSatisfy { $0.pending == 0 && $0.inFlight == 0 } == true)
+    }
 }
