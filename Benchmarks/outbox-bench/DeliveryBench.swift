@@ -63,6 +63,22 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     var storeOnly = Configuration(storePath: path)
     storeOnly.maxStorageSize = 1 << 30
     storeOnly.storeKey = benchStoreKey
+    // Several destinations (SPEC D17): the list is the store's from the first log, or the logs would be the
+    // single destination's alone; the writer sends nothing (manual dispatch).
+    func destinations(_ endpoint: String) -> [NamedDestination] {
+        (0..<benchDestinationCount).map { index in
+            var destination = NamedDestination(name: index == 0 ? nil : "d\(index)", destination: benchDestination, endpoint: endpoint)
+            destination.appSecret = "bench"
+            destination.otlpEncoding = benchOTLPEncoding
+            destination.apiKey = "phc_bench"
+            destination.writeKey = "bench"
+            return destination
+        }
+    }
+    if benchDestinationCount > 1 {
+        storeOnly.destinations = destinations(server.baseURL)
+        storeOnly.dispatchInterval = .zero
+    }
     let writer = try OutboxEngine(configuration: storeOnly)
     for index in 0..<total { try writer.trackEvent("bench", properties: properties(index)) }
     writer.shutdown()
@@ -77,6 +93,15 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     configuration.otlpEncoding = benchOTLPEncoding
     configuration.apiKey = "phc_bench"
     configuration.writeKey = "bench"
+    if benchDestinationCount > 1 {
+        configuration.endpoint = nil
+        configuration.appSecret = ""
+        configuration.destination = .appCenter
+        configuration.apiKey = ""
+        configuration.writeKey = ""
+        configuration.dispatchInterval = nil
+        configuration.destinations = destinations(server.baseURL)
+    }
     let start = monoNs()
     let processBefore = processCPU()
     let hostBefore = hostBusyCPU()
@@ -103,7 +128,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     if benchDestination != .appCenter { stats.logsUnique = stats.vendors[benchDestination.name]?.eventsUnique ?? 0 }
     let wireBytes = server.wireBytes()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","destination":"\#(benchDestination)","events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"wire_bytes":\#(wireBytes),"wire_bytes_per_event":\#(String(format: "%.1f", Double(wireBytes) / Double(max(1, stats.logsUnique)))),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
+    print(#"{"bench":"end to end","destination":"\#(benchDestination)","destinations":\#(benchDestinationCount),"events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"wire_bytes":\#(wireBytes),"wire_bytes_per_event":\#(String(format: "%.1f", Double(wireBytes) / Double(max(1, stats.logsUnique)))),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
     return rate
 }
 

@@ -8,6 +8,9 @@ import Outbox
 /// The positional arguments; `--destination NAME` and `--otlp-encoding E` (delivery, SPEC D10) are taken out first.
 nonisolated(unsafe) var benchDestination = Destination.appCenter
 nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
+/// `--destinations N` (SPEC D16–D17): the delivery bench with N destinations of the same wire on the same mock, from
+/// one store (each event delivered N times; the mock counts the repeats as duplicates).
+nonisolated(unsafe) var benchDestinationCount = 1
 /// `--store-key` (SPEC K1): the committed and delivery benches on a sealed store, under a fixed key.
 nonisolated(unsafe) var benchStoreKey: StoreKey?
 /// The fixed key of `--store-key` and of `sealed-vs-plain`.
@@ -20,6 +23,10 @@ let argumentsList: [String] = {
     }
     if let at = list.firstIndex(of: "--destination"), at + 1 < list.count {
         benchDestination = (try? Destination(name: list[at + 1])) ?? .appCenter
+        list.removeSubrange(at...(at + 1))
+    }
+    if let at = list.firstIndex(of: "--destinations"), at + 1 < list.count {
+        benchDestinationCount = max(1, Int(list[at + 1]) ?? 1)
         list.removeSubrange(at...(at + 1))
     }
     if let at = list.firstIndex(of: "--otlp-encoding"), at + 1 < list.count {

@@ -217,7 +217,10 @@ struct Emit: ParsableCommand {
         ] + (destinationsJSON(status.store.destinations, delivered: true).map { [("destinations", $0)] } ?? []))
         // SPEC R1, R8: nothing more goes out until the configuration changes: waiting longer would change nothing.
         if stopped && pending > 0 {
-            writeStandardError("outbox emit: sending stopped (\(status.store.disabledReason ?? "refused")); \(pending) logs stay "
+            let stops = (status.store.destinations ?? [:]).filter { $0.value.sendingStopped }.sorted { $0.key < $1.key }
+                .map { "\($0.key): \($0.value.disabledReason ?? "refused")" }
+            let reason = stops.isEmpty ? status.store.disabledReason ?? "refused" : stops.joined(separator: "; ")
+            writeStandardError("outbox emit: sending stopped (\(reason)); \(pending) logs stay "
                                + "stored until the configuration changes (an update, or the next start)\n")
             throw ExitCode.failure
         }
@@ -249,7 +252,13 @@ extension Emit {
             Task {
                 while !end.isDone {
                     try? await Task.sleep(for: .milliseconds(100))
-                    if (try? await engine.status())?.store.sendingStopped == true { end.resume(.stopped) }
+                    guard let status = try? await engine.status() else { continue }
+                    if status.store.sendingStopped { end.resume(.stopped) }
+                    // SPEC D16: with several destinations, done once each is drained or stopped, one at least stopped.
+                    if let destinations = status.store.destinations?.values, destinations.contains(where: \.sendingStopped),
+                       destinations.allSatisfy({ $0.sendingStopped || $0.pending + $0.inFlight == 0 }) {
+                        end.resume(.stopped)
+                    }
                 }
             }
         }

@@ -223,4 +223,24 @@ struct SeveralDestinationsTests {
         let unknown = try runOutbox(["dead-letters", "--store", store, "--destination", "nope"], in: dir)
         #expect(unknown.status != 0 && unknown.errors.contains("no destination named 'nope'"))
     }
+
+    // SPEC D16: `emit --wait-delivered` returns once every destination is drained or stopped — here one delivers
+    // everything and the other is refused with 401 — and says which stopped, long before its timeout.
+    @Test func waitDeliveredEndsOnceEachIsDrainedOrStopped() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let ops = try startMock(); defer { try? ops.stop() }
+        let product = try startMock("unauthorized"); defer { try? product.stop() }
+        let started = Date()
+        let result = try runOutbox(["emit", "--store", dir.file("store.sqlite"), "--count", "100",
+                                    "--to", "ops=otlp,endpoint=\(ops.baseURL)", "--to", "product=posthog,endpoint=\(product.baseURL)",
+                                    "--wait-delivered", "--timeout", "120"] + OTLPDestinationTests.fast,
+                                   environment: ["OUTBOX_PRODUCT_API_KEY": "phc_x"], in: dir)
+        #expect(result.status != 0)
+        #expect(result.errors.contains("sending stopped (product:"), "\(result.errors)")
+        #expect(Date().timeIntervalSince(started) < 60, "it did not wait for the timeout")
+        #expect(Self.otlp(ops)?.eventsUnique == 100)
+        let summary = try #require(jsonLines(result.output).first)
+        let destinations = try #require(summary["destinations"] as? [String: [String: Any]])
+        #expect(destinations["ops"]?["pending"] as? Int == 0 && destinations["product"]?["pending"] as? Int == 100)
+    }
 }

@@ -75,6 +75,13 @@ public struct DestinationReport: Sendable, Equatable, Codable {
     /// Delivered by the engine reporting, since it started (the engine's status and `emit`; nil read from a file).
     public var delivered: Int?
 
+    /// Stopped by its server's answer or its TLS identity until `update` or a restart (R1, R8), as
+    /// `StoreReport.sendingStopped` says for a single destination.
+    public var sendingStopped: Bool {
+        guard let disabledReason else { return false }
+        return !disabledReason.hasPrefix(DeliveryMachine.Stop.retriesExhaustedWords)
+    }
+
     public init(pending: Int, inFlight: Int, deadLetters: Int, serverRejected: Int, disabledReason: String?, wire: String?,
                 delivered: Int? = nil) {
         self.pending = pending
