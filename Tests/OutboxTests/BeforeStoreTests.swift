@@ -85,6 +85,9 @@ struct BeforeStoreTests {
         try engine.trackEvent("debug.while-out")
         status = try await engine.status()
         #expect(status.droppedByPolicy == 2)
+        // After shutdown a dropped event is refused as any call is.
+        engine.shutdown()
+        #expect(throws: OutboxError.shutDown) { try engine.trackEvent("debug.late") }
     }
 
     // SPEC H1, T2–T4: what the hook returns is validated as any event; a refusal is the call's error.

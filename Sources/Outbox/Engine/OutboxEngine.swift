@@ -121,7 +121,9 @@ public final class OutboxEngine: @unchecked Sendable {
         var event = event
         try event.checkRefusals()
         guard try hook.run(&event) else {
-            // Opted out, nothing is collected and nothing counted: the call says so as it would without a hook.
+            // Shut down or opted out, nothing is collected and nothing counted: the call says so as it would without
+            // a hook (two looks under the intake's lock, on this path only).
+            guard !intake.peek().closed else { throw .shutDown }
             guard intake.isEnabled else { return false }
             beforeStore.dropped.add(1, ordering: .relaxed)
             return true

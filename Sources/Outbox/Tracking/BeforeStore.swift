@@ -26,7 +26,7 @@ public struct OutgoingEvent: Sendable, Equatable {
 /// SPEC H1: the hook a configuration holds, boxed so that an update can tell a new hook from the one it has (a
 /// closure has no equality) and so that callers reach it through one atomic pointer (`BeforeStoreSlot`).
 /// `run` may throw: the C interface's hook refuses a replacement it cannot read; the Swift hook never does.
-public final class BeforeStoreHook: Sendable {
+@_spi(CInterface) public final class BeforeStoreHook: Sendable {
     let run: @Sendable (inout OutgoingEvent) throws(OutboxError) -> Bool
     /// The Swift closure it was made from, for `Configuration.beforeStore`'s getter.
     let closure: (@Sendable (inout OutgoingEvent) -> Bool)?
