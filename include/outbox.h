@@ -23,7 +23,7 @@
  *   - `outbox_set_log_handler`: before the first `outbox_open`;
  *   - `outbox_free(engine)`: once, after `outbox_close` returned, when no other thread uses the handle.
  * Callbacks (`done`, the log handler) run on the engine's loop thread (the caller's loop thread in host mode) and
- * must return quickly. With a caller's loop, `done` may call `outbox_close` on its engine: it returns at once and
+ * must return quickly; the before-store hook runs on the thread that tracks. With a caller's loop, `done` may call `outbox_close` on its engine: it returns at once and
  * the engine stops after `done` returned. From the log handler `outbox_close` is OUTBOX_EINVAL in both modes.
  *
  * Strings. `outbox_status` returns a string the caller owns and frees with `outbox_free`. `outbox_last_error`
@@ -192,7 +192,8 @@ int outbox_dispatch(outbox_engine *engine, void (*done)(int result, void *ctx), 
 /*
  * The engine's state as one JSON object (SPEC X4): "pending_normal", "pending_critical", "in_flight", "bytes",
  * "oldest_age_s", "dead_letters", "enabled", "disabled_reason", "install_id", and what this engine did since it
- * started: "stored", "evicted", "rejected", "expired", "delivered", "dead_lettered", "retries", "requests".
+ * started: "stored", "evicted", "rejected", "expired", "delivered", "dead_lettered", "retries", "requests",
+ * "dropped_by_policy" (events the before-store hook dropped).
  * pending_* count every log whose outbox_track returned. The caller frees the string with outbox_free.
  * NULL on failure (a NULL or closed engine). Thread: any; in host mode from another thread it waits for the
  * loop's next turn, so the loop must be running.
@@ -215,6 +216,27 @@ int outbox_set_enabled(outbox_engine *engine, int enabled);
  * or a redirect starts again. Returns 0, OUTBOX_EINVAL, OUTBOX_ECONFIG, OUTBOX_ECLOSED. Thread: any.
  */
 int outbox_update(outbox_engine *engine, const char *config_json);
+
+/* What a before-store hook answers. */
+#define OUTBOX_HOOK_STORE 0   /* store the event: as it was, or as *replacement_json says */
+#define OUTBOX_HOOK_DROP 1    /* drop it: nothing is stored; counted as "dropped_by_policy" in outbox_status */
+
+/*
+ * SPEC H1: a hook on every event before it is stored — outbox_track, outbox_track_category and the timers' ends (not
+ * screens, user properties, identify traits or locations). It runs on the thread that tracks, inside that call:
+ * event_json is {"name":"…","properties":{…}} (valid during the call only), and the hook may rename the event, change
+ * or remove properties (what it removes never reaches the disk) or drop it. To store the event as it was, return
+ * OUTBOX_HOOK_STORE and leave *replacement_json NULL; to store something else, point *replacement_json at a JSON of
+ * the same form ("properties" may be left out): the engine reads and copies it before the tracking call returns and
+ * never frees it — the memory stays the host's (a buffer reused by each call of the thread will do). The replacement
+ * is checked as outbox_track checks its arguments (T2–T4: a bad name or property, malformed JSON, a new name beyond
+ * maxDistinctEventNames), and so is any other return value: the tracking call then fails with that code and stores
+ * nothing. The hook must not track on its engine (it would run again) nor close it. NULL removes the hook; a call
+ * already running on another thread may still finish with the previous one, so free what `user` points to only when
+ * none can be. Returns 0, OUTBOX_EINVAL, OUTBOX_ECLOSED. Thread: any.
+ */
+typedef int (*outbox_before_store_fn)(const char *event_json, void *user, const char **replacement_json);
+int outbox_set_before_store(outbox_engine *engine, outbox_before_store_fn hook, void *user);
 
 /*
  * SPEC C8: sends what it can within drain_ms, then stops: commits what was tracked, closes the store and every

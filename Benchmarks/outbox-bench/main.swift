@@ -13,12 +13,18 @@ nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
 nonisolated(unsafe) var benchDestinationCount = 1
 /// `--store-key` (SPEC K1): the committed and delivery benches on a sealed store, under a fixed key.
 nonisolated(unsafe) var benchStoreKey: StoreKey?
+/// `--hook` (SPEC H1): `caller` with a before-store hook that copies one property.
+nonisolated(unsafe) var benchHook = false
 /// The fixed key of `--store-key` and of `sealed-vs-plain`.
 let fixedStoreKeyBytes = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
 let argumentsList: [String] = {
     var list = Array(CommandLine.arguments.dropFirst())
     if let at = list.firstIndex(of: "--store-key") {
         benchStoreKey = try? StoreKey(bytes: fixedStoreKeyBytes)
+        list.remove(at: at)
+    }
+    if let at = list.firstIndex(of: "--hook") {
+        benchHook = true
         list.remove(at: at)
     }
     if let at = list.firstIndex(of: "--destination"), at + 1 < list.count {
@@ -89,6 +95,8 @@ func benchCaller(threads: Int) throws {
     configuration.maxStorageSize = 1 << 30
     // With `--store-key` the callers seal their payloads (SPEC K1, `CallerPayloads`).
     configuration.storeKey = benchStoreKey
+    // With `--hook` every call runs a before-store hook that copies one property (SPEC H1).
+    if benchHook { configuration.beforeStore = { event in event.properties["copy"] = event.properties["i"]; return true } }
     let engine = try OutboxEngine(configuration: configuration)
     let perThread = total / threads
     let latencies = LatencyBox(threads: threads)
@@ -117,7 +125,7 @@ func benchCaller(threads: Int) throws {
     semaphore.wait()
     engine.shutdown()
     let callsPerSecond = Double(perThread * threads) / elapsed
-    print(#"{"bench":"trackEvent caller","threads":\#(threads),"calls":\#(perThread * threads),"calls_per_s":\#(Int(callsPerSecond)),"p50_us":\#(String(format: "%.3f", percentile(sorted, 0.5) / 1000)),"p99_us":\#(String(format: "%.3f", percentile(sorted, 0.99) / 1000)),"p999_us":\#(String(format: "%.3f", percentile(sorted, 0.999) / 1000))}"#)
+    print(#"{"bench":"trackEvent caller","hook":\#(benchHook),"threads":\#(threads),"calls":\#(perThread * threads),"calls_per_s":\#(Int(callsPerSecond)),"p50_us":\#(String(format: "%.3f", percentile(sorted, 0.5) / 1000)),"p99_us":\#(String(format: "%.3f", percentile(sorted, 0.99) / 1000)),"p999_us":\#(String(format: "%.3f", percentile(sorted, 0.999) / 1000))}"#)
 }
 
 /// Committed events per second: from the first `trackEvent` until `persisted()` returns.
@@ -264,7 +272,7 @@ case "all":
     try benchMemory()
     try benchIdle(seconds: 60)
 default:
-    print("usage: outbox-bench [all|caller|committed|sealed-vs-plain|delivery|compression|encode|idle|memory] [COUNT|SECONDS]")
+    print("usage: outbox-bench [all|caller|committed|sealed-vs-plain|delivery|compression|encode|idle|memory] [COUNT|SECONDS] [--hook] [--store-key]")
     exit(2)
 }
 try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "outbox-bench-\(getpid())")

@@ -245,7 +245,8 @@ func statusJSON(_ s: EngineStatus) -> String {
         + "\"destination\":\(quoted(s.destination)),\"server_rejected\":\(s.serverRejected),"
         + "\"rotating_store_key\":\(s.rotatingStoreKey),"
         + "\"stored\":\(s.stored),\"evicted\":\(s.evicted),\"rejected\":\(s.rejected),\"expired\":\(s.expired),"
-        + "\"delivered\":\(s.delivered),\"dead_lettered\":\(s.deadLettered),\"retries\":\(s.retries),\"requests\":\(s.requests),\"lost_at_open\":\(s.lostAtOpen),\"unreadable\":\(s.unreadable)}"
+        + "\"delivered\":\(s.delivered),\"dead_lettered\":\(s.deadLettered),\"retries\":\(s.retries),\"requests\":\(s.requests),\"lost_at_open\":\(s.lostAtOpen),\"unreadable\":\(s.unreadable),"
+        + "\"dropped_by_policy\":\(s.droppedByPolicy)}"
 }
 
 @_cdecl("outbox_set_enabled")

@@ -968,6 +968,93 @@ static void test_model(void) {
     mock_stop(&m);
 }
 
+/* ---- SPEC H1: the before-store hook ---- */
+
+struct hook_state {
+    int calls;
+    char last[1024];
+    char buffer[256]; /* the host's memory for replacements: the engine copies it before the call returns */
+};
+
+static int before_store(const char *event_json, void *user, const char **replacement_json) {
+    struct hook_state *state = user;
+    state->calls++;
+    snprintf(state->last, sizeof state->last, "%s", event_json);
+    if (strstr(event_json, "\"name\":\"debug.")) return OUTBOX_HOOK_DROP;
+    if (strstr(event_json, "\"name\":\"signup\"")) {
+        /* Renamed, the e-mail removed, a property added; written into the host's buffer, overwritten next time. */
+        snprintf(state->buffer, sizeof state->buffer, "{\"name\":\"sign_up\",\"properties\":{\"plan\":\"pro\",\"n\":2}}");
+        *replacement_json = state->buffer;
+        return OUTBOX_HOOK_STORE;
+    }
+    if (strstr(event_json, "\"name\":\"nested\"")) { *replacement_json = "{\"name\":\"x\",\"properties\":{\"a\":[1]}}"; return 0; }
+    if (strstr(event_json, "\"name\":\"unnamed\"")) { *replacement_json = "{\"name\":\"\"}"; return 0; }
+    if (strstr(event_json, "\"name\":\"garbage\"")) { *replacement_json = "{\"name\":\"g\"} trailing"; return 0; }
+    if (strstr(event_json, "\"name\":\"weird\"")) return 7;
+    return OUTBOX_HOOK_STORE;
+}
+
+/* Whether `needle` occurs anywhere in the file at `path` (a missing file holds nothing): `strings` in C. */
+static int file_contains(const char *path, const char *needle) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    static char data[1 << 22];
+    size_t size = fread(data, 1, sizeof data, f);
+    fclose(f);
+    return memmem(data, size, needle, strlen(needle)) != NULL;
+}
+
+static void test_before_store(void) {
+    char path[512], config[1024], wal[600];
+    store_path(path, sizeof path, "hook");
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"sessionTracking\":\"manual\"}", path);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "outbox_open (hook)");
+    if (!e) return;
+    struct hook_state state = {0};
+    CHECK(outbox_set_before_store(NULL, before_store, &state) == OUTBOX_EINVAL, "a NULL engine");
+    CHECK(outbox_set_before_store(e, before_store, &state) == 0, "outbox_set_before_store");
+
+    CHECK(outbox_track(e, "signup", "{\"email\":\"c-secret@example.com\",\"plan\":\"free\"}", OUTBOX_CRITICAL) == 0,
+          "an event the hook rewrites");
+    CHECK(strstr(state.last, "\"name\":\"signup\"") && strstr(state.last, "\"email\":\"c-secret@example.com\""),
+          "the hook saw the call's name and properties: %s", state.last);
+    memset(state.buffer, 'x', sizeof state.buffer - 1); /* the host reuses its buffer: the engine has its copy */
+    CHECK(outbox_track(e, "debug.noise", "{\"token\":\"c-dropped-value\"}", OUTBOX_CRITICAL) == 0,
+          "a dropped event is no error");
+    int64_t timer = outbox_start_timer(e, "debug.timer");
+    CHECK(timer > 0 && outbox_end_timer(e, timer, NULL, 0) == 0, "a timer's end passes through the hook (dropped)");
+    CHECK(strstr(state.last, "$event_duration"), "the hook saw the timer's duration: %s", state.last);
+    CHECK(outbox_track_category(e, "Video>Play", "clip", -1, NULL, OUTBOX_CRITICAL) == 0, "a categorised event");
+    CHECK(strstr(state.last, "\"$event_value\":\"clip\""), "the hook saw the categorised event's value: %s", state.last);
+    CHECK(outbox_track_screen(e, "debug.screen", NULL, NULL) == 0 && strstr(state.last, "Video>Play"),
+          "a screen does not pass through the hook");
+
+    /* What the hook returns is checked as outbox_track's arguments are; a refusal is the call's error. */
+    CHECK(outbox_track(e, "nested", NULL, 0) == OUTBOX_EINVAL && error_names("not nested"), "a nested replacement");
+    CHECK(outbox_track(e, "unnamed", NULL, 0) == OUTBOX_EINVAL && error_names("empty"), "a replacement without a name (T2)");
+    CHECK(outbox_track(e, "garbage", NULL, 0) == OUTBOX_EINVAL && error_names("after the object"), "trailing text");
+    CHECK(outbox_track(e, "weird", NULL, 0) == OUTBOX_EINVAL && error_names("returned 7"), "an unknown answer");
+
+    char *status = outbox_status(e);
+    CHECK(status && strstr(status, "\"dropped_by_policy\":2") && strstr(status, "\"pending_critical\":2"),
+          "two dropped, two stored: %s", status ? status : "NULL");
+    outbox_free(status);
+    CHECK(outbox_set_before_store(e, NULL, NULL) == 0, "the hook removed");
+    int calls = state.calls;
+    CHECK(outbox_track(e, "debug.kept", NULL, OUTBOX_CRITICAL) == 0 && state.calls == calls, "without a hook, stored");
+    status = outbox_status(e);
+    CHECK(status && strstr(status, "\"pending_critical\":3"), "stored: %s", status ? status : "NULL");
+    outbox_free(status);
+    CHECK(outbox_close(e, 0) == 0, "close");
+    outbox_free(e);
+
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    CHECK(file_contains(path, "sign_up") || file_contains(wal, "sign_up"), "the renamed event is in the store");
+    CHECK(!file_contains(path, "c-secret") && !file_contains(wal, "c-secret"), "the removed e-mail is not");
+    CHECK(!file_contains(path, "c-dropped-value") && !file_contains(wal, "c-dropped-value"), "nor the dropped event");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-outbox-mock\n", argv[0]);
@@ -992,6 +1079,7 @@ int main(int argc, char **argv) {
     test_update_after_401();
     test_model();
     test_sealed_store();
+    test_before_store();
 
     char command[300];
     snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);

@@ -212,3 +212,52 @@ test('a sealed store needs its key file', async (t) => {
   assert.throws(() => outbox.open(JSON.stringify({ storePath: store, storeKeyFile: key })),
     (error) => error.code === ECONFIG && error.message.includes('chmod 600'));
 });
+
+// SPEC H1: beforeStore in outbox.js's configuration runs inside every call that tracks an event, on Node's thread:
+// it renames, redacts and drops; what it removed is not in the store file; what it returns is checked as track's
+// arguments are; a hook that throws makes the call throw that and store nothing; update replaces or removes it.
+test('beforeStore rewrites, redacts and drops before the store', async (t) => {
+  const api = require(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
+  const store = temporaryStore(t);
+  const seen = [];
+  const engine = api.open({
+    storePath: store, sessionTracking: 'manual',
+    beforeStore: (event) => {
+      seen.push(JSON.parse(JSON.stringify(event)));
+      if (event.name.startsWith('debug.')) return false;
+      if (event.name === 'boom') throw new Error('hook failed');
+      if (event.name === 'blank') event.name = '';
+      if (event.name === 'signup') event.name = 'sign_up';
+      delete event.properties.email;
+      return true;
+    },
+  });
+  engine.track('signup', { email: 'node-secret@example.com', plan: 'pro' }, { critical: true });
+  assert.deepStrictEqual(seen[0], { name: 'signup', properties: { email: 'node-secret@example.com', plan: 'pro' } });
+  engine.track('debug.noise', { token: 'node-dropped-value' }, { critical: true });
+  engine.trackCategory('Video>Play', { value: 'clip', critical: true });
+  assert.strictEqual(seen[2].properties.$event_value, 'clip');
+  const timer = engine.startTimer('debug.timer');
+  engine.endTimer(timer);
+  assert.throws(() => engine.track('boom'), /hook failed/);
+  assert.throws(() => engine.track('blank'), (error) => error.code === EINVAL && /empty/.test(error.message));
+  let status = engine.status();
+  assert.strictEqual(status.dropped_by_policy, 2);
+  assert.strictEqual(status.pending_critical, 2);
+  engine.update({ beforeStore: (event) => { event.name = 'replaced'; } });
+  engine.track('x', null, { critical: true });
+  engine.update({ beforeStore: null });
+  engine.track('debug.kept', null, { critical: true });
+  assert.throws(() => engine.update({ beforeStore: 5 }), TypeError);
+  status = engine.status();
+  assert.strictEqual(status.pending_critical, 4);
+  assert.strictEqual(status.dropped_by_policy, 2);
+  engine.close(0);
+  engine.free();
+  for (let turn = 0; turn < 200 && isLocked(store); turn++) await new Promise((resolve) => setTimeout(resolve, 10));
+  const files = fs.readdirSync(path.dirname(store)).map((name) => fs.readFileSync(path.join(path.dirname(store), name)));
+  assert.ok(files.some((bytes) => bytes.includes('sign_up')), 'the renamed event is in the store');
+  assert.ok(files.some((bytes) => bytes.includes('replaced')), 'the second hook\'s name is in the store');
+  assert.ok(!files.some((bytes) => bytes.includes('node-secret')), 'the removed e-mail is not');
+  assert.ok(!files.some((bytes) => bytes.includes('node-dropped-value')), 'nor the dropped event');
+});

@@ -167,7 +167,8 @@ struct ConfigurationTableTests {
     @Test func everyChangeableRowReachesItsTargetOnUpdate() async throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let samples = try Self.samples(dir)
-        for row in Configuration.schema where row.changeable && !Self.validatedApart.contains(row.name) {
+        // SPEC H1: the hook has no C key and nothing on the loop to reach (BeforeStoreTests updates it).
+        for row in Configuration.schema where row.changeable && !Self.validatedApart.contains(row.name) && row.name != "beforeStore" {
             let key = try #require(row.cKey)
             // The field's own destination, where a change shows on the wire; the destination itself from PostHog's.
             let owner = row.name == "destination" ? .posthog : Destination.allCases.first { $0.spec.fields.contains(row.name) } ?? .appCenter

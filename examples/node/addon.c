@@ -18,6 +18,7 @@
  *   startTimer(engine, name) -> number  pauseTimer(engine, n)  resumeTimer(engine, n)
  *   endTimer(engine, n, propertiesJSON|null, critical)  endTimerNamed(engine, name, propertiesJSON|null, critical)
  *   sendLocation(engine, latitude, longitude, accuracy (negative: none))  setReachability(engine, 1|0|-1)
+ *   setBeforeStore(engine, hook(eventJSON) -> JSON string|null|undefined | null) -> a handle to keep while the hook is set
  * Failures throw an Error whose message is outbox_last_error() and whose `code` is the OUTBOX_E… value; an
  * argument of the wrong JavaScript type throws a TypeError naming the call.
  */
@@ -382,6 +383,73 @@ static napi_value js_set_reachability(napi_env env, napi_callback_info info) {
     return result_of(env, outbox_set_reachability(a.engine, (int)reachability));
 }
 
+/* ---- SPEC H1: the before-store hook ---- */
+
+/* The JavaScript hook of one engine and the host's memory for its replacements (outbox.h: the engine copies a
+   replacement before the tracking call returns; the memory stays ours). Every call that tracks runs on Node's main
+   thread, so the hook is called there, inside the addon function that tracks. */
+struct hook {
+    napi_env env;
+    napi_ref function;
+    char *replacement;
+};
+
+static int run_hook(const char *event_json, void *user, const char **replacement_json) {
+    struct hook *hook = user;
+    napi_env env = hook->env;
+    napi_value function, undefined, argument, result;
+    napi_valuetype type;
+    if (napi_get_reference_value(env, hook->function, &function) != napi_ok || !function
+        || napi_get_undefined(env, &undefined) != napi_ok
+        || napi_create_string_utf8(env, event_json, NAPI_AUTO_LENGTH, &argument) != napi_ok)
+        return -1;
+    /* A hook that throws: the exception stays pending, the call fails and stores nothing, and JavaScript sees it. */
+    if (napi_call_function(env, undefined, function, 1, &argument, &result) != napi_ok) return -1;
+    if (napi_typeof(env, result, &type) != napi_ok) return -1;
+    if (type == napi_undefined) return OUTBOX_HOOK_STORE; /* the event as it was */
+    if (type == napi_null) return OUTBOX_HOOK_DROP;
+    int ok;
+    char *text = string_arg(env, result, &ok);
+    if (!ok || !text) return -1;
+    free(hook->replacement);
+    hook->replacement = text;
+    *replacement_json = text;
+    return OUTBOX_HOOK_STORE;
+}
+
+static void free_hook(napi_env env, void *data, void *hint) {
+    (void)hint;
+    struct hook *hook = data;
+    napi_delete_reference(env, hook->function);
+    free(hook->replacement);
+    free(hook);
+}
+
+/* Sets (a function) or removes (null) the engine's hook. The handle returned owns the hook's memory: outbox.js keeps it
+   on the engine object for as long as the hook is set (the hook runs only inside calls made through that object). */
+static napi_value js_set_before_store(napi_env env, napi_callback_info info) {
+    const char *usage = "setBeforeStore(engine, hook|null): hook a function";
+    struct args a;
+    if (!get_args(env, info, 2, usage, &a)) return NULL;
+    napi_valuetype type;
+    CALL(env, napi_typeof(env, a.argv[1], &type));
+    if (type == napi_null || type == napi_undefined) return result_of(env, outbox_set_before_store(a.engine, NULL, NULL));
+    if (type != napi_function) { napi_throw_type_error(env, NULL, usage); return NULL; }
+    struct hook *hook = calloc(1, sizeof *hook);
+    if (!hook) { napi_throw_error(env, NULL, "out of memory"); return NULL; }
+    hook->env = env;
+    napi_value handle;
+    if (napi_create_reference(env, a.argv[1], 1, &hook->function) != napi_ok) { free(hook); return NULL; }
+    if (napi_create_external(env, hook, free_hook, NULL, &handle) != napi_ok) {
+        napi_delete_reference(env, hook->function);
+        free(hook);
+        return NULL;
+    }
+    int rc = outbox_set_before_store(a.engine, run_hook, hook);
+    if (rc != 0) return throw_outbox(env, rc); /* the handle, unreferenced, frees the hook */
+    return handle;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
     napi_property_descriptor functions[] = {
         {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
@@ -408,6 +476,7 @@ static napi_value init(napi_env env, napi_value exports) {
         {"endTimerNamed", NULL, js_end_timer_named, NULL, NULL, NULL, napi_default, NULL},
         {"sendLocation", NULL, js_send_location, NULL, NULL, NULL, napi_default, NULL},
         {"setReachability", NULL, js_set_reachability, NULL, NULL, NULL, napi_default, NULL},
+        {"setBeforeStore", NULL, js_set_before_store, NULL, NULL, NULL, napi_default, NULL},
     };
     CALL(env, napi_define_properties(env, exports, sizeof functions / sizeof functions[0], functions));
     napi_value version;

@@ -16,6 +16,11 @@
 //   outbox.open({ storePath, destinations: [
 //     { name: 'ops', destination: 'otlp', endpoint: 'http://collector:4318' },
 //     { name: 'product', destination: 'posthog', endpoint: 'https://eu.i.posthog.com', apiKey: 'phc_…' }] });
+//
+// `beforeStore` in the configuration (or in `update`; null removes it) is a function that runs inside every call that
+// tracks an event (track, trackCategory, endTimer), on this thread: it receives the event { name, properties }, may
+// change either, and returns false to drop it (SPEC H1). What it leaves is checked as `track`'s arguments are; if it
+// throws, the call throws that and stores nothing.
 'use strict';
 const path = require('path');
 
@@ -35,7 +40,18 @@ class Engine {
   /** Opens (or creates) the store: `config` holds the keys of outbox.h's outbox_open, `destinations` (an array of
    *  objects) among them. */
   constructor(config) {
-    this.handle = addon.open(JSON.stringify(config));
+    const { beforeStore, ...data } = config;
+    this.handle = addon.open(JSON.stringify(data));
+    if (beforeStore != null) this.#setBeforeStore(beforeStore);
+  }
+
+  /** SPEC H1: the addon's hook takes and returns JSON; this one takes and may change an object. */
+  #setBeforeStore(hook) {
+    if (hook !== null && typeof hook !== 'function') throw new TypeError('beforeStore must be a function or null');
+    this.hook = addon.setBeforeStore(this.handle, hook && ((json) => {
+      const event = JSON.parse(json);
+      return hook(event) === false ? null : JSON.stringify(event);
+    }));
   }
 
   /** An event: `properties` a flat object of strings, numbers and booleans (integers stored as integers). */
@@ -83,7 +99,11 @@ class Engine {
 
   setEnabled(enabled) { addon.setEnabled(this.handle, enabled); }
   /** Changes what may change at run time (outbox.h's outbox_update keys). */
-  update(config) { addon.update(this.handle, JSON.stringify(config)); }
+  update(config) {
+    const { beforeStore, ...data } = config;
+    if (Object.keys(data).length > 0 || beforeStore === undefined) addon.update(this.handle, JSON.stringify(data));
+    if (beforeStore !== undefined) this.#setBeforeStore(beforeStore);
+  }
   /** Sends what waits now; resolves with GOOD (0), NO_DATA (1) or ERROR (2) for the first request it started. */
   dispatch() { return new Promise((resolve) => addon.dispatch(this.handle, resolve)); }
   status() { return JSON.parse(addon.status(this.handle)); }

@@ -148,6 +148,8 @@ public struct Configuration: Sendable {
     /// SPEC A5 (Sensors' auto-track): `$AppStart` at engine start and on each `enterForeground()`, `$AppEnd` on each
     /// `enterBackground()` and at shutdown. Default: off.
     public var tracksAppLifecycle = false
+    /// SPEC H1: the hook behind `beforeStore` (BeforeStore.swift), boxed so that an update can tell a new hook apart.
+    var beforeStoreHook: BeforeStoreHook? = nil
     /// Seeds the log and session ids, so that a test gets the same JSON every run (golden payloads).
     var testingIDSeed: UInt64? = nil
 

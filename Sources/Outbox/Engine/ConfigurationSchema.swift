@@ -43,6 +43,8 @@ public struct ConfigurationApplyTargets: OptionSet, Sendable, Hashable {
     /// SPEC D18: the list of destinations — each destination's wire and transport made again, and, when names were
     /// added or removed, delivery rebuilt for the new list.
     public static let destinations = Self(rawValue: 16)
+    /// SPEC H1: the callers' before-store hook, swapped at once on the caller's thread (nothing on the loop).
+    public static let beforeStore = Self(rawValue: 32)
 }
 
 /// Why a C JSON value cannot be a field: `wrongType` when it is not of the field's JSON type (OUTBOX_EINVAL), else a
@@ -185,6 +187,9 @@ extension Configuration {
         row(\.sessionTimeout, "sessionTimeout", "sessionTimeoutMs", .milliseconds, bounds: .sessionTimeout),
         row(\.sessionTracking, "sessionTracking", "sessionTracking", .sessionTracking),
         row(\.tracksAppLifecycle, "tracksAppLifecycle", "tracksAppLifecycle", .bool),
+        // SPEC H1: a closure, no C key (C sets its hook with outbox_set_before_store); hooks differ by their box.
+        ConfigurationField(name: "beforeStore", cKey: nil, applies: .beforeStore, bounds: nil, keyPath: \.beforeStoreHook,
+                           differs: { $0.beforeStoreHook !== $1.beforeStoreHook }, decode: nil, encode: nil, measure: nil),
         row(\.testingIDSeed, "testingIDSeed", nil, nil),
         row(\.testingAllowsValuesBelowBounds, "testingAllowsValuesBelowBounds", "testingAllowsValuesBelowBounds", .bool),
     ]

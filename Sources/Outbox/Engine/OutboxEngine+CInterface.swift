@@ -11,7 +11,18 @@ extension OutboxEngine {
     /// where `trackEvent` returns silently.
     @_spi(CInterface) public func trackEvent(_ name: String, sortedProperties: UnsafeBufferPointer<(key: String, value: ScannedPropertyValue)>,
                                            flags: LogFlags) throws(OutboxError) -> Bool {
-        try EventValidator.validate(name: name, sortedProperties: sortedProperties) { name, body, adjustments throws(OutboxError) in
+        if let hook = beforeStore.hook {
+            // SPEC H1: the hook takes the properties as the Swift API gives them.
+            var properties: [String: PropertyValue] = Dictionary(minimumCapacity: sortedProperties.count)
+            for (key, value) in sortedProperties {
+                switch value {
+                case .value(let value): properties[key] = value
+                case .utf8(let text): properties[key] = .string(String(decoding: text, as: UTF8.self))
+                }
+            }
+            return try trackHooked(hook, OutgoingEvent(name: name, properties: properties), flags: flags)
+        }
+        return try EventValidator.validate(name: name, sortedProperties: sortedProperties) { name, body, adjustments throws(OutboxError) in
             if !adjustments.isEmpty { warn(name: name, adjustments) }
             let clock = configuration.clock
             return try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: []),

@@ -6,6 +6,7 @@ extension OutboxEngine {
     /// Validated here, on the caller's thread, like start-up; applied on the loop before the next send. A channel that
     /// the server stopped (401, 403, 404, a redirect not followed) starts again; batches in flight finish under the
     /// old settings. Any other field is refused by name, and so is an endpoint for an engine started without one.
+    /// `beforeStore` (SPEC H1) may be set, replaced or cleared: calls that start after `update` returns run the new one.
     ///
     /// ```swift
     /// try engine.update { $0.endpoint = "https://ingest.example.com"; $0.appSecret = newSecret }
@@ -32,6 +33,11 @@ extension OutboxEngine {
             try updated.validate()
             let previous = current
             current = updated
+            // SPEC H1: the hook is the callers'; it changes at once, and a change of it alone touches nothing on the loop.
+            if updated.beforeStoreHook !== previous.beforeStoreHook {
+                beforeStore.publish(updated.beforeStoreHook)
+                if updated.applyTargets(changedFrom: previous) == .beforeStore { return }
+            }
             let installID = self.installID
             try submitToLoop { core in core.reconfigure(updated, installID: installID, previous: previous) }
         }

@@ -30,6 +30,8 @@ public final class OutboxEngine: @unchecked Sendable {
     let core: EngineCore
     /// Duration timers and open screens (SPEC A4, A6): see OutboxEngine+Analytics.swift.
     let stopwatches = Stopwatches()
+    /// SPEC H1: the before-store hook callers run, and what it dropped.
+    let beforeStore: BeforeStoreSlot
     private let isShutDown = Mutex(false)
     /// The configuration as last updated (SPEC R8), for validating the next update against it.
     let updateLock: Mutex<Configuration>
@@ -41,6 +43,7 @@ public final class OutboxEngine: @unchecked Sendable {
         TestingPhase.startIfRequested()
         self.configuration = configuration
         self.updateLock = Mutex(configuration)
+        self.beforeStore = BeforeStoreSlot(configuration.beforeStoreHook)
         self.logger = configuration.logger
         let store = try LogStore(path: configuration.storePath, limits: configuration.storeLimits,
                                  clock: configuration.clock, logger: configuration.logger)
@@ -96,11 +99,40 @@ public final class OutboxEngine: @unchecked Sendable {
     /// `.critical` log any error that prevented its commit. While disabled (SPEC T6) the event is ignored.
     public func trackEvent(_ name: String, properties: [String: PropertyValue] = [:], flags: LogFlags = .normal) throws {
         TestingPhase.enter(.tracking); defer { TestingPhase.leave(.tracking) }
+        // SPEC H1: without a hook this load is all it costs.
+        if let hook = beforeStore.hook {
+            try trackHooked(hook, OutgoingEvent(name: name, properties: properties), flags: flags)
+            return
+        }
         try EventValidator.validate(name: name, properties: properties) { name, body, adjustments throws(OutboxError) in
             if !adjustments.isEmpty { warn(name: name, adjustments) }
             let clock = configuration.clock
             try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: []),
                       body: body, name: name)
+        }
+    }
+
+    /// SPEC H1: the call's own refusals (T2–T3), then the hook on this thread, then what it left validated as any event
+    /// (T2–T4, the name counted after the hook). True when the event was stored or dropped by the hook, false when
+    /// tracking is off (SPEC T6).
+    @inline(never)
+    @discardableResult
+    func trackHooked(_ hook: BeforeStoreHook, _ event: consuming OutgoingEvent, flags: LogFlags) throws(OutboxError) -> Bool {
+        var event = event
+        try event.checkRefusals()
+        guard try hook.run(&event) else {
+            // Shut down or opted out, nothing is collected and nothing counted: the call says so as it would without
+            // a hook (two looks under the intake's lock, on this path only).
+            guard !intake.peek().closed else { throw .shutDown }
+            guard intake.isEnabled else { return false }
+            beforeStore.dropped.add(1, ordering: .relaxed)
+            return true
+        }
+        return try EventValidator.validate(name: event.name, properties: event.properties) { name, body, adjustments throws(OutboxError) in
+            if !adjustments.isEmpty { warn(name: name, adjustments) }
+            let clock = configuration.clock
+            return try admit(EventDraft(priority: flags.priority, wallMs: clock.wallMs(), monoNs: clock.monoNs(), body: []),
+                             body: body, name: name)
         }
     }
 
@@ -299,7 +331,8 @@ public final class OutboxEngine: @unchecked Sendable {
             expired: core.store.expiredTotal,
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.store.deadLetteredTotal,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
-            probes: core.delivery?.counters.probes ?? 0, lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal)
+            probes: core.delivery?.counters.probes ?? 0, lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal,
+            droppedByPolicy: beforeStore.dropped.load(ordering: .relaxed))
         // SPEC D18: each destination's figures, with what this engine delivered to it.
         if var destinations = try StoreInspector.readDestinations(core.store.db) {
             for member in core.delivery?.members ?? [] {
@@ -377,6 +410,8 @@ public struct EngineStatus: Sendable, Equatable, Codable {
     public var lostAtOpen: Int = 0
     /// SPEC K1: logs of a sealed store that did not open under its key (altered on disk), deleted unsent.
     public var unreadable: Int = 0
+    /// SPEC H1: events the before-store hook dropped (never stored; apart from `stored` and `rejected`).
+    public var droppedByPolicy: Int = 0
 
     public subscript<T>(dynamicMember keyPath: KeyPath<StoreReport, T>) -> T { store[keyPath: keyPath] }
 }

@@ -40,6 +40,9 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidCountryCode(String)
     /// A negative or otherwise unusable duration (SPEC A6, A7).
     case invalidDuration(String)
+    /// SPEC H1: what the before-store hook returned cannot be read (the C interface's replacement JSON, a C or Node
+    /// hook's answer other than store or drop).
+    case beforeStoreHook(String)
 
     public var description: String {
         switch self {
@@ -81,6 +84,8 @@ public enum OutboxError: Error, Equatable, Sendable, CustomStringConvertible {
             return "country code '\(code)' rejected: give a two-letter ISO 3166-1 code such as \"TR\", or nil to remove it"
         case .invalidDuration(let reason):
             return "duration rejected: \(reason) (nothing was stored)"
+        case .beforeStoreHook(let reason):
+            return "the before-store hook's answer was refused: \(reason) (nothing was stored)"
         }
     }
 }
