@@ -592,7 +592,8 @@ static void test_destinations(void) {
     CHECK(e != NULL, "open with two destinations: %s", outbox_last_error());
     if (e) {
         CHECK(outbox_track(e, "two", NULL, OUTBOX_CRITICAL) == 0, "track with two destinations: %s", outbox_last_error());
-        CHECK(outbox_close(e, 0) == 0, "close with two destinations");
+        /* Neither destination answers (port 9): the log stays stored for both, and a drain of 0 ms says so. */
+        CHECK(outbox_close(e, 0) == OUTBOX_ETIMEDOUT, "close with two destinations keeps the log: %s", outbox_last_error());
         outbox_free(e);
     }
     snprintf(config, sizeof config,
