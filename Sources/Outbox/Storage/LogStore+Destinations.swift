@@ -142,14 +142,23 @@ extension LogStore {
     /// `claimBatch` for destination `id`: critical logs first, then normal ones, each in seq order (C4), skipping
     /// what it settled or holds; before it, the delivered batch `completing` is settled for it.
     func claim(destination id: Int64, limit: Int, completing: Int64?) throws(OutboxError) -> ClaimedBatch? {
-        if let completing { _ = try complete(destination: id, batchID: completing) }
-        guard limit > 0, destinationBook?[id] != nil else { return nil }
+        guard limit > 0 else {
+            if let completing { _ = try complete(destination: id, batchID: completing) }
+            return nil
+        }
+        guard destinationBook?[id] != nil else { return nil }
         return try guarded { () throws(OutboxError) -> ClaimedBatch? in
             _ = try expireOnce(nowMs: clock.wallMs())
-            guard let progress = destinationBook?[id], let batchID = destinationBook?.nextBatchID() else { return nil }
+            guard let book = destinationBook, let progress = book[id], let batchID = destinationBook?.nextBatchID() else { return nil }
+            // The delivered batch is settled in the claim's transaction, one commit per request as with one destination.
+            let delivered = completing.map { progress.leases.stretches(of: $0) } ?? []
+            let gone = delivered.isEmpty ? [] : book.settledByAllOthers(than: id, delivered)
+            var completed = 0
             var unreadable: [Int64] = []
             let claimed = try withRoom(bytes: 64 * min(limit, 1000)) { () throws(OutboxError) -> (ClaimedBatch, [LeaseStretch])? in
                 unreadable.removeAll()
+                completed = 0
+                if let completing { completed = try writeSettled(destination: id, delivered, batchID: completing, cut: [], gone: gone) }
                 var logs: [StoredLog] = []
                 logs.reserveCapacity(min(limit, 512))
                 var stretches: [LeaseStretch] = []
@@ -165,6 +174,7 @@ extension LogStore {
                 try destinationsTable.recordLeases(stretches, dest: id)
                 return (ClaimedBatch(batchID: batchID, logs: logs), stretches)
             }
+            if let completing { applySettled(destination: id, delivered, batchID: completing, cut: [], deleted: completed) }
             if !unreadable.isEmpty { record(.unreadable(count: unreadable.count)) }
             guard let (batch, stretches) = claimed else { return nil }
             let critical = batch.logs.reduce(0) { $0 + ($1.priority == .critical ? 1 : 0) }
@@ -218,22 +228,35 @@ extension LogStore {
             let cut = batchID == nil ? progress.leases.cutting(stretches.map(\.first)) : []
             let deleted = try withRoom(bytes: 64 * stretches.count + 64) { () throws(OutboxError) -> Int in
                 try before?()
-                let table = destinationsTable
-                if let batchID { try table.dropLeases(batch: batchID) } else { try table.rewriteLeases(cut, dest: id) }
-                try table.recordSettled(stretches, dest: id)
-                guard !gone.isEmpty else { return 0 }
-                let deleted = try logsTable.delete(stretches: gone)
-                try table.pruneSettled(inside: gone)
-                try keepSeqHigh(deletingThrough: gone.map(\.last).max())
-                return deleted
+                return try writeSettled(destination: id, stretches, batchID: batchID, cut: cut, gone: gone)
             }
-            destinationBook?.update(id) { progress in
-                if let batchID { progress.leases.remove(batch: batchID) } else { cut.forEach { progress.leases.replace(batch: $0.batch, with: $0.stretches) } }
-                for stretch in stretches { progress.settled.insert(stretch.first...stretch.last, stretch.priority) }
-            }
-            record(.completedSeqs(cut: [], deleted: deleted, expired: false))
+            applySettled(destination: id, stretches, batchID: batchID, cut: cut, deleted: deleted)
             return deleted
         }
+    }
+
+    /// A settlement's writes, in the caller's transaction: the lease ended (or cut), the stretches settled for `id`,
+    /// and the logs every destination has now settled (`gone`) deleted with the settled rows they leave empty.
+    private func writeSettled(destination id: Int64, _ stretches: [LeaseStretch], batchID: Int64?,
+                              cut: [(batch: Int64, stretches: [LeaseStretch])], gone: [LeaseStretch]) throws(OutboxError) -> Int {
+        let table = destinationsTable
+        if let batchID { try table.dropLeases(batch: batchID) } else { try table.rewriteLeases(cut, dest: id) }
+        try table.recordSettled(stretches, dest: id)
+        guard !gone.isEmpty else { return 0 }
+        let deleted = try logsTable.delete(stretches: gone)
+        try table.pruneSettled(inside: gone)
+        try keepSeqHigh(deletingThrough: gone.map(\.last).max())
+        return deleted
+    }
+
+    /// A settlement's memory, once its transaction committed.
+    private func applySettled(destination id: Int64, _ stretches: [LeaseStretch], batchID: Int64?,
+                              cut: [(batch: Int64, stretches: [LeaseStretch])], deleted: Int) {
+        destinationBook?.update(id) { progress in
+            if let batchID { progress.leases.remove(batch: batchID) } else { cut.forEach { progress.leases.replace(batch: $0.batch, with: $0.stretches) } }
+            for stretch in stretches { progress.settled.insert(stretch.first...stretch.last, stretch.priority) }
+        }
+        record(.completedSeqs(cut: [], deleted: deleted, expired: false))
     }
 
     /// Gives destination `id`'s batch back to its pending logs (R3's retry is the machine's: no retry time is stored,
