@@ -73,8 +73,6 @@ for round_ in range(rounds):
                 results[name].setdefault(row["batch_size"], []).append(row["loop_us_per_event"])
 
 for name in variants:
-    if name in baseline.values():
-        continue
     for size in sorted(results[name]):
         values = results[name][size]
         base = results[baseline.get(name, "appcenter")].get(size, [])
