@@ -85,7 +85,8 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
 
     server.reset()
     var configuration = storeOnly
-    configuration.endpoint = server.baseURL
+    // Sensors' endpoint is the whole URL with its project (SPEC D11): the fleet's rule for a base URL.
+    configuration.endpoint = benchDestination.spec.endpointAtBase.map { $0(server.baseURL) } ?? server.baseURL
     configuration.appSecret = "bench"
     configuration.batchSize = batchSize
     configuration.bodyCompression = compression
@@ -93,6 +94,8 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     configuration.otlpEncoding = benchOTLPEncoding
     configuration.apiKey = "phc_bench"
     configuration.writeKey = "bench"
+    if benchDestination == .ga4 { configuration.measurementId = "G-BENCH1"; configuration.apiSecret = "bench" }
+    if benchDestination == .mixpanel { configuration.projectToken = "bench" }
     if benchDestinationCount > 1 {
         configuration.endpoint = nil
         configuration.appSecret = ""
@@ -177,6 +180,15 @@ func benchDelivery(total: Int, mockThreads requestedThreads: Int?, compression: 
     // A fresh server's first seconds are slower (allocations, page faults): a short run warms it first.
     _ = mockCapacity(server, requests: 2000, label: "mock warm-up")
     let before = mockCapacity(server)
+    if let batchSize = benchBatchSize {
+        let rate = try benchEndToEnd(total: total, batchSize: batchSize, server: server, compression: compression)
+        server.reset()
+        let after = mockCapacity(server)
+        if before > 0 && after > 0 {
+            print(#"{"bench":"end to end vs mock","ratio_batch_\#(batchSize)":\#(String(format: "%.3f", rate / ((before + after) / 2))),"capacity_before":\#(Int(before)),"capacity_after":\#(Int(after))}"#)
+        }
+        return
+    }
     let small = try benchEndToEnd(total: total, batchSize: 50, server: server, compression: compression)
     server.reset()
     let between = mockCapacity(server)

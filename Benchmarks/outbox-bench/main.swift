@@ -5,12 +5,17 @@ import CSQLite
 import Foundation
 import Outbox
 
-/// The positional arguments; `--destination NAME` and `--otlp-encoding E` (delivery, SPEC D10) are taken out first.
+/// The positional arguments; `--destination NAME`, `--otlp-encoding E` and `--batch-size N` (delivery, SPEC D10) are
+/// taken out first.
 nonisolated(unsafe) var benchDestination = Destination.appCenter
 nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
 /// `--destinations N` (SPEC D16–D17): the delivery bench with N destinations of the same wire on the same mock, from
 /// one store (each event delivered N times; the mock counts the repeats as duplicates).
 nonisolated(unsafe) var benchDestinationCount = 1
+        list.removeSubrange(at...(at + 1))
+    }
+/// `--batch-size N` (delivery): that batch size alone instead of 50 and 500 (SPEC D12: GA4 at 25, its request's limit).
+nonisolated(unsafe) var benchBatchSize: Int?
 /// `--store-key` (SPEC K1): the committed and delivery benches on a sealed store, under a fixed key.
 nonisolated(unsafe) var benchStoreKey: StoreKey?
 /// `--hook` (SPEC H1): `caller` with a before-store hook that copies one property.
@@ -33,6 +38,10 @@ let argumentsList: [String] = {
     }
     if let at = list.firstIndex(of: "--destinations"), at + 1 < list.count {
         benchDestinationCount = max(1, Int(list[at + 1]) ?? 1)
+        list.removeSubrange(at...(at + 1))
+    }
+    if let at = list.firstIndex(of: "--batch-size"), at + 1 < list.count {
+        benchBatchSize = Int(list[at + 1]).flatMap { $0 > 0 ? $0 : nil }
         list.removeSubrange(at...(at + 1))
     }
     if let at = list.firstIndex(of: "--otlp-encoding"), at + 1 < list.count {

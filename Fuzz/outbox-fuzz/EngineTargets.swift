@@ -196,9 +196,15 @@ let otlpResponseTarget = FuzzTarget(name: "otlp-response",
     }
 }
 
-/// SPEC D5, R1, K5 — any answer of a PostHog or a Segment-compatible server (status, headers, body, or a transport
-/// failure) through the wire's `outcome`: a 2xx is delivered, anything else is not, 401/403/404 stop, nothing crashes.
-func destinationResponseTarget(_ name: String, _ wire: @escaping @Sendable () -> any DeliveryWire) -> FuzzTarget {
+/// SPEC D5, R1, K5 — any answer of a destination's server (status, headers, body, or a transport failure) through
+/// the wire's `outcome`: a 2xx is delivered, anything else is not, a stop only for 301/307/401/403/404 (and the
+/// statuses in `stops`: Amplitude's 400 about the key), nothing crashes. A wire that reads logs named by index in
+/// the answer (`named`: D13, D14) refuses them only from a 400, with indices a batch can hold, reasons and stop
+/// reasons bounded, and the others `named` says; `fromInput` then turns an input whose second byte is 1 into such an
+/// answer (indices and a field name from the bytes), which must give back exactly those indices.
+func destinationResponseTarget(_ name: String, stops: Set<Int> = [], named: DeliveryMachine.Others? = nil,
+                               fromInput: (@Sendable ([UInt8]) -> (body: [UInt8], indices: [Int], field: String))? = nil,
+                               _ wire: @escaping @Sendable () -> any DeliveryWire) -> FuzzTarget {
     FuzzTarget(name: "\(name)-response", summary: "any answer of a \(name) server through its wire's outcome") { input in
         guard input.count >= 3 else { return }
         let statuses = [200, 201, 202, 204, 301, 307, 400, 401, 403, 404, 408, 413, 422, 429, 500, 501, 503, 505]
@@ -210,7 +216,13 @@ func destinationResponseTarget(_ name: String, _ wire: @escaping @Sendable () ->
             return
         }
         var headers: [(String, String)] = [("Content-Type", input[2] % 2 == 0 ? "application/json" : "text/plain")]
-        let body = Array(input[3...])
+        var body = Array(input[3...])
+        var expected: (indices: [Int], field: String)?
+        if input[1] == 1, let fromInput {
+            let made = fromInput(body)
+            body = made.body
+            expected = (made.indices, made.field)
+        }
         if input[2] % 3 == 0 { headers.append(("Retry-After", String(decoding: body.prefix(12), as: UTF8.self))) }
         let response = HTTPResponse(status: status, headers: HTTPHeaders(headers), body: body, bodyBytesReceived: body.count,
                                     timing: TransferTiming(queued: .zero, connect: .zero, firstByte: .zero, total: .zero),
@@ -219,16 +231,81 @@ func destinationResponseTarget(_ name: String, _ wire: @escaping @Sendable () ->
         switch outcome {
         case .delivered, .partiallyRejected:
             invariant((200..<300).contains(status), "a \(status) delivered: \(outcome)")
-        case .stop:
-            invariant([301, 307, 401, 403, 404].contains(status), "a \(status) stopped sending")
+        case .stop(let stopStatus, let reason):
+            invariant([301, 307, 401, 403, 404].contains(status) || stops.contains(status), "a \(status) stopped sending")
+            invariant(stopStatus == status && reason.count <= 600, "a stop as \(stopStatus) for a \(status), reason of \(reason.count) characters")
+        case .refusedLogs(let refusedStatus, let refused, let others):
+            invariant(named != nil && status == 400 && refusedStatus == 400, "a \(status) named refused logs")
+            invariant(others == named, "the others of a named refusal \(others), not \(String(describing: named))")
+            invariant(!refused.isEmpty, "a named refusal naming nothing")
+            for log in refused {
+                invariant(log.index >= 0 && log.index < Int(Int32.max), "a refused index \(log.index)")
+                invariant(!log.reason.isEmpty && log.reason.count <= 400, "a reason of \(log.reason.count) characters")
+            }
         default:
             invariant(!(200..<300).contains(status), "a \(status) not delivered: \(outcome)")
         }
+        // A well-formed answer naming logs (made from the input) is read back exactly, whatever the field's characters.
+        guard let expected, status == 400 else { return }
+        guard case .refusedLogs(_, let refused, _) = outcome else {
+            return invariant(expected.indices.isEmpty, "an answer naming \(expected.indices) read as \(outcome)")
+        }
+        invariant(refused.map(\.index) == expected.indices, "an answer naming \(expected.indices) read as \(refused.map(\.index))")
+        // Compared as UTF-8: a field starting with a combining mark joins the character before it in the reason.
+        let field = Array(expected.field.prefix(100).utf8)
+        invariant(refused.allSatisfy { Array($0.reason.utf8).contains(subsequence: field) },
+                  "a reason without the answer's field: \(refused.first?.reason ?? "")")
     }
 }
 
 let postHogResponseTarget = destinationResponseTarget("posthog") { PostHogWire(apiKey: "phc_fuzz", installID: UUID()) }
 let segmentResponseTarget = destinationResponseTarget("segment") { SegmentWire(writeKey: "fuzz", profile: .segment, installID: UUID()) }
+/// D11, D12: Sensors' and GA4's answers are R1's (the wires add no reading of their own).
+let sensorsResponseTarget = destinationResponseTarget("sensors") { SensorsWire(installID: UUID()) }
+let ga4ResponseTarget = destinationResponseTarget("ga4") {
+    var logger = Logger(label: "outbox-fuzz")
+    logger.logLevel = .critical
+    return GA4Wire(measurementId: "G-FUZZ", apiSecret: "fuzz", installID: UUID(), warnings: GA4Warnings(logger: logger))
+}
+/// D13: a 400 naming events by index (`events_with_invalid_fields` / `events_with_missing_fields`) refuses those and
+/// resends the others; one about the key or a missing top-level field stops.
+let amplitudeResponseTarget = destinationResponseTarget("amplitude", stops: [400], named: .resend, fromInput: { bytes in
+    let (indices, field) = namedIndices(bytes)
+    let list = indices.map(String.init).joined(separator: ",")
+    return (Array(#"{"code":400,"error":"Request missing required field","events_with_invalid_fields":{"\#(escapedJSON(field))":[\#(list)]}}"#.utf8),
+            indices, field)
+}) { AmplitudeWire(apiKey: "fuzz", installID: UUID()) }
+/// D14: a 400 with `failed_records` settles the batch: those records refused, the others imported.
+let mixpanelResponseTarget = destinationResponseTarget("mixpanel", named: .delivered, fromInput: { bytes in
+    let (indices, field) = namedIndices(bytes)
+    let records = indices.map { #"{"index":\#($0),"insert_id":"x","field":"\#(escapedJSON(field))","message":"invalid"}"# }
+    return (Array(#"{"code":400,"error":"some data points in the request failed validation","failed_records":[\#(records.joined(separator: ","))],"num_records_imported":0,"status":"Bad Request"}"#.utf8),
+            indices, field)
+}) { MixpanelWire(projectToken: "fuzz", serviceAccountUser: "", serviceAccountSecret: "", projectID: nil, installID: UUID()) }
+
+/// The indices (the first byte says how many, up to 16; two bytes each, so up to 65 535) and the field name (the
+/// bytes after them) of an answer made from a fuzz input.
+private func namedIndices(_ bytes: [UInt8]) -> (indices: [Int], field: String) {
+    let count = min(Int(bytes.first ?? 0) % 17, max(0, (bytes.count - 1) / 2))
+    let indices = (0..<count).map { Int(bytes[1 + 2 * $0]) << 8 | Int(bytes[2 + 2 * $0]) }
+    let field = String(decoding: bytes.dropFirst(1 + 2 * count), as: UTF8.self)
+    return (indices, field)
+}
+
+/// A JSON string's contents, every character outside printable ASCII (and `"`, `\`) escaped as `\uXXXX` — UTF-16
+/// units, so a scalar past U+FFFF is a surrogate pair — independently of the engine's own writer.
+private func escapedJSON(_ text: String) -> String {
+    var out = ""
+    for unit in text.utf16 {
+        if unit >= 0x20 && unit < 0x7F && unit != 0x22 && unit != 0x5C {
+            out.unicodeScalars.append(Unicode.Scalar(UInt8(unit)))
+        } else {
+            let hex = String(unit, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        }
+    }
+    return out
+}
 
 /// SPEC D2, D4, K5 — any bytes as a stored payload (a store written by another version, a disk gone bad), beside a
 /// good log, through both OTLP encoders: the protobuf body's lengths nest to its end, the JSON body parses, and the

@@ -11,27 +11,20 @@ struct SensorsGA4DestinationTests {
     /// OTLPDestinationTests' fast settings with batches of 100: GA4's wire must cut them to its 25 events a request.
     static let fastWithLargeBatches = Array(OTLPDestinationTests.fast.dropLast(2)) + ["--batch-size", "100"]
 
-    static func events(_ server: MockServer, _ vendor: Vendor) -> [[String: Any]] {
-        server.vendorEvents().filter { $0.vendor == vendor }.compactMap { jsonLines($0.json).first }
-    }
-
     // SPEC D11, D7: 1 000 events under lost answers arrive exactly once at Sensors (its `_track_id` key absorbs the
     // resends), each with `_flush_time` stamped and the form's `crc` checked by the mock.
-    @Test func sensorsDeliversEveryEventOnceUnderLostAcks() throws {
+    @Test func sensorsDeliversEveryEventOnceUnderLostAcks() async throws {
         let dir = TempDirectory(); defer { dir.remove() }
-        let server = try startMock("lost-ack"); defer { try? server.stop() }
         let count = 1000
-        let result = try runOutbox(["emit", "--store", dir.file(), "--count", "\(count)", "--destination", "sensors",
-                                    "--endpoint", server.baseURL + "/sa?project=default", "--wait-delivered",
-                                    "--timeout", "90"] + OTLPDestinationTests.fast, in: dir)
-        #expect(result.status == 0, "\(result.errors)")
-        #expect(jsonLines(result.output).first?["delivered"] as? Int == count)
-        let records = Self.events(server, .sensors)
-        let ids = records.compactMap { $0["_track_id"] as? Int }
+        let run = try await emitToMock(.sensors, scenario: "lost-ack", count: count, path: "/sa?project=default",
+                                       timeout: 90, in: dir)
+        #expect(run.status == 0, "\(run.errors)")
+        #expect(run.count("delivered") == count)
+        let ids = run.events.compactMap { $0["_track_id"] as? Int }
         #expect(ids.count == count, "each log once")
         #expect(Set(ids).count == count)
-        #expect(records.allSatisfy { ($0["_flush_time"] as? Int ?? 0) >= ($0["time"] as? Int ?? .max) })
-        let stats = try #require(server.stats().vendors["sensors"])
+        #expect(run.events.allSatisfy { ($0["_flush_time"] as? Int ?? 0) >= ($0["time"] as? Int ?? .max) })
+        let stats = try #require(run.stats)
         #expect(stats.eventsUnique == count)
         #expect(stats.eventsDuplicate > 0, "lost answers made resends, absorbed by the key")
         #expect(stats.eventsRefused == 0)
@@ -39,19 +32,13 @@ struct SensorsGA4DestinationTests {
 
     // SPEC D11: every log type as Sensors' SDKs record it.
     @Test func sensorsRecordsCarrySensorsModel() async throws {
-        let dir = TempDirectory(); defer { dir.remove() }
-        let server = try startMock(); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL + "/sa?project=shop")
-        configuration.destination = .sensors
-        configuration.appVersion = "2.1"
-        let engine = try OutboxEngine(configuration: configuration)
-        let install = engine.installID.uuidString.lowercased()
-        let timer = try engine.trackTimerStart("Watched")
-        try trackEveryLogType(engine)
-        try engine.trackTimerEnd(timer)
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
-        engine.shutdown()
-        let records = Self.events(server, .sensors)
+        let run = try await trackToMock(.sensors, path: "/sa?project=shop", configure: { $0.appVersion = "2.1" }) { engine in
+            let timer = try engine.trackTimerStart("Watched")
+            try trackEveryLogType(engine)
+            try engine.trackTimerEnd(timer)
+        }
+        #expect(run.delivered)
+        let records = run.events, install = run.install
         #expect(records.count == 9)
         func named(_ event: String) throws -> [String: Any] { try #require(records.first { $0["event"] as? String == event }, "\(event)") }
         func properties(_ record: [String: Any]) -> [String: Any] { record["properties"] as? [String: Any] ?? [:] }
@@ -104,50 +91,42 @@ struct SensorsGA4DestinationTests {
     // SPEC D12: 1 000 events under lost answers: GA4 de-duplicates nothing, so the mock counts the resends as
     // duplicates and each event once among the unique ones; every request within GA4's rules (events_invalid 0,
     // at most 25 events a request); the API secret never in a message.
-    @Test func ga4DeliversEveryEventUniqueOnceUnderLostAcks() throws {
+    @Test func ga4DeliversEveryEventUniqueOnceUnderLostAcks() async throws {
         let dir = TempDirectory(); defer { dir.remove() }
-        let server = try startMock("lost-ack"); defer { try? server.stop() }
         let count = 1000
         let secret = dir.file("secret")
         try "s3cr3t-value\n".write(toFile: secret, atomically: true, encoding: .utf8)
-        let result = try runOutbox(["emit", "--store", dir.file(), "--count", "\(count)", "--destination", "ga4",
-                                    "--measurement-id", "G-TEST123", "--api-secret-file", secret,
-                                    "--endpoint", server.baseURL, "--wait-delivered", "--timeout", "90",
-                                    "--log-level", "debug"] + Self.fastWithLargeBatches, in: dir)
-        #expect(result.status == 0, "\(result.errors)")
-        #expect(jsonLines(result.output).first?["delivered"] as? Int == count)
-        let stats = try #require(server.stats().vendors["ga4"])
+        let run = try await emitToMock(.ga4, scenario: "lost-ack", count: count,
+                                       arguments: ["--measurement-id", "G-TEST123", "--api-secret-file", secret,
+                                                   "--log-level", "debug"],
+                                       settings: Self.fastWithLargeBatches, timeout: 90, in: dir)
+        #expect(run.status == 0, "\(run.errors)")
+        #expect(run.count("delivered") == count)
+        let stats = try #require(run.stats)
         #expect(stats.eventsUnique == count)
         #expect(stats.eventsInvalid == 0)
         #expect(stats.eventsDuplicate == stats.eventsReceived - count)
         #expect(stats.eventsDuplicate > 0, "lost answers made resends GA4 would count twice")
         #expect(stats.requests >= count / 25, "at most 25 events a request")
-        #expect(!result.errors.contains("s3cr3t-value") && !result.output.contains("s3cr3t-value"))
-        let events = Self.events(server, .ga4)
-        #expect(events.allSatisfy { ($0["timestamp_micros"] as? Int ?? 0) > 0 })
+        #expect(!run.shows("s3cr3t-value"))
+        #expect(run.events.allSatisfy { ($0["timestamp_micros"] as? Int ?? 0) > 0 })
     }
 
     // SPEC D12: the log types as GA4 events, a name GA4 refuses or reserves rewritten with the original kept, the
     // user id and user properties at the request's level; GA4's validation finds nothing (events_invalid 0).
     @Test func ga4EventsKeepWithinGA4sRules() async throws {
-        let dir = TempDirectory(); defer { dir.remove() }
-        let server = try startMock(); defer { try? server.stop() }
-        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
-        configuration.destination = .ga4
-        configuration.measurementId = "G-TEST123"
-        configuration.apiSecret = "s3cr3t"
-        let engine = try OutboxEngine(configuration: configuration)
-        try engine.startSession()
-        try engine.trackEvent("Video>Music>Play", properties: ["title": .string(String(repeating: "x", count: 120))])
-        try engine.trackEvent("session_start")
-        try engine.trackScreen(title: "Cart", path: "/cart")
-        try engine.setUserProperties(["plan": "pro"])
-        try engine.identify(userId: "u-7")
-        try engine.sendLocation(latitude: 41.0, longitude: 29.0, accuracy: 5)
-        try engine.endSession()
-        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
-        engine.shutdown()
-        let events = Self.events(server, .ga4)
+        let run = try await trackToMock(.ga4) { engine in
+            try engine.startSession()
+            try engine.trackEvent("Video>Music>Play", properties: ["title": .string(String(repeating: "x", count: 120))])
+            try engine.trackEvent("session_start")
+            try engine.trackScreen(title: "Cart", path: "/cart")
+            try engine.setUserProperties(["plan": "pro"])
+            try engine.identify(userId: "u-7")
+            try engine.sendLocation(latitude: 41.0, longitude: 29.0, accuracy: 5)
+            try engine.endSession()
+        }
+        #expect(run.delivered)
+        let events = run.events
         let names = events.compactMap { $0["name"] as? String }
         #expect(Set(names) == ["outbox_session_start", "Video_Music_Play", "e_session_start", "screen_view",
                                "set_user_properties", "login", "location", "outbox_session_end"])
@@ -155,7 +134,7 @@ struct SensorsGA4DestinationTests {
         #expect(params["original_name"] as? String == "Video>Music>Play")
         #expect((params["title"] as? String)?.count == 100, "a value cut to GA4's 100 characters")
         #expect(params["session_id"] as? String != nil)
-        let stats = try #require(server.stats().vendors["ga4"])
+        let stats = try #require(run.stats)
         #expect(stats.eventsInvalid == 0)
         #expect(stats.eventsUnique == 8)
     }
@@ -203,7 +182,7 @@ struct SensorsGA4DestinationTests {
         #expect(letters.count == 1)
         #expect(letters.first?.reason.contains("older than 72 hours") == true, "\(letters)")
         #expect(letters.first?.log.contains("\"old\"") == true)
-        #expect(Self.events(server, .ga4).compactMap { $0["name"] as? String } == ["fresh"])
+        #expect(vendorEvents(server, .ga4).compactMap { $0["name"] as? String } == ["fresh"])
         #expect(server.stats().vendors["ga4"]?.eventsInvalid == 0)
     }
 
@@ -219,6 +198,6 @@ struct SensorsGA4DestinationTests {
         let json = try #require(answer.components(separatedBy: "\r\n\r\n").last)
         let messages = try #require(jsonObject(json)["validationMessages"] as? [[String: Any]])
         #expect(messages.count == 2, "the reserved event name and the reserved parameter prefix")
-        #expect(Self.events(server, .ga4).isEmpty)
+        #expect(vendorEvents(server, .ga4).isEmpty)
     }
 }

@@ -261,3 +261,71 @@ test('beforeStore rewrites, redacts and drops before the store', async (t) => {
   assert.ok(!files.some((bytes) => bytes.includes('node-secret')), 'the removed e-mail is not');
   assert.ok(!files.some((bytes) => bytes.includes('node-dropped-value')), 'nor the dropped event');
 });
+
+// SPEC D11–D14: the round-4 wires' keys from Node. Each bad value is refused at open (ECONFIG) naming its key: a
+// Sensors endpoint without its project, a measurementId not of GA4's form, GA4 without apiSecret, Amplitude without
+// apiKey, a Mixpanel service account without projectId, a key of another wire; update is refused the same way.
+test('the Sensors, GA4, Amplitude and Mixpanel keys are checked by name', (t) => {
+  const store = temporaryStore(t);
+  const open = (config) => outbox.open(JSON.stringify({ storePath: store, endpoint: 'http://127.0.0.1:9', ...config }));
+  const refused = (config, ...names) => assert.throws(() => open(config),
+    (error) => error.code === ECONFIG && names.every((name) => error.message.includes(name)),
+    `${JSON.stringify(config)} refused naming ${names}`);
+  refused({ destination: 'sensors', endpoint: 'http://127.0.0.1:9/sa' }, 'endpoint', 'project');
+  refused({ destination: 'ga4', measurementId: 'UA-1234', apiSecret: 's' }, 'measurementId', 'G-');
+  refused({ destination: 'ga4', measurementId: 'G-ABC123' }, 'apiSecret');
+  refused({ destination: 'ga4', measurementId: 'G-ABC123', apiSecret: '' }, 'apiSecret');
+  refused({ destination: 'amplitude' }, 'apiKey');
+  refused({ destination: 'amplitude', apiKey: 'k', projectToken: 't' }, 'projectToken', 'mixpanel destination');
+  refused({ destination: 'mixpanel' }, 'projectToken');
+  refused({ destination: 'mixpanel', serviceAccountUser: 'u', serviceAccountSecret: 's' }, 'projectId');
+  refused({ destination: 'mixpanel', serviceAccountUser: 'u', serviceAccountSecret: 's', projectId: -7 }, 'projectId');
+  refused({ destination: 'sensors', endpoint: 'http://127.0.0.1:9/sa?project=p', measurementId: 'G-ABC123' },
+    'measurementId', 'ga4 destination');
+  assert.throws(() => open({ destination: 'mixpanel', projectToken: 't', projectId: '7' }),
+    (error) => error.code === EINVAL && error.message.includes('projectId'), 'a projectId that is not a number');
+  const engine = open({ destination: 'amplitude', apiKey: 'amp-key', dispatchIntervalMs: 0 });
+  t.after(() => { outbox.close(engine, 0); outbox.free(engine); });
+  assert.throws(() => outbox.update(engine, JSON.stringify({ destination: 'ga4', measurementId: 'G-lower', apiSecret: 's' })),
+    (error) => error.code === ECONFIG && error.message.includes('measurementId'));
+  outbox.update(engine, JSON.stringify({ destination: 'mixpanel', projectToken: 'mp-token' }));
+  assert.throws(() => outbox.update(engine, JSON.stringify({ apiKey: 'amp-key' })),
+    (error) => error.code === ECONFIG && error.message.includes('apiKey'));
+});
+
+// SPEC D11–D14, E5: each round-4 wire configured from Node delivers to the mock speaking it: its own events, each
+// once, no secret in the status.
+test('the Sensors, GA4, Amplitude and Mixpanel wires deliver from Node', async (t) => {
+  const url = process.env.OUTBOX_MOCK_URL;
+  assert.ok(url, 'OUTBOX_MOCK_URL names a running outbox-mock (scripts/node-test.sh sets it)');
+  const api = require(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
+  const stats = async () => (await (await fetch(`${url}/_mock/stats`)).json()).vendors;
+  const before = await stats();
+  const wires = {
+    sensors: { endpoint: `${url}/sa?project=default` },
+    ga4: { measurementId: 'G-NODE123', apiSecret: 'node-ga4-secret' },
+    amplitude: { apiKey: 'node-amplitude-key' },
+    mixpanel: { projectToken: 'node-mixpanel-token' },
+  };
+  for (const [wire, keys] of Object.entries(wires)) {
+    const engine = api.open({
+      storePath: temporaryStore(t), endpoint: url, destination: wire, sessionTracking: 'manual', dispatchIntervalMs: 0,
+      ...keys,
+    });
+    engine.track(`node_${wire}`, { i: 1 });
+    engine.track(`node_${wire}`, { i: 2 });
+    for (let round = 0; round < 100 && await engine.dispatch() !== api.NO_DATA; round++);
+    const status = engine.status();
+    engine.close(500);
+    engine.free();
+    assert.strictEqual(status.delivered, 2, `${wire}: ${JSON.stringify(status)}`);
+    for (const secret of Object.values(keys)) {
+      if (secret.startsWith('node-')) assert.ok(!JSON.stringify(status).includes(secret), `${wire}: the secret in the status`);
+    }
+  }
+  const after = await stats();
+  for (const wire of Object.keys(wires)) {
+    assert.strictEqual(after[wire].events_unique - before[wire].events_unique, 2, `${wire}: ${JSON.stringify(after[wire])}`);
+    assert.strictEqual(after[wire].events_refused, before[wire].events_refused, `${wire}: nothing refused`);
+  }
+});

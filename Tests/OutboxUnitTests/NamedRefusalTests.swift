@@ -81,6 +81,20 @@ struct NamedRefusalTests {
         #expect(rig.sender.all.count == 1)
     }
 
+    // SPEC D13: the field Amplitude names is the server's text: a dead letter's reason and a stop's reason keep at
+    // most 300 characters of it, however long it is (the amplitude-response fuzz target's bound).
+    @Test func amplitudesFieldNamesAreBoundedInTheReasons() {
+        let long = String(repeating: "f", count: 10_000)
+        let (rig, seqs) = rig(Self.amplitude, logs: 2)
+        rig.sender.answer(400, body: #"{"code":400,"events_with_invalid_fields":{"\#(long)":[1]}}"#)
+        #expect(rig.queue.deadLetters.map(\.seq) == [seqs[1]])
+        #expect(rig.queue.deadLetters.first.map { $0.reason.count == 300 && $0.reason.hasPrefix("Amplitude: invalid field fff") } == true)
+        let (stopped, _) = self.rig(Self.amplitude, logs: 2)
+        stopped.sender.answer(400, body: #"{"code":400,"error":"Request missing required field","missing_field":"\#(long)"}"#)
+        #expect(stopped.queue.deadLetters.isEmpty && stopped.queue.stored == 2)
+        #expect(stopped.driver.disabledReason.map { $0.contains("fff") && $0.count < 400 } == true)
+    }
+
     // SPEC D13: Amplitude's per-device throttle is retried and loses nothing.
     @Test func amplitudesThrottleIsRetriedAndLosesNothing() {
         let (rig, seqs) = rig(Self.amplitude, logs: 3)

@@ -115,15 +115,17 @@ struct AmplitudeWire: DeliveryWire {
             return .stop(status: 400, reason: String(error.prefix(200)))
         }
         if case .string(let field)? = members.first(where: { $0.key == "missing_field" })?.value {
-            return .stop(status: 400, reason: "the request misses \(field): \(error.prefix(200))")
+            return .stop(status: 400, reason: "the request misses \(field.prefix(100)): \(error.prefix(200))")
         }
         var refused: [DeliveryMachine.RefusedLog] = []
         for (key, words) in [("events_with_invalid_fields", "invalid"), ("events_with_missing_fields", "missing")] {
             guard case .object(let fields)? = members.first(where: { $0.key == key })?.value else { continue }
             for (field, indices) in fields {
                 guard case .array(let list) = indices else { continue }
+                // The field's name is the server's text: bounded, as Mixpanel's (a dead letter's reason is kept).
+                let reason = String("Amplitude: \(words) field \(field)".prefix(300))
                 for case .integer(let index) in list where index >= 0 && index < Int64(Int32.max) {
-                    refused.append(.init(index: Int(index), reason: "Amplitude: \(words) field \(field)"))
+                    refused.append(.init(index: Int(index), reason: reason))
                 }
             }
         }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 
 /// Sensors Analytics' data-access wire (SPEC D11): `POST` the endpoint as the Sensors console gives it
 /// (`https://host:8106/sa?project=P`), a form `crc=…&gzip=1&data_list=…` whose `data_list` is the base64 of the
@@ -8,6 +9,8 @@ import FoundationEssentials
 /// corrects `time` by it (D7a) —, `distinct_id` the user id or else the install id. Answers are read as R1 says.
 struct SensorsWire: DeliveryWire {
     var installID: UUID
+    /// The records' compressor, kept for every batch: setting one up cost as much as compressing a batch of 50 (D10).
+    var gzip = KeptGzip()
 
     var destination: Destination { .sensors }
     static let spec = DestinationSpec(
@@ -39,7 +42,7 @@ struct SensorsWire: DeliveryWire {
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
-        Self.form(records(logs, contexts: contexts, flushTimeMs: times.deviceNowMs))
+        Self.form(records(logs, contexts: contexts, flushTimeMs: times.deviceNowMs), gzip: gzip)
     }
 
     /// The JSON array of records (SPEC D11): what `data_list` carries, gzipped.
@@ -57,21 +60,26 @@ struct SensorsWire: DeliveryWire {
         return out.json.bytes
     }
 
-    /// The form Sensors' SDKs post: `crc=<hash>&gzip=1&data_list=<percent-encoded base64>`.
-    static func form(_ json: [UInt8]) -> [UInt8] {
-        let gzipped = (try? Gzip.compress(json))
-        let base64 = Data(gzipped ?? json).base64EncodedString()
-        var body = "crc=\(javaHashCode(base64))&gzip=\(gzipped == nil ? 0 : 1)&data_list="
-        body.reserveCapacity(body.utf8.count + base64.utf8.count + base64.utf8.count / 8)
-        for byte in base64.utf8 {
+    /// The form Sensors' SDKs post: `crc=<hash>&gzip=1&data_list=<percent-encoded base64>`. D10: the records are
+    /// gzipped by the engine's own compressor (any inflater reads it; zlib's level 6 was 40 % of the wire's time), and
+    /// the base64 text is hashed and percent-encoded as bytes in one pass (its characters are ASCII: a UTF-16 unit
+    /// each, as Java hashes them).
+    static func form(_ json: [UInt8], gzip: KeptGzip = KeptGzip()) -> [UInt8] {
+        let gzipped = gzip.compress(json)
+        let base64 = Data(gzipped ?? json).base64EncodedData()
+        var crc: Int32 = 0
+        for byte in base64 { crc = crc &* 31 &+ Int32(byte) }
+        var body = Array("crc=\(crc)&gzip=\(gzipped == nil ? 0 : 1)&data_list=".utf8)
+        body.reserveCapacity(body.count + base64.count + base64.count / 8 + 16)
+        for byte in base64 {
             // The SDKs' set: URL query characters less `:#[]@!$&'()*+,;=`, so of base64's only `+` and `=` change.
             switch byte {
-            case UInt8(ascii: "+"): body += "%2B"
-            case UInt8(ascii: "="): body += "%3D"
-            default: body.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "+"): body += [UInt8(ascii: "%"), UInt8(ascii: "2"), UInt8(ascii: "B")]
+            case UInt8(ascii: "="): body += [UInt8(ascii: "%"), UInt8(ascii: "3"), UInt8(ascii: "D")]
+            default: body.append(byte)
             }
         }
-        return Array(body.utf8)
+        return body
     }
 
     /// Java's `String.hashCode` over UTF-16 code units, as an Int32 with wraparound (Sensors' `crc`).
@@ -139,7 +147,8 @@ struct SensorsWire: DeliveryWire {
         case .location: out.json.raw(#","type":"track","event":"$Location""#)
         case .event:
             out.json.raw(#","type":"track","event":"#)
-            if let name { out.json.string(WireName.rewritten(name.string, dollar: true, maxLength: 100)) }
+            if let name, !name.escaped, WireName.isKept(name.raw, dollar: true, maxLength: 100) { out.quoted(name) }
+            else if let name { out.json.string(WireName.rewritten(name.string, dollar: true, maxLength: 100)) }
             else { out.json.raw(#""event""#) }
         }
         out.json.raw(#","distinct_id":"#)
@@ -155,6 +164,13 @@ struct SensorsWire: DeliveryWire {
     /// A property key as Sensors takes it (`[A-Za-z_$][A-Za-z0-9_$]*`, at most 100, not one of its reserved names):
     /// copied when it is one already.
     private static func key(_ key: JSONText, into out: inout EventJSON) {
+        // D10: a key that is a Sensors name already is copied without making a String of it (no reserved name is
+        // longer than 11 characters).
+        if !key.escaped, WireName.isKept(key.raw, dollar: true, maxLength: 100),
+           key.raw.count > 11 || !reservedKeys.contains(key.string.lowercased()) {
+            out.member(key)
+            return
+        }
         let text = key.string
         let rewritten = WireName.rewritten(text, dollar: true, maxLength: 100)
         if rewritten == text, !reservedKeys.contains(text.lowercased()) {
@@ -187,5 +203,26 @@ enum WireName {
         }
         if out.isEmpty { out = dollar ? "_" : "e_" }
         return String(out.prefix(maxLength))
+    }
+
+    /// Whether the name's UTF-8 bytes are one `rewritten` gives back unchanged (D10's fast path: no String made).
+    static func isKept(_ name: UnsafeBufferPointer<UInt8>, dollar: Bool, maxLength: Int) -> Bool {
+        guard let first = name.first, name.count <= maxLength else { return false }
+        func letter(_ byte: UInt8) -> Bool { (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") }
+        guard letter(first) || (dollar && (first == UInt8(ascii: "_") || first == UInt8(ascii: "$"))) else { return false }
+        return name.allSatisfy { byte in
+            letter(byte) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "_")
+                || (dollar && byte == UInt8(ascii: "$"))
+        }
+    }
+}
+
+/// A fast compressor kept for many bodies and shared safely: an engine encodes on its loop, so the lock is not
+/// contended; nil inside when its tables could not be allocated (bodies then go uncompressed, `gzip=0`).
+final class KeptGzip: Sendable {
+    private let state = Mutex<FastGzip?>(FastGzip())
+
+    func compress(_ bytes: [UInt8]) -> [UInt8]? {
+        state.withLock { $0?.compress(bytes) }
     }
 }
