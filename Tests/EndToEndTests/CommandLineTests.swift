@@ -16,7 +16,7 @@ func runCapturingErrors(_ executable: String, _ arguments: [String],
     process.standardOutput = FileHandle.nullDevice
     process.standardError = pipe
     try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    let data = readToEnd(pipe.fileHandleForReading)
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
@@ -78,7 +78,7 @@ extension CommandLineTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let output = String(decoding: readToEnd(pipe.fileHandleForReading), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "output: \(output)")
         #expect(output.contains(#""delivered":300"#))

@@ -44,7 +44,7 @@ struct DeliveryCrashTests {
             guard process.isRunning else {
                 // It finished the backlog (nothing left to interrupt) — or failed: say which.
                 process.waitUntilExit()
-                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let message = String(decoding: readToEnd(errors.fileHandleForReading), as: UTF8.self)
                 #expect(process.terminationStatus == 0, "emit failed: \(message)")
                 break
             }

@@ -61,9 +61,35 @@ func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, 
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice
     try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    let data = readToEnd(pipe.fileHandleForReading)
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Everything `handle` gives until end of file. Foundation's `readDataToEndOfFile()` traps when a read is
+/// interrupted by a signal (EINTR), which the many children the suite runs at once make likely (SIGCHLD): this
+/// reads again instead.
+func readToEnd(_ handle: FileHandle) -> Data {
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+        if count > 0 {
+            data.append(contentsOf: buffer[0..<count])
+        } else if count == 0 || errno != EINTR {
+            return data
+        }
+    }
+}
+
+/// What one read of `handle` gives (waiting for some), as `availableData` does, without its trap on EINTR.
+func readAvailable(_ handle: FileHandle) -> Data {
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+        if count >= 0 { return Data(buffer[0..<count]) }
+        if errno != EINTR { return Data() }
+    }
 }
 
 func jsonObject(_ text: String) -> [String: Any] {

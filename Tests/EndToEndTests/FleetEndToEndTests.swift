@@ -163,7 +163,7 @@ struct FleetEndToEndTests {
         let out = Pipe()
         process.standardOutput = out
         try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let data = readToEnd(out.fileHandleForReading)
         process.waitUntilExit()
         let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
         return (process.terminationStatus, String(decoding: data, as: UTF8.self), errors)
@@ -377,7 +377,7 @@ extension FleetEndToEndTests {
         mock.standardOutput = pipe
         mock.standardError = FileHandle.nullDevice
         try mock.run()
-        let firstLine = String(decoding: pipe.fileHandleForReading.availableData, as: UTF8.self)
+        let firstLine = String(decoding: readAvailable(pipe.fileHandleForReading), as: UTF8.self)
         if mock.isRunning { mock.terminate() }
         mock.waitUntilExit()
         #expect(firstLine.hasPrefix("listening on "), "outbox-mock --scenario flaky: \(firstLine)")

@@ -105,7 +105,7 @@ struct FleetNetworkNamespaceTests {
         func finish() -> [String: Any] {
             while reader.next() != nil {}
             process.waitUntilExit()
-            return jsonObject(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            return jsonObject(String(decoding: readToEnd(output.fileHandleForReading), as: UTF8.self))
         }
 
         deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }

@@ -129,7 +129,7 @@ struct ReachabilityNamespaceTests {
         let online = wallMs()
         emit.waitUntilExit()
         let doneAt = wallMs()
-        let result = jsonObject(String(decoding: emitOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        let result = jsonObject(String(decoding: readToEnd(emitOutput.fileHandleForReading), as: UTF8.self))
         #expect(result["delivered"] as? Int == 50)
         #expect(result["retries"] as? Int == 2)  // the 0.1 s retry and the 5-minute one; none while offline (R7)
 

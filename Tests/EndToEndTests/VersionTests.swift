@@ -21,7 +21,7 @@ struct VersionTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        let output = readToEnd(pipe.fileHandleForReading)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "\(product) --version exits 0")
         return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
