@@ -345,7 +345,7 @@ struct DeliveryMachine: Sendable {
         case .whenIdle(let waiter):
             idleWaiters.append(waiter)
         case .requestLimit(let limit):
-            settings.maxBatchesInFlight = max(1, limit)
+            settings.maxBatchesInFlight = max(0, limit)
         case .retryNow:
             resetBackOff(nowMs: now.monoMs)
         case .pause:

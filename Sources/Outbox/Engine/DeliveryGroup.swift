@@ -33,28 +33,50 @@ final class DeliveryGroup {
 
     func member(named name: String) -> Member? { members.first { $0.name == name } }
 
-    /// SPEC D16: each destination's share of C3's requests, given again whenever a request starts or ends.
+    /// Which destination the spare requests go to first, turn by turn.
+    private var rotation = 0
+
+    /// SPEC D16: each destination's share of C3's requests, given again whenever a request starts or ends and after
+    /// every event: its requests on the wire, one more for each destination with work and none on the wire, then
+    /// what is left in turn to those with work and no fault (a destination in a fault sends one probe at a time) —
+    /// never more than three in all.
     private func shareRequests() {
-        let inFlight = members.map(\.driver.requestsInFlight)
-        let total = inFlight.reduce(0, +)
-        let idleWithWork = members.map { $0.driver.requestsInFlight == 0 && $0.driver.hasWork }
-        for (index, member) in members.enumerated() {
-            let kept = idleWithWork.enumerated().filter { $0.offset != index && $0.element }.count
-            let free = max(0, Self.totalRequests - total - kept)
-            member.driver.setRequestLimit(max(1, inFlight[index] + free))
+        guard members.count > 1 else { return }
+        var limits = members.map(\.driver.requestsInFlight)
+        var free = max(0, Self.totalRequests - limits.reduce(0, +))
+        let working = members.indices.filter { members[$0].driver.hasWork }
+        for index in working where limits[index] == 0 && free > 0 {
+            limits[index] = 1
+            free -= 1
         }
+        let healthy = working.filter { members[$0].driver.fault == nil }
+        let spare = healthy.isEmpty ? working : healthy
+        var turn = 0
+        while free > 0 && !spare.isEmpty {
+            limits[spare[(rotation + turn) % spare.count]] += 1
+            free -= 1
+            turn += 1
+        }
+        rotation &+= 1
+        for (index, member) in members.enumerated() { member.driver.setRequestLimit(limits[index]) }
     }
 
     // MARK: Events, to every destination
 
-    func stored() { members.forEach { $0.driver.stored() } }
-    func pause() { members.forEach { $0.driver.pause() } }
-    func resume() { members.forEach { $0.driver.resume() } }
-    func retryNow() { members.forEach { $0.driver.retryNow() } }
-    func optOut() { members.forEach { $0.driver.optOut() } }
-    func optIn() { members.forEach { $0.driver.optIn() } }
-    func reachability(online: Bool) { members.forEach { $0.driver.reachability(online: online) } }
-    func networkChanged() { members.forEach { $0.driver.networkChanged() } }
+    func stored() { each { $0.stored() } }
+    func pause() { each { $0.pause() } }
+    func resume() { each { $0.resume() } }
+    func retryNow() { each { $0.retryNow() } }
+    func optOut() { each { $0.optOut() } }
+    func optIn() { each { $0.optIn() } }
+    func reachability(online: Bool) { each { $0.reachability(online: online) } }
+    func networkChanged() { each { $0.networkChanged() } }
+
+    /// `event` to every destination, then the requests shared again: a destination whose share is none has work now.
+    private func each(_ event: (DeliveryDriver) -> Void) {
+        members.forEach { event($0.driver) }
+        shareRequests()
+    }
     func setDeviceContext(id: Int64, json: [UInt8]) { members.forEach { $0.driver.setDeviceContext(id: id, json: json) } }
     func close() { members.forEach { $0.driver.close() } }
 
@@ -62,13 +84,14 @@ final class DeliveryGroup {
     /// something to send delivered it, `.error` when any failed, `.noData` when none had anything.
     func dispatch(completion: ((DispatchResult) -> Void)?) {
         guard let completion else {
-            members.forEach { $0.driver.dispatch(completion: nil) }
+            each { $0.dispatch(completion: nil) }
             return
         }
         guard members.count > 1 else {
             members.first?.driver.dispatch(completion: completion)
             return
         }
+        defer { shareRequests() }
         var results: [DispatchResult] = []
         let count = members.count
         for member in members {
