@@ -182,8 +182,8 @@ final class DeliveryDriver {
         assertOwner()
         // After close the machine is shut down and refuses what comes (answering waiters): it is still asked.
         if isHandling { deferredEvents.append(event); return }
+        let requestsBefore = transfers.count
         isHandling = true
-        defer { isHandling = false }
         var next: DeliveryMachine.Event? = event
         while let event = next ?? (deferredEvents.isEmpty ? nil : deferredEvents.removeFirst()) {
             next = nil
@@ -195,6 +195,10 @@ final class DeliveryDriver {
                 if let answer = perform(action) { next = answer }
             }
         }
+        isHandling = false
+        // SPEC D16: told once the machine is done, never in the middle: a share given then would reach this machine
+        // only after it had claimed under the old one.
+        if transfers.count != requestsBefore { requestsChanged?() }
     }
 
     private func waiting() -> Waiting {
@@ -321,7 +325,6 @@ final class DeliveryDriver {
             self?.transferFinished(key, result, url: url)
         }
         transfers[key] = (sender, id)
-        requestsChanged?()
     }
 
     private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult, url: String) {

@@ -42,6 +42,20 @@ final class DeliveryGroup {
     /// never more than three in all.
     private func shareRequests() {
         guard members.count > 1 else { return }
+        // A share given while one is being given (a destination that sent under its new share) waits for it to end.
+        if isSharing { shareAgain = true; return }
+        isSharing = true
+        repeat {
+            shareAgain = false
+            shareOnce()
+        } while shareAgain
+        isSharing = false
+    }
+
+    private var isSharing = false
+    private var shareAgain = false
+
+    private func shareOnce() {
         var limits = members.map(\.driver.requestsInFlight)
         var free = max(0, Self.totalRequests - limits.reduce(0, +))
         let working = members.indices.filter { members[$0].driver.hasWork }
