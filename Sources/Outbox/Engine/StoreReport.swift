@@ -25,9 +25,12 @@ public struct StoreReport: Sendable, Equatable, Codable {
 
     /// SPEC R1, R8: sending stopped by the server's answer (401/403/404, a redirect not followed) or the TLS identity,
     /// until `update` or a restart — not retries exhausted, which a probe ends by itself (R5).
-    public var sendingStopped: Bool {
+    public var sendingStopped: Bool { Self.isStop(disabledReason) }
+
+    /// Whether a persisted disabled reason is a stop rather than retries exhausted: the reason is what the store kept,
+    /// also from an engine that has stopped, and its words tell the two apart.
+    static func isStop(_ disabledReason: String?) -> Bool {
         guard let disabledReason else { return false }
-        // The reason is what the store persisted, also from an engine that has stopped: its words tell the two apart.
         return !disabledReason.hasPrefix(DeliveryMachine.Stop.retriesExhaustedWords)
     }
 
@@ -77,10 +80,7 @@ public struct DestinationReport: Sendable, Equatable, Codable {
 
     /// Stopped by its server's answer or its TLS identity until `update` or a restart (R1, R8), as
     /// `StoreReport.sendingStopped` says for a single destination.
-    public var sendingStopped: Bool {
-        guard let disabledReason else { return false }
-        return !disabledReason.hasPrefix(DeliveryMachine.Stop.retriesExhaustedWords)
-    }
+    public var sendingStopped: Bool { StoreReport.isStop(disabledReason) }
 
     public init(pending: Int, inFlight: Int, deadLetters: Int, serverRejected: Int, disabledReason: String?, wire: String?,
                 delivered: Int? = nil) {

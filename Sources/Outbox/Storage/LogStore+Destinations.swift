@@ -26,7 +26,7 @@ extension LogStore {
                 destinationBook = nil
                 return DestinationsInUse(ids: [NamedDestination.defaultName: 0], removed: [:])
             }
-            var settled = try table.settled()
+            var settled: [Int64: SeqStretches] = [:]
             var removed: [String: Int] = [:]
             try withRoom(bytes: 4096) { () throws(OutboxError) in
                 removed = [:]
@@ -171,7 +171,7 @@ extension LogStore {
                     try keepSeqHigh(deletingThrough: unreadable.max())
                 }
                 guard !logs.isEmpty else { return nil }
-                try destinationsTable.recordLeases(stretches, dest: id)
+                try leasesTable.record(stretches, dest: id)
                 return (ClaimedBatch(batchID: batchID, logs: logs), stretches)
             }
             if let completing { applySettled(destination: id, delivered, batchID: completing, cut: [], deleted: completed) }
@@ -240,7 +240,7 @@ extension LogStore {
     private func writeSettled(destination id: Int64, _ stretches: [LeaseStretch], batchID: Int64?,
                               cut: [(batch: Int64, stretches: [LeaseStretch])], gone: [LeaseStretch]) throws(OutboxError) -> Int {
         let table = destinationsTable
-        if let batchID { try table.dropLeases(batch: batchID) } else { try table.rewriteLeases(cut, dest: id) }
+        if let batchID { try leasesTable.drop(batch: batchID) } else { try leasesTable.rewrite(cut, dest: id) }
         try table.recordSettled(stretches, dest: id)
         guard !gone.isEmpty else { return 0 }
         let deleted = try logsTable.delete(stretches: gone)
@@ -266,7 +266,7 @@ extension LogStore {
         guard let progress = destinationBook?[id] else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
             let held = progress.leases.stretches(of: batchID)
-            try withRoom(bytes: 4096) { () throws(OutboxError) in try destinationsTable.dropLeases(batch: batchID) }
+            try withRoom(bytes: 4096) { () throws(OutboxError) in try leasesTable.drop(batch: batchID) }
             destinationBook?.update(id) { progress in
                 progress.leases.remove(batch: batchID)
                 progress.claimFloor = [0, 0]
@@ -281,7 +281,7 @@ extension LogStore {
         guard !seqs.isEmpty, let progress = destinationBook?[id] else { return 0 }
         return try guarded { () throws(OutboxError) -> Int in
             let cut = progress.leases.cutting(seqs)
-            try withRoom(bytes: 64 * cut.count + 4096) { () throws(OutboxError) in try destinationsTable.rewriteLeases(cut, dest: id) }
+            try withRoom(bytes: 64 * cut.count + 4096) { () throws(OutboxError) in try leasesTable.rewrite(cut, dest: id) }
             destinationBook?.update(id) { progress in
                 cut.forEach { progress.leases.replace(batch: $0.batch, with: $0.stretches) }
                 progress.claimFloor = [0, 0]
@@ -330,7 +330,7 @@ extension LogStore {
     }
 
     /// T6 for every destination: the logs, leases and settled stretches go.
-    func deleteAllLogs(destinations: Bool) throws(OutboxError) -> Int {
+    func deleteAllLogsForEveryDestination() throws(OutboxError) -> Int {
         let deleted = try deleteAllLogs()
         guard destinationBook != nil else { return deleted }
         try guarded { () throws(OutboxError) in
@@ -385,7 +385,7 @@ final class DestinationQueue: BatchQueue {
     }
     /// S4 holds for every destination: a log too old for one is too old for all.
     func expire(seqs: [Int64]) throws(OutboxError) -> Int { try store.expire(seqs: seqs) }
-    func deleteAllLogs() throws(OutboxError) -> Int { try store.deleteAllLogs(destinations: true) }
+    func deleteAllLogs() throws(OutboxError) -> Int { try store.deleteAllLogsForEveryDestination() }
     func context(id: Int64) throws(OutboxError) -> [UInt8]? { try store.context(id: id) }
     func setDisabledReason(_ reason: String?) throws(OutboxError) { try store.setDisabledReason(destination: id, reason) }
     func recordDestination(_ name: String) throws(OutboxError) { try store.recordWire(destination: id, name) }

@@ -1,5 +1,5 @@
-/// The `destinations`, `settled` and destination-keyed `leases` rows of an engine with several destinations
-/// (SPEC D15–D18). Mirrored in memory by `LogStore.destinationBook`, which the store changes only once the
+/// The `destinations` and `settled` rows of an engine with several destinations
+/// (SPEC D15–D18); their leases are `LeasesTable`'s rows with a `dest`. Mirrored in memory by `LogStore.destinationBook`, which the store changes only once the
 /// transaction that wrote these rows has committed.
 struct DestinationsTable {
     let db: Database
@@ -97,31 +97,6 @@ struct DestinationsTable {
             try prune.bind(stretch.first, at: 2)
             try prune.bind(stretch.last, at: 3)
             try prune.run()
-        }
-    }
-
-    // MARK: leases, by destination
-
-    func recordLeases(_ stretches: [LeaseStretch], dest: Int64) throws(OutboxError) {
-        let mark = try db.cachedStatement("INSERT INTO leases (batch, priority, first, last, dest) VALUES (?, ?, ?, ?, ?)")
-        for stretch in stretches {
-            try mark.bind(stretch.batch, at: 1)
-            try mark.bind(stretch.priority.rawValue, at: 2)
-            try mark.bind(stretch.first, at: 3)
-            try mark.bind(stretch.last, at: 4)
-            try mark.bind(dest, at: 5)
-            try mark.run()
-        }
-    }
-
-    func dropLeases(batch: Int64) throws(OutboxError) {
-        try db.execute("DELETE FROM leases WHERE batch = ?", [.integer(batch)])
-    }
-
-    func rewriteLeases(_ cut: [(batch: Int64, stretches: [LeaseStretch])], dest: Int64) throws(OutboxError) {
-        for (batch, stretches) in cut {
-            try dropLeases(batch: batch)
-            try recordLeases(stretches, dest: dest)
         }
     }
 

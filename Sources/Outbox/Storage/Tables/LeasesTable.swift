@@ -3,14 +3,16 @@
 struct LeasesTable {
     let db: Database
 
-    /// Inserts lease stretches (part of the caller's transaction).
-    func record(_ stretches: [LeaseStretch]) throws(OutboxError) {
-        let mark = try db.cachedStatement("INSERT INTO leases (batch, priority, first, last) VALUES (?, ?, ?, ?)")
+    /// Inserts lease stretches (part of the caller's transaction); `dest`: the destination holding them when the
+    /// store serves several (SPEC D16), 0 for `default` and a store of one (the column's default).
+    func record(_ stretches: [LeaseStretch], dest: Int64 = 0) throws(OutboxError) {
+        let mark = try db.cachedStatement("INSERT INTO leases (batch, priority, first, last, dest) VALUES (?, ?, ?, ?, ?)")
         for stretch in stretches {
             try mark.bind(stretch.batch, at: 1)
             try mark.bind(stretch.priority.rawValue, at: 2)
             try mark.bind(stretch.first, at: 3)
             try mark.bind(stretch.last, at: 4)
+            try mark.bind(dest, at: 5)
             try mark.run()
         }
     }
@@ -22,10 +24,10 @@ struct LeasesTable {
     }
 
     /// Writes the stretches `Leases.cutting` left to each batch in place of its old ones.
-    func rewrite(_ cut: [(batch: Int64, stretches: [LeaseStretch])]) throws(OutboxError) {
+    func rewrite(_ cut: [(batch: Int64, stretches: [LeaseStretch])], dest: Int64 = 0) throws(OutboxError) {
         for (batch, stretches) in cut {
             try drop(batch: batch)
-            try record(stretches)
+            try record(stretches, dest: dest)
         }
     }
 
