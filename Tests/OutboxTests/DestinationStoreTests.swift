@@ -40,6 +40,53 @@ struct DestinationStoreTests {
         #expect(try store.destinationsTable.settled().values.allSatisfy(\.isEmpty))
     }
 
+    // SPEC D16, C9: with two destinations the claim, settle, release and count statements are compiled once. A bound
+    // `priority = ?` matched against the partial index `logs_critical` made SQLite compile the settled rows' prune and
+    // the pending count again at every batch: a third of the loop's time delivering to two.
+    @Test func twoDestinationsCompileTheirStatementsOnce() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite")); defer { store.close() }
+        let queues = try Self.queues(store, ["a", "b"])
+        _ = try store.append((0..<40).map { Fixture.log($0, priority: $0 % 3 == 0 ? .critical : .normal) })
+        // Statements cached while the open created the schema were compiled again once after it: not counted.
+        let before = store.db.repreparedStatements
+        var held: [Int64?] = [nil, nil]
+        for round in 0..<8 {
+            _ = try store.append([Fixture.log(100 + round, priority: round % 3 == 0 ? .critical : .normal)])
+            for (index, queue) in queues.enumerated() {
+                _ = try queue.waiting()
+                let batch = try #require(try queue.claimBatch(limit: 3, completing: held[index]))
+                if round % 4 == 3 {
+                    #expect(try queue.release(batchID: batch.batchID, nextAttemptMs: 0) >= 3)
+                    held[index] = nil
+                } else {
+                    held[index] = batch.batchID
+                }
+            }
+        }
+        #expect(store.logCount < 48)
+        #expect(store.db.repreparedStatements == before)
+    }
+
+    // SPEC D16: a destination's pending count is kept, not counted again from the file after every append: an
+    // eviction check that took nothing made every destination count its settled stretches' rows again at every
+    // batch, a scan of the store each time (a hundred times the loop's time delivering to two).
+    @Test func appendsKeepEachDestinationsPendingCount() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let store = try Fixture.open(dir.file("store.sqlite")); defer { store.close() }
+        let queues = try Self.queues(store, ["a", "b"])
+        _ = try store.append((0..<6).map { Fixture.log($0) })
+        #expect(try queues[0].waiting() == Waiting(normal: 6, critical: 0))
+        let batch = try #require(try queues[0].claimBatch(limit: 4, completing: nil))
+        _ = try store.append([Fixture.log(6, priority: .critical)])
+        #expect(store.destinationBook?[queues[0].id]?.pending == Waiting(normal: 2, critical: 1))
+        _ = try queues[0].claimBatch(limit: 4, completing: batch.batchID)
+        _ = try store.append([Fixture.log(7)])
+        #expect(store.destinationBook?[queues[0].id]?.pending == Waiting(normal: 1, critical: 0))
+        #expect(try queues[0].waiting() == Waiting(normal: 1, critical: 0))
+        #expect(try queues[1].waiting() == Waiting(normal: 7, critical: 1))
+    }
+
     // SPEC D16: one destination's retries and releases never give the other a log twice or take one from it.
     @Test func aReleaseIsTheReleasingDestinationsOnly() throws {
         let dir = TempDirectory(); defer { dir.remove() }

@@ -105,6 +105,8 @@ final class LogStore {
         case .claimed, .completed, .completedSeqs, .released, .releasedSeqs, .deadLettered, .deadLetteredFor, .lostAtOpen,
              .diskFull, .retriedFull, .recounted: break
         case .expired(let count, _) where count == 0: break
+        // An eviction check that took nothing (every append under a cap makes one) leaves the counts as they were.
+        case .evicted(count: 0), .unreadable(count: 0): break
         case .opened, .deletedAll: destinationBook?.reset()
         case .expired, .evicted, .requeued, .unreadable: destinationBook?.forgetPending()
         }

@@ -88,21 +88,29 @@ struct DestinationsTable {
     /// Drops every destination's settled rows that meet `stretches` and no longer cover any stored log: their logs
     /// left the store, and seqs are never reused.
     func pruneSettled(inside stretches: [LeaseStretch]) throws(OutboxError) {
-        let prune = try db.cachedStatement("""
-            DELETE FROM settled WHERE priority = ?1 AND first <= ?3 AND last >= ?2
-            AND NOT EXISTS (SELECT 1 FROM logs WHERE logs.priority = ?1 AND logs.seq BETWEEN settled.first AND settled.last)
-            """)
         for stretch in stretches {
-            try prune.bind(stretch.priority.rawValue, at: 1)
-            try prune.bind(stretch.first, at: 2)
-            try prune.bind(stretch.last, at: 3)
+            let prune = try db.cachedStatement(Self.pruneSettled[stretch.priority.rawValue])
+            try prune.bind(stretch.first, at: 1)
+            try prune.bind(stretch.last, at: 2)
             try prune.run()
         }
     }
 
+    /// The priority is a literal in these statements, as in `LogsTable.deleteStretch`: a bound `priority = ?` is matched
+    /// against the partial index `logs_critical` at its binding, so SQLite compiled the statement again at every step.
+    private static let pruneSettled = Priority.allCases.sorted().map {
+        """
+        DELETE FROM settled WHERE priority = \($0.rawValue) AND first <= ?2 AND last >= ?1
+        AND NOT EXISTS (SELECT 1 FROM logs WHERE logs.priority = \($0.rawValue) AND logs.seq BETWEEN settled.first AND settled.last)
+        """
+    }
+
+    private static let countStretch = Priority.allCases.sorted().map {
+        "SELECT count(*) FROM logs WHERE priority = \($0.rawValue) AND seq BETWEEN ? AND ?"
+    }
+
     /// Logs of `priority` stored with seqs in `range`.
     func count(_ priority: Priority, in range: ClosedRange<Int64>) throws(OutboxError) -> Int {
-        Int(try db.int64("SELECT count(*) FROM logs WHERE priority = ? AND seq BETWEEN ? AND ?",
-                         [.integer(Int64(priority.rawValue)), .integer(range.lowerBound), .integer(range.upperBound)]) ?? 0)
+        Int(try db.int64(Self.countStretch[priority.rawValue], [.integer(range.lowerBound), .integer(range.upperBound)]) ?? 0)
     }
 }
