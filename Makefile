@@ -60,12 +60,14 @@ build: deps
 # builds once, in debug, the test bundle and the executables its tests run (the CLI, the mock server, the crash child:
 # the test targets depend on them), runs every test, builds libOutbox, then checks the CLI end to end over HTTP and
 # HTTPS (`make cli-check`), the C interface, the install, Node and a Swift package depending on Outbox with that build.
+# outbox-bench is built (not run) so that a change that breaks `make bench` fails here, not in a later measurement.
 test: deps vendor-venv rotel
 	$(MAKE) doc-check
 	python3 scripts/compare/test_compare.py
 	$(SWIFT) build --product OutboxPackageTests
 	$(SWIFT) test --skip-build
 	$(SWIFT) build --product OutboxC
+	$(SWIFT) build --product outbox-bench
 	$(MAKE) cli-check BUILT=1 CHECK_CONFIG=debug
 	$(MAKE) c-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
 	$(MAKE) install-check BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug

@@ -79,9 +79,11 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
         storeOnly.destinations = destinations(server.baseURL)
         storeOnly.dispatchInterval = .zero
     }
-    let writer = try OutboxEngine(configuration: storeOnly)
-    for index in 0..<total { try writer.trackEvent("bench", properties: properties(index)) }
-    writer.shutdown()
+    if !benchLive {
+        let writer = try OutboxEngine(configuration: storeOnly)
+        for index in 0..<total { try writer.trackEvent("bench", properties: properties(index)) }
+        writer.shutdown()
+    }
 
     server.reset()
     var configuration = storeOnly
@@ -115,6 +117,11 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     let opened = monoNs()
     let loopTask = findThread(named: "outbox-loop", notIn: earlierThreads)
     let loopBefore = threadCPU(loopTask)
+    // `--live`: the engine commits what it delivers, so the loop's CPU holds the commit that every destination
+    // shares (SPEC D16's bound is per tracked event, commit included).
+    if benchLive {
+        for index in 0..<total { try engine.trackEvent("bench", properties: properties(index)) }
+    }
     let delivered = waitDelivered(engine, timeout: .seconds(600))
     let elapsed = Double(monoNs() - start) / 1e9
     let loopCPU = threadCPU(loopTask) - loopBefore
@@ -131,7 +138,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     if benchDestination != .appCenter { stats.logsUnique = stats.vendors[benchDestination.name]?.eventsUnique ?? 0 }
     let wireBytes = server.wireBytes()
     let rate = Double(stats.logsUnique) / elapsed
-    print(#"{"bench":"end to end","destination":"\#(benchDestination)","destinations":\#(benchDestinationCount),"events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"wire_bytes":\#(wireBytes),"wire_bytes_per_event":\#(String(format: "%.1f", Double(wireBytes) / Double(max(1, stats.logsUnique)))),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
+    print(#"{"bench":"end to end","destination":"\#(benchDestination)","destinations":\#(benchDestinationCount),"live":\#(benchLive),"events":\#(total),"batch_size":\#(batchSize),"compression":"\#(compression)","delivered":\#(stats.logsUnique),"drained":\#(delivered),"seconds":\#(String(format: "%.2f", elapsed)),"open_seconds":\#(String(format: "%.2f", Double(opened - start) / 1e9)),"events_per_s":\#(Int(rate)),"requests":\#(stats.requests),"wire_bytes":\#(wireBytes),"wire_bytes_per_event":\#(String(format: "%.1f", Double(wireBytes) / Double(max(1, stats.logsUnique)))),"max_in_flight":\#(stats.maxInFlight),"loop_busy":\#(String(format: "%.2f", loopCPU / elapsed)),"loop_us_per_event":\#(String(format: "%.2f", loopCPU * 1e6 / Double(max(1, stats.logsUnique)))),"mock_busy":\#(String(format: "%.2f", mockCPU / elapsed / Double(max(1, mockThreadCount())))),"mock_us_per_event":\#(String(format: "%.2f", mockCPU * 1e6 / Double(max(1, stats.logsUnique)))),"process_cpu_us_per_event":\#(String(format: "%.2f", processCPUSeconds * 1e6 / Double(max(1, stats.logsUnique)))),"other_processes_cpus":\#(String(format: "%.2f", otherCPU / elapsed)),"stolen_cpus":\#(String(format: "%.2f", steal / elapsed))}"#)
     return rate
 }
 

@@ -12,8 +12,8 @@ nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
 /// `--destinations N` (SPEC D16–D17): the delivery bench with N destinations of the same wire on the same mock, from
 /// one store (each event delivered N times; the mock counts the repeats as duplicates).
 nonisolated(unsafe) var benchDestinationCount = 1
-        list.removeSubrange(at...(at + 1))
-    }
+/// `--live` (delivery, SPEC D16): the events are tracked while the engine delivers them, instead of stored first.
+nonisolated(unsafe) var benchLive = false
 /// `--batch-size N` (delivery): that batch size alone instead of 50 and 500 (SPEC D12: GA4 at 25, its request's limit).
 nonisolated(unsafe) var benchBatchSize: Int?
 /// `--store-key` (SPEC K1): the committed and delivery benches on a sealed store, under a fixed key.
@@ -26,6 +26,10 @@ let argumentsList: [String] = {
     var list = Array(CommandLine.arguments.dropFirst())
     if let at = list.firstIndex(of: "--store-key") {
         benchStoreKey = try? StoreKey(bytes: fixedStoreKeyBytes)
+        list.remove(at: at)
+    }
+    if let at = list.firstIndex(of: "--live") {
+        benchLive = true
         list.remove(at: at)
     }
     if let at = list.firstIndex(of: "--hook") {
