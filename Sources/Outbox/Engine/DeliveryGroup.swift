@@ -6,8 +6,9 @@ import FoundationEssentials
 ///
 /// C3's three requests stay the engine's total, shared: whenever a request of any destination starts or ends, each
 /// destination's share is its requests on the wire plus what is free once every other destination with work and no
-/// request has one kept for it — at least one each, so that none waits behind another. A destination in a fault
-/// holds one request by R9 anyway.
+/// request has one kept for it — at least one each, so that none waits behind another —, and never so many that
+/// another destination would find none free (with two, two each). A destination in a fault holds one request by R9
+/// anyway.
 final class DeliveryGroup {
     struct Member {
         let name: String
@@ -63,13 +64,18 @@ final class DeliveryGroup {
             limits[index] = 1
             free -= 1
         }
+        // No destination takes the request another would need: a slow server (answers that take seconds, not
+        // failures, so no fault) held all three, and the other destination's batches waited on it for 20 s.
+        let most = max(1, Self.totalRequests - (members.count - 1))
         let healthy = working.filter { members[$0].driver.fault == nil }
-        let spare = healthy.isEmpty ? working : healthy
+        var spare = (healthy.isEmpty ? working : healthy).filter { limits[$0] < most }
         var turn = 0
         while free > 0 && !spare.isEmpty {
-            limits[spare[(rotation + turn) % spare.count]] += 1
+            let index = spare[(rotation + turn) % spare.count]
+            limits[index] += 1
             free -= 1
             turn += 1
+            if limits[index] >= most { spare.removeAll { $0 == index } }
         }
         rotation &+= 1
         for (index, member) in members.enumerated() { member.driver.setRequestLimit(limits[index]) }
