@@ -137,8 +137,10 @@ let package = Package(
         // A child process for the crash tests: tracks events in a loop until it is killed.
         .executableTarget(name: "outbox-crash-child", dependencies: ["Outbox"], path: "Tests/CrashChild"),
 
-        // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes.
-        .target(name: "OutboxTestSupport", dependencies: ["CZlib"], path: "Tests/TestSupport"),
+        // The tests' one toolbox: temporary directories, a seeded random source, gzip through zlib, child processes,
+        // a log handler that records.
+        .target(name: "OutboxTestSupport", dependencies: ["CZlib", .product(name: "Logging", package: "swift-log")],
+                path: "Tests/TestSupport"),
         // The executables a test target runs as child processes are among its dependencies: `swift build --product
         // OutboxPackageTests` (the Makefile's one build for `make test`) then builds them too, and nothing else.
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxTestSupport", "CLibUV", "CSQLite", "CCurlShim", "CStoreSeal",

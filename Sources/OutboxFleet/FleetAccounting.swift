@@ -194,8 +194,10 @@ struct FleetAccounting {
 extension FleetAccounting {
     /// What the stores left open at the end hold (SPEC F2): pending, dead-lettered, evicted, expired, refused inside
     /// accepted requests, and the dead letters' ordinals; by install id. Devices that closed reported theirs already
-    /// (`FleetLoop.closedStores`).
-    static func storeCounts(loops: [FleetLoop], fields: FleetLineFields, logger: Logger) async -> [String: FleetStoreCount] {
+    /// (`FleetLoop.closedStores`). With several destinations each store's count holds each destination's too (BEHAVIOUR
+    /// D18: its own pending and dead letters, read with that destination's `fields`).
+    static func storeCounts(loops: [FleetLoop], fields: FleetLineFields, fieldsByName: [String: FleetLineFields] = [:],
+                            logger: Logger) async -> [String: FleetStoreCount] {
         let engines = await withTaskGroup(of: [OutboxEngine].self) { group in
             for loop in loops { group.addTask { await loop.openEngines() } }
             return await group.reduce(into: []) { $0 += $1 }
@@ -208,13 +210,17 @@ extension FleetAccounting {
         for engine in engines {
             let install = engine.installID.uuidString.lowercased()
             guard let status = try? await engine.status() else { continue }
-            var count = FleetStoreCount(pending: status.pendingNormal + status.pendingCritical + status.inFlight,
-                                        deadLettered: status.deadLetters, evicted: status.evicted,
-                                        delivered: status.delivered, deadOrdinals: [],
-                                        expired: status.expired, serverRejected: status.serverRejected)
+            var count = FleetStoreCount(status, pending: status.pendingNormal + status.pendingCritical + status.inFlight)
             count.stopReason = status.store.disabledReason
             if status.deadLetters > 0, let letters = try? await engine.deadLetters() {
                 count.deadOrdinals = Set(letters.compactMap { ordinal(inLogJSON: $0.log, fields: fields) })
+            }
+            for (name, report) in status.store.destinations ?? [:] {
+                var own = count.destination(report)
+                if report.deadLetters > 0, let letters = try? await engine.deadLetters(destination: name) {
+                    own.deadOrdinals = Set(letters.compactMap { ordinal(inLogJSON: $0.log, fields: fieldsByName[name] ?? fields) })
+                }
+                count.destinations[name] = own
             }
             stores[install] = count
         }
@@ -234,4 +240,53 @@ struct FleetStoreCount {
     var serverRejected = 0
     /// Why the store's engine had stopped sending at the end, if it had (SPEC R1, R5).
     var stopReason: String? = nil
+    /// BEHAVIOUR D18: each destination's own count, by name, when the store serves several; eviction and expiry
+    /// remove a log for every destination (D17), so each keeps the store's.
+    var destinations: [String: FleetStoreCount] = [:]
+
+    /// The engine's status with `pending` as the caller counts it (nothing, for a device that closed drained).
+    init(_ status: EngineStatus, pending: Int) {
+        self.init(pending: pending, deadLettered: status.deadLetters, evicted: status.evicted,
+                  delivered: status.delivered, deadOrdinals: [], expired: status.expired,
+                  serverRejected: status.serverRejected)
+        for (name, report) in status.store.destinations ?? [:] { destinations[name] = destination(report) }
+    }
+
+    init(pending: Int, deadLettered: Int, evicted: Int, delivered: Int, deadOrdinals: Set<Int>, expired: Int = 0,
+         serverRejected: Int = 0) {
+        self.pending = pending
+        self.deadLettered = deadLettered
+        self.evicted = evicted
+        self.delivered = delivered
+        self.deadOrdinals = deadOrdinals
+        self.expired = expired
+        self.serverRejected = serverRejected
+    }
+
+    /// One destination's part of this store (BEHAVIOUR D18): what it has not settled, in flight included.
+    func destination(_ report: DestinationReport) -> FleetStoreCount {
+        var own = FleetStoreCount(pending: report.pending + report.inFlight, deadLettered: report.deadLetters,
+                                  evicted: evicted, delivered: report.delivered ?? 0, deadOrdinals: [],
+                                  expired: expired, serverRejected: report.serverRejected)
+        own.stopReason = report.disabledReason
+        return own
+    }
+}
+
+/// BEHAVIOUR D18: one destination of the run accounted on its own — its records read with its wire's fields, its
+/// stores' own pending and dead letters, the re-sent logs of its wire the mocks absorbed. A run with the single
+/// destination has one, with no name.
+struct FleetDestinationAccount {
+    var name: String?
+    var wire: Destination
+    var fields: FleetLineFields
+    var accounting: FleetAccounting
+    var duplicates = 0
+
+    func summary(recordsRead: Bool) -> FleetSummary.DestinationFigures {
+        FleetSummary.DestinationFigures(
+            name: name ?? NamedDestination.defaultName, wire: wire.name,
+            delivered: recordsRead ? accounting.uniqueDelivered : accounting.engineDelivered, duplicates: duplicates,
+            deadLettered: accounting.deadLettered, pending: accounting.pending, lost: recordsRead ? accounting.lost : nil)
+    }
 }

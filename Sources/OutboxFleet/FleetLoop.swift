@@ -378,9 +378,7 @@ final class FleetLoop: @unchecked Sendable {
         defer { checkSettled() }
         guard drained, !stopping, let engine = device.engine, let status = try? engine.statusWaiting(),
               status.deadLetters == 0, status.pendingNormal + status.pendingCritical + status.inFlight == 0 else { return }
-        device.closedCount = FleetStoreCount(pending: 0, deadLettered: 0, evicted: status.evicted,
-                                             delivered: status.delivered, deadOrdinals: [],
-                                             expired: status.expired, serverRejected: status.serverRejected)
+        device.closedCount = FleetStoreCount(status, pending: 0)
         closedRequests += status.requests
         closedProbes += status.probes
         engine.shutdown()

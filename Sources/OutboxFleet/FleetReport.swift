@@ -22,10 +22,31 @@ struct FleetSummary {
     var delay: Delay?
     var peakRSSKiB: Int
     var cpuSeconds: Double
+    /// BEHAVIOUR D18: with several destinations (`--to`), each one's figures, in the list's order; the counts above
+    /// add theirs. Empty with the single destination, whose closing object keeps F1's keys exactly.
+    var destinations: [DestinationFigures] = []
+
+    struct DestinationFigures {
+        var name: String
+        var wire: String
+        var delivered: Int
+        var duplicates: Int
+        var deadLettered: Int
+        var pending: Int
+        var lost: Int?
+
+        var json: String {
+            let fields: [(String, String)] = [
+                ("destination", jsonString(wire)), ("delivered", String(delivered)), ("duplicates", String(duplicates)),
+                ("dead_lettered", String(deadLettered)), ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
+            ]
+            return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        }
+    }
 
     var json: String {
         let delayJSON = delay.map { #"{"p50":\#($0.p50),"p90":\#($0.p90),"p99":\#($0.p99),"max":\#($0.max)}"# } ?? "null"
-        let fields: [(String, String)] = [
+        var fields: [(String, String)] = [
             ("devices", String(devices)), ("tracked", String(tracked)), ("delivered", String(delivered)),
             ("duplicates", String(duplicates)), ("dead_lettered", String(deadLettered)), ("evicted", String(evicted)),
             ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
@@ -33,6 +54,10 @@ struct FleetSummary {
             ("events_per_s", cFormat("%.1f", eventsPerSecond)), ("delay_ms", delayJSON),
             ("peak_rss_kib", String(peakRSSKiB)), ("cpu_s", cFormat("%.2f", cpuSeconds)),
         ]
+        if !destinations.isEmpty {
+            let each: [String] = destinations.map { jsonString($0.name) + ":" + $0.json }
+            fields.append(("destinations", "{" + each.joined(separator: ",") + "}"))
+        }
         return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
     }
 }
@@ -79,14 +104,20 @@ struct FleetReport {
         let lost = summary.lost.map(String.init) ?? "unknown (not an outbox-mock)"
         let verdict = summary.lost == 0 ? "<span class=ok>nothing lost</span>"
             : summary.lost == nil ? "<span class=warn>loss not counted</span>" : "<span class=bad>\(lost) lost</span>"
-        let rows: [(String, String)] = [
+        var rows: [(String, String)] = [
             ("devices", "\(summary.devices)"), ("tracked", "\(summary.tracked)"), ("delivered", "\(summary.delivered)"),
             ("duplicates absorbed", "\(summary.duplicates)"), ("dead-lettered", "\(summary.deadLettered)"),
             ("evicted", "\(summary.evicted)"), ("pending", "\(summary.pending)"), ("lost", lost),
             ("events/s", cFormat("%.1f", summary.eventsPerSecond)),
             ("delay p50 / p90 / p99 / max", summary.delay.map { "\($0.p50) / \($0.p90) / \($0.p99) / \($0.max) ms" } ?? "–"),
             ("peak RSS", "\(summary.peakRSSKiB / 1024) MiB"), ("CPU", cFormat("%.1f s", summary.cpuSeconds)),
-        ] + recoveryRows
+        ]
+        for each in summary.destinations {
+            let lost: String = each.lost.map(String.init) ?? "unknown"
+            rows.append(("\(each.name) (\(each.wire))", "delivered \(each.delivered), duplicates \(each.duplicates), "
+                         + "dead-lettered \(each.deadLettered), pending \(each.pending), lost \(lost)"))
+        }
+        rows += recoveryRows
         let table = rows.map { "<tr><th>\(escape($0.0))</th><td>\(escape($0.1))</td></tr>" }.joined(separator: "\n")
         return """
         <!DOCTYPE html>

@@ -100,43 +100,68 @@ package struct FleetRun {
             throw FleetError("outbox fleet: cannot start a device: \(error)")
         }
 
-        // The accounting: each store's own count, then the mock's records (SPEC F2).
-        let fields = FleetLineFields(options.destination, segmentProfile: options.template.segmentProfile)
-        let stores = await FleetAccounting.storeCounts(loops: loops, fields: fields, logger: logger)
+        // The accounting: each store's own count, then the mock's records (SPEC F2); BEHAVIOUR D18: each destination
+        // of a list on its own, its records read with its wire's fields and its stores' own pending and dead letters.
+        let named = template.destinations.map {
+            (name: $0.name ?? NamedDestination.defaultName, wire: $0.destination,
+             fields: FleetLineFields($0.destination, segmentProfile: $0.segmentProfile))
+        }
+        let fields = named.first?.fields ?? FleetLineFields(options.destination, segmentProfile: options.template.segmentProfile)
+        let openStores = await FleetAccounting.storeCounts(
+            loops: loops, fields: fields, fieldsByName: Dictionary(named.map { ($0.name, $0.fields) }) { first, _ in first },
+            logger: logger)
         network?.close()
         for loop in loops { loop.stop() }
-        var accounting = FleetAccounting(devices: loops.flatMap(\.finalCounts),
-                                         stores: loops.reduce(stores) { $0.merging($1.closedStores) { open, _ in open } },
-                                         deviceOffset: options.deviceOffset, events: options.events)
+        let stores = loops.reduce(openStores) { $0.merging($1.closedStores) { open, _ in open } }
         let faultWindows = FleetRecovery.faultWindows(scenario)
         let faultEndMs = FleetRecovery.faultEndMs(faultWindows, firstEventWallMs: firstEvent.wallMs)
-        accounting.backlogCutoffMs = faultEndMs
+        var accounts = (named.isEmpty ? [(name: nil, wire: options.destination, fields: fields)] : named.map { ($0.name, $0.wire, $0.fields) })
+            .map { (name: String?, wire: Destination, fields: FleetLineFields) in
+                var accounting = FleetAccounting(devices: loops.flatMap(\.finalCounts),
+                                                 stores: name.map { name in stores.compactMapValues { $0.destinations[name] } } ?? stores,
+                                                 deviceOffset: options.deviceOffset, events: options.events)
+                accounting.backlogCutoffMs = faultEndMs
+                return FleetDestinationAccount(name: name, wire: wire, fields: fields, accounting: accounting)
+            }
         let finalStats = accountingClients.map { $0.flatMap { try? FleetMockStats.read($0) } }
         var recordsRead = false
-        if baselines.allSatisfy({ $0 != nil }), finalStats.allSatisfy({ $0 != nil }) {
+        // Two destinations of one wire write the same lines into the same mock: their records cannot be told apart.
+        let wiresDistinct = Set(accounts.map(\.wire)).count == accounts.count
+        if !wiresDistinct {
+            logger.warning("two destinations of one wire: the mock's records cannot tell them apart, lost is not counted")
+        }
+        if wiresDistinct, baselines.allSatisfy({ $0 != nil }), finalStats.allSatisfy({ $0 != nil }) {
             do {
-                for client in accountingClients.compactMap({ $0 }) {
-                    try accounting.readLogs(client: client, runID: plan.runID, fields: fields)
+                for index in accounts.indices {
+                    for client in accountingClients.compactMap({ $0 }) {
+                        try accounts[index].accounting.readLogs(client: client, runID: plan.runID, fields: accounts[index].fields)
+                    }
+                    accounts[index].duplicates = zip(finalStats, baselines).reduce(0) {
+                        $0 + ($1.0?.duplicates(on: accounts[index].wire) ?? 0) - ($1.1?.duplicates(on: accounts[index].wire) ?? 0)
+                    }
                 }
                 recordsRead = true
             } catch {
                 logger.error("cannot read GET /_mock/logs: \(error)")
             }
         }
-        let duplicates = zip(finalStats, baselines).reduce(0) {
-            $0 + ($1.0?.duplicates(on: options.destination) ?? 0) - ($1.1?.duplicates(on: options.destination) ?? 0)
-        }
+        // The first destination's records give the delays and the recovery; the counts add every destination's.
+        let accounting = accounts[0].accounting
+        let lost = accounts.reduce(0) { $0 + $1.accounting.lost }
+        let pending = accounts.reduce(0) { $0 + $1.accounting.pending }
 
         // The report.
         let seconds = Double(endNs - startNs) / 1e9
-        let delivered = recordsRead ? accounting.uniqueDelivered : accounting.engineDelivered
+        let delivered = accounts.reduce(0) { $0 + (recordsRead ? $1.accounting.uniqueDelivered : $1.accounting.engineDelivered) }
         let summary = FleetSummary(
             devices: devices, tracked: accounting.tracked, delivered: delivered,
-            duplicates: duplicates,
-            deadLettered: accounting.deadLettered, evicted: accounting.evicted, pending: accounting.pending,
-            lost: recordsRead ? accounting.lost : nil, crossMockDuplicates: recordsRead ? accounting.crossMockDuplicates : nil,
+            duplicates: accounts.reduce(0) { $0 + $1.duplicates },
+            deadLettered: accounts.reduce(0) { $0 + $1.accounting.deadLettered }, evicted: accounting.evicted,
+            pending: pending, lost: recordsRead ? lost : nil,
+            crossMockDuplicates: recordsRead ? accounts.reduce(0) { $0 + $1.accounting.crossMockDuplicates } : nil,
             eventsPerSecond: seconds > 0 ? Double(delivered) / seconds : 0,
-            delay: recordsRead ? accounting.delayPercentiles : nil, peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds)
+            delay: recordsRead ? accounting.delayPercentiles : nil, peakRSSKiB: peakRSSKiB, cpuSeconds: cpuSeconds,
+            destinations: named.isEmpty ? [] : accounts.map { $0.summary(recordsRead: recordsRead) })
         let json = summary.json
         let samples = sampler.samples()
         let recovery = FleetRecovery.measure(
@@ -168,23 +193,31 @@ package struct FleetRun {
                 writeStandardError("outbox fleet: cannot write the report to \(report): \(error)\n")
             }
         }
-        if recordsRead && accounting.lost != 0 {
-            for line in accounting.missingLines(limit: 10) { writeStandardError(line + "\n") }
+        if recordsRead && lost != 0 {
+            var lines: [String] = []
+            for account in accounts where lines.count < 10 {
+                let suffix = account.name.map { " \($0)" } ?? ""
+                lines += account.accounting.missingLines(limit: 10 - lines.count).map { $0 + suffix }
+            }
+            for line in lines { writeStandardError(line + "\n") }
             return 1
         }
         // SPEC F9: what is still stored was not delivered before the drains ended: the run did not do what it was asked.
-        if accounting.pending != 0 {
-            let reasons = accounting.pendingReasons.prefix(3).map {
-                $0.reason == "none" ? "\($0.devices) still trying" : "\($0.devices) stopped: \($0.reason)"
+        if pending != 0 {
+            for account in accounts where account.accounting.pending != 0 {
+                let reasons = account.accounting.pendingReasons.prefix(3).map {
+                    $0.reason == "none" ? "\($0.devices) still trying" : "\($0.devices) stopped: \($0.reason)"
+                }
+                let whose = account.name.map { " for \($0)" } ?? ""
+                writeStandardError("outbox fleet: \(account.accounting.pending) logs still pending\(whose) at the end: the server "
+                                   + "did not take them before the devices' drains ended (--timeout \(cFormat("%g", options.timeout)) s, "
+                                   + "or sending stopped); devices: \(reasons.joined(separator: "; ")). They stay in the stores.\n")
             }
-            writeStandardError("outbox fleet: \(accounting.pending) logs still pending at the end: the server did not take "
-                               + "them before the devices' drains ended (--timeout \(cFormat("%g", options.timeout)) s, or "
-                               + "sending stopped); devices: \(reasons.joined(separator: "; ")). They stay in the stores.\n")
             return 1
         }
         guard recordsRead else { return 2 }
-        if accounting.crossMockDuplicates != 0 {
-            writeStandardError("outbox fleet: \(accounting.crossMockDuplicates) logs were recorded by more than one mock "
+        if let crossMock = summary.crossMockDuplicates, crossMock != 0 {
+            writeStandardError("outbox fleet: \(crossMock) logs were recorded by more than one mock "
                                + "(SPEC F6): route each device to one mock (haproxy: balance hdr(Install-ID))\n")
             return 1
         }

@@ -387,3 +387,50 @@ extension FleetEndToEndTests {
         #expect(unknown.errors.contains("flaky"), "the error lists the named scenarios: \(unknown.errors)")
     }
 }
+
+extension FleetEndToEndTests {
+    // BEHAVIOUR D18, F2: a fleet with two destinations (`--to`, both on the run's mock, each on its vendor's route)
+    // accounts each on its own — its records read with its wire's fields, its stores' own pending — and the counts
+    // add both: every tracked log delivered to each, nothing lost or pending on either.
+    @Test func aFleetWithTwoDestinationsAccountsEach() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let (devices, events) = (3, 10)
+        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "\(events)",
+                                    "--to", "ops=otlp", "--to", "product=posthog",
+                                    "--dir", dir.path + "/stores", "--timeout", "20"] + Self.fast, in: dir)
+        #expect(result.status == 0, "\(result.errors)")
+        let summary = jsonObject(result.output)
+        let tracked = devices * (events + 2)
+        #expect(summary["tracked"] as? Int == tracked)
+        #expect(summary["lost"] as? Int == 0 && summary["pending"] as? Int == 0)
+        #expect(summary["delivered"] as? Int == 2 * tracked, "the counts add both destinations': \(result.output)")
+        let each = try #require(summary["destinations"] as? [String: [String: Any]], "\(result.output)")
+        #expect(Set(each.keys) == ["ops", "product"])
+        for (name, wire) in [("ops", "otlp"), ("product", "posthog")] {
+            #expect(each[name]?["destination"] as? String == wire)
+            #expect(each[name]?["delivered"] as? Int == tracked, "\(name): \(result.output)")
+            #expect(each[name]?["lost"] as? Int == 0 && each[name]?["pending"] as? Int == 0, "\(name): \(result.output)")
+        }
+    }
+
+    // BEHAVIOUR D16, D18, F9: one destination that cannot deliver (nothing listens at its endpoint) leaves its logs
+    // pending for it only — the other delivers everything — and the run exits 1 naming that destination.
+    @Test func aDestinationThatCannotDeliverIsPendingForItAloneAndFailsTheRun() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let (devices, events) = (2, 5)
+        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "\(events)",
+                                    "--to", "ops=otlp", "--to", "product=posthog,endpoint=http://127.0.0.1:1",
+                                    "--dir", dir.path + "/stores", "--timeout", "2"] + Self.fast, in: dir)
+        #expect(result.status == 1, "\(result.errors)")
+        let summary = jsonObject(result.output)
+        let tracked = devices * (events + 2)
+        let each = try #require(summary["destinations"] as? [String: [String: Any]], "\(result.output)")
+        #expect(each["ops"]?["delivered"] as? Int == tracked && each["ops"]?["pending"] as? Int == 0, "\(result.output)")
+        #expect(each["product"]?["delivered"] as? Int == 0 && each["product"]?["pending"] as? Int == tracked,
+                "\(result.output)")
+        #expect(each["ops"]?["lost"] as? Int == 0 && each["product"]?["lost"] as? Int == 0)
+        #expect(summary["pending"] as? Int == tracked)
+        #expect(result.errors.contains("\(tracked) logs still pending for product at the end"), "\(result.errors)")
+        #expect(!result.errors.contains("pending for ops"), "\(result.errors)")
+    }
+}

@@ -81,4 +81,41 @@ struct OTLPCollectorTests {
         #expect(ids.count == 1000, "every log, by its log.record.uid, through \(version)")
         #expect(ids.values.allSatisfy { $0 == 1 })
     }
+
+    // BEHAVIOUR D8, D15, D17: one engine with two destinations — OTLP through rotel to one mock, PostHog straight to
+    // another — and no fault: each receives every log, PostHog exactly once, OTLP each log by its log.record.uid once.
+    @Test(.enabled(if: OTLPCollectorTests.available, "rotel is not unpacked under .build/rotel (scripts/rotel.sh needs PyPI)"))
+    func twoDestinationsOneThroughRotelEachReceiveEveryLog() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let ops = try startMock("ok"); defer { try? ops.stop() }
+        let product = try startMock("ok"); defer { try? product.stop() }
+        let ports = try NginxServer.freePorts(count: 2)
+        let rotel = try Self.startRotel(httpPort: ports[0], grpcPort: ports[1], mock: ops.baseURL, log: dir.file("rotel.log"))
+        var configuration = fastConfiguration(store: dir.file(), endpoint: "http://127.0.0.1:\(ports[0])")
+        configuration.endpoint = nil
+        configuration.appSecret = ""
+        var analytics = NamedDestination(name: "product", destination: .posthog, endpoint: product.baseURL)
+        analytics.apiKey = "phc_test"
+        configuration.destinations = [
+            NamedDestination(name: "ops", destination: .otlp, endpoint: "http://127.0.0.1:\(ports[0])"), analytics,
+        ]
+        configuration.retryIntervals = Array(repeating: .milliseconds(200), count: 10)
+        let engine = try OutboxEngine(configuration: configuration)
+        let count = 500
+        for i in 0..<count { try engine.trackEvent("two-ways", properties: ["i": .int(Int64(i))]) }
+        let drained = await engine.waitUntilDelivered(timeout: .seconds(30))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(Self.stop(rotel), "rotel exits on SIGTERM")  // what it buffered reaches the mock first
+        #expect(drained)
+        #expect(status.store.destinations?["ops"]?.delivered == count)
+        #expect(status.store.destinations?["product"]?.delivered == count)
+        let ids = try OTLPDestinationTests.recordIDs(ops)
+        #expect(ids.count == count, "every log reached the mock through rotel, by its log.record.uid")
+        #expect(ids.values.allSatisfy { $0 == 1 })
+        let posthog = product.stats().vendors["posthog"]
+        #expect(posthog?.eventsUnique == count && posthog?.eventsDuplicate == 0, "PostHog received every log once")
+        #expect((ops.stats().vendors["posthog"]?.eventsReceived ?? 0) == 0 && (product.stats().vendors["otlp"]?.eventsReceived ?? 0) == 0,
+                "each destination's logs went to its own server only")
+    }
 }

@@ -172,6 +172,41 @@ struct SeveralDestinationsTests {
         engine.shutdown()
     }
 
+    // BEHAVIOUR D18: names match, so renaming a destination on a running engine is removing one and adding another:
+    // the old name's progress is dropped — the logs only it held leave, and how many is logged at warning level — and
+    // the new name receives the logs stored from then on only, though it speaks the same wire to the same server.
+    @Test func aRenamedDestinationIsAnotherOne() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let ops = try startMock(); defer { try? ops.stop() }
+        let product = try startMock(); defer { try? product.stop() }
+        var configuration = Self.configuration(dir, ops: ops.baseURL, product: "http://127.0.0.1:1")
+        let (logger, records) = RecordingLogHandler.make()
+        configuration.logger = logger
+        let engine = try OutboxEngine(configuration: configuration)
+        let held = 10
+        for index in 0..<held { try engine.trackEvent("before", properties: ["i": .int(Int64(index))]) }
+        #expect(await Self.until(20) { Self.otlp(ops)?.eventsUnique == held })
+        #expect(try await engine.status().store.destinations?["product"]?.pending == held, "nothing listens for product")
+
+        try engine.update { configuration in
+            var renamed = NamedDestination(name: "analytics", destination: .posthog, endpoint: product.baseURL)
+            renamed.apiKey = "phc_test"
+            configuration.destinations = [configuration.destinations[0], renamed]
+        }
+        for index in 0..<5 { try engine.trackEvent("after", properties: ["i": .int(Int64(index))]) }
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(status.store.destinations.map { Set($0.keys) } == ["ops", "analytics"])
+        #expect(status.pendingNormal + status.pendingCritical + status.inFlight == 0, "what only product held left")
+        #expect(Self.posthog(product)?.eventsUnique == 5, "the new name got only what was stored after the rename")
+        #expect(Self.otlp(ops)?.eventsUnique == held + 5)
+        let removed = records.all.filter { $0.message.hasPrefix("destination removed") }
+        #expect(removed.count == 1 && removed.first?.level == .warning, "\(removed.map(\.message))")
+        #expect(removed.first?.metadata["outbox.destination"] == "product")
+        #expect(removed.first?.metadata["outbox.logs_held"] == "\(held)")
+    }
+
     // SPEC D15, D18 through the command line: `emit --to` twice delivers every log to each, waits for both, and
     // reports each destination; `outbox status` reads the store's figures per destination; the credential comes from
     // the destination's own variable.

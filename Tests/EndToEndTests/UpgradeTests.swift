@@ -59,4 +59,47 @@ struct UpgradeTests {
         #expect(try OutboxEngine.deadLetters(inStoreAt: path).count == Self.deadLetters, "dead letters stay")
         #expect(try StoreReport.read(path: path).installID == before.installID, "the install keeps its id")
     }
+
+    // BEHAVIOUR D18: the previous release's store opened with two destinations — the first unnamed, so it is the store's
+    // `default` — keeps its pending logs and dead letters for the first; the added one receives only the logs stored
+    // from then on.
+    @Test func aStoreOfThePreviousReleaseOpensWithTwoDestinations() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let path = dir.file()
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(Self.fixture).path
+        try FileManager.default.copyItem(atPath: source, toPath: path)
+        let before = try StoreReport.read(path: path)
+
+        let server = try startMock("ok"); defer { try? server.stop() }
+        let product = try startMock("ok"); defer { try? product.stop() }
+        var configuration = fastConfiguration(store: path, endpoint: server.baseURL)
+        configuration.sessionTracking = .automatic
+        var first = NamedDestination(name: nil, destination: .appCenter, endpoint: server.baseURL)
+        first.appSecret = configuration.appSecret
+        var analytics = NamedDestination(name: "product", destination: .posthog, endpoint: product.baseURL)
+        analytics.apiKey = "phc_test"
+        configuration.endpoint = nil
+        configuration.appSecret = ""
+        configuration.destinations = [first, analytics]
+        let engine = try OutboxEngine(configuration: configuration)
+        let added = 5
+        for i in 0..<added { try engine.trackEvent("added", properties: ["i": .int(Int64(i))]) }
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(20)))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(status.pendingNormal + status.pendingCritical + status.inFlight == 0)
+        #expect(status.store.destinations.map { Set($0.keys) } == ["default", "product"])
+        let names = server.uniqueLogs().compactMap(\.name)
+        #expect(names.filter { $0 == "kept" }.count == Self.pendingEvents, "the first kept the old pending logs")
+        #expect(names.filter { $0 == "added" }.count == added)
+        let productEvents = product.vendorEvents().filter { $0.vendor == .posthog }
+            .compactMap { jsonLines($0.json).first?["event"] as? String }
+        #expect(productEvents.filter { $0 == "added" }.count == added, "the added destination got what came after")
+        #expect(!productEvents.contains("kept"), "and none of the logs stored before it: \(productEvents)")
+        let letters = try OutboxEngine.deadLetters(inStoreAt: path)
+        #expect(letters.count == Self.deadLetters && letters.allSatisfy { $0.destination == "default" },
+                "the old dead letters stay, the first destination's")
+        #expect(try StoreReport.read(path: path).installID == before.installID)
+    }
 }

@@ -43,38 +43,3 @@ enum Fixture {
     }
 }
 
-/// A log handler that keeps what it receives, to assert that something was reported (and how loudly).
-final class RecordingLogHandler: LogHandler, @unchecked Sendable {
-    struct Entry {
-        var level: Logger.Level
-        var message: String
-        var metadata: Logger.Metadata
-    }
-
-    final class Box: @unchecked Sendable {
-        private let lock = NSLock()
-        private var entries: [Entry] = []
-        func add(_ entry: Entry) { lock.lock(); entries.append(entry); lock.unlock() }
-        var all: [Entry] { lock.lock(); defer { lock.unlock() }; return entries }
-    }
-
-    let box: Box
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    init(box: Box) { self.box = box }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        box.add(Entry(level: event.level, message: event.message.description, metadata: event.metadata ?? [:]))
-    }
-
-    static func make() -> (Logger, Box) {
-        let box = Box()
-        return (Logger(label: "outbox.test", factory: { _ in RecordingLogHandler(box: box) }), box)
-    }
-}
