@@ -257,7 +257,6 @@ final class DeliveryDriver {
                 metrics?.deadLettered.increment(by: Int64(seqs.count))
             case .expire(let seqs):
                 _ = try queue.expire(seqs: seqs)
-                metrics?.expired.increment(by: Int64(seqs.count))
             case .deleteAll:
                 _ = try queue.deleteAllLogs()
             case .arm(let atMs):

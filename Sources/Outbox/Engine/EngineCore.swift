@@ -69,7 +69,7 @@ final class EngineCore {
         self.commits = CommitMachine(settings: .init(windowNs: configuration.groupCommitWindow.milliseconds * 1_000_000,
                                                      threshold: intake.commitThreshold))
         self.ids = configuration.testingIDSeed.map(IDGenerator.init(seed:)) ?? IDGenerator()
-        metrics.reportedEvicted = store.evictedTotal
+        store.metrics = StoreMetrics(evicted: store.evictedTotal, expired: store.expiredTotal)
     }
 
     /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
@@ -227,11 +227,6 @@ final class EngineCore {
             counters.rejected += result.rejected.count
             metrics.tracked.increment(by: Int64(result.stored))
             if !result.rejected.isEmpty { metrics.rejected.increment(by: Int64(result.rejected.count)) }
-            let evicted = store.evictedTotal
-            if evicted > metrics.reportedEvicted {
-                metrics.evicted.increment(by: Int64(evicted - metrics.reportedEvicted))
-                metrics.reportedEvicted = evicted
-            }
             if !result.rejected.isEmpty {
                 logger.warning("logs not stored", metadata: [
                     "outbox.rejected": "\(result.rejected.count)",

@@ -6,8 +6,8 @@ import CoreMetrics
 struct DestinationMetrics {
     let delivered: Counter
     let deadLettered: Counter
-    let skipped: Counter
-    let expired: Counter
+    /// Moved only through `recordSkipped(_:)`.
+    private let skipped: Counter
     let retries: Counter
     let probes: Counter
     let inFlight: Meter
@@ -28,7 +28,6 @@ struct DestinationMetrics {
         delivered = logs("delivered")
         deadLettered = logs("dead_lettered")
         skipped = logs("skipped")
-        expired = Counter(label: "outbox_logs_total", dimensions: [("outcome", "expired")])
         retries = Counter(label: "outbox_retries_total", dimensions: dim + [("kind", "retry")])
         probes = Counter(label: "outbox_retries_total", dimensions: dim + [("kind", "probe")])
         inFlight = Meter(label: "outbox_in_flight", dimensions: dim)
@@ -37,6 +36,12 @@ struct DestinationMetrics {
         deliveryDelay = Timer(label: "outbox_delivery_delay_seconds", dimensions: dim, preferredDisplayUnit: .seconds)
         requestErrors = Counter(label: "outbox_requests_total", dimensions: dim + [("status", "error")])
         for status in [200, 202, 400, 401, 403, 413, 429, 500, 502, 503] { _ = requestCounter(status: status) }
+    }
+
+    /// BEHAVIOUR O1: `count` logs this destination's policy skipped (`outbox_logs_total{outcome="skipped"}`): the one
+    /// call a per-destination policy makes for each log it decides this destination will not send.
+    func recordSkipped(_ count: Int) {
+        if count > 0 { skipped.increment(by: Int64(count)) }
     }
 
     /// The counter of requests answered with `status`, or failed in transport (nil).
@@ -53,9 +58,50 @@ struct DestinationMetrics {
 struct EngineMetrics {
     let tracked = Counter(label: "outbox_logs_total", dimensions: [("outcome", "tracked")])
     let rejected = Counter(label: "outbox_logs_total", dimensions: [("outcome", "rejected")])
-    /// What a before-store hook drops, once the engine has one; nothing increments it yet.
-    let droppedByPolicy = Counter(label: "outbox_logs_total", dimensions: [("outcome", "dropped_by_policy")])
-    let evicted = Counter(label: "outbox_logs_total", dimensions: [("outcome", "evicted")])
-    /// The store's eviction total as last reported.
-    var reportedEvicted = 0
+}
+
+/// BEHAVIOUR O1–O2: the store's gauges and its engine-wide outcomes (evicted, expired), moved by what each committed
+/// transaction changed (`LogStore.record`). The gauges are meters moved by this engine's differences, so that the
+/// engines of one process (the fleet) add up; `leave()` takes this engine's share away when its store closes.
+struct StoreMetrics {
+    private let pendingNormal = Meter(label: "outbox_pending", dimensions: [("priority", "normal")])
+    private let pendingCritical = Meter(label: "outbox_pending", dimensions: [("priority", "critical")])
+    private let bytes = Meter(label: "outbox_store_bytes")
+    private let evicted = Counter(label: "outbox_logs_total", dimensions: [("outcome", "evicted")])
+    private let expired = Counter(label: "outbox_logs_total", dimensions: [("outcome", "expired")])
+    /// With no backend bootstrapped, nothing is read from the file after a transaction (its size, pending counts the
+    /// store no longer knows): nobody would see them.
+    let isLive = !(MetricsSystem.factory is NOOPMetricsHandler)
+    private var reported: (normal: Int, critical: Int, bytes: Int, evicted: Int, expired: Int)
+
+    /// `evicted` and `expired`: the store's totals when the metrics start, which are not this engine's doing.
+    init(evicted: Int, expired: Int) {
+        reported = (0, 0, 0, evicted, expired)
+    }
+
+    /// Moves each figure by its difference from the last one reported; nil: not known now, left as it was.
+    mutating func update(pending: Waiting?, bytes usedBytes: Int?, evictedTotal: Int, expiredTotal: Int) {
+        if let pending {
+            move(pendingNormal, &reported.normal, to: pending.normal)
+            move(pendingCritical, &reported.critical, to: pending.critical)
+        }
+        if let usedBytes { move(bytes, &reported.bytes, to: usedBytes) }
+        if evictedTotal > reported.evicted { evicted.increment(by: Int64(evictedTotal - reported.evicted)) }
+        if expiredTotal > reported.expired { expired.increment(by: Int64(expiredTotal - reported.expired)) }
+        reported.evicted = evictedTotal
+        reported.expired = expiredTotal
+    }
+
+    /// This engine's share of the gauges leaves with its store.
+    mutating func leave() {
+        move(pendingNormal, &reported.normal, to: 0)
+        move(pendingCritical, &reported.critical, to: 0)
+        move(bytes, &reported.bytes, to: 0)
+    }
+
+    private func move(_ meter: Meter, _ last: inout Int, to value: Int) {
+        guard value != last else { return }
+        if value > last { meter.increment(by: Double(value - last)) } else { meter.decrement(by: Double(last - value)) }
+        last = value
+    }
 }
