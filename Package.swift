@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0", traits: []),
         // `outbox fleet`'s delivery-delay percentiles (SPEC F1, F3).
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // The engine's own metrics (BEHAVIOUR O1–O3): the API only; the engine never bootstraps a backend.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // System libraries (Debian: libuv1-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libdeflate-dev).
@@ -53,6 +55,7 @@ let package = Package(
             dependencies: [
                 "CLibUV", "CSQLite", "CCurlShim", "CZlib", "CNetlink", "CFastGzip", "CFileSync", "CTLSIdentity", "CStoreSeal",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             path: "Sources/Outbox"
         ),
@@ -74,6 +77,7 @@ let package = Package(
             name: "OutboxFleet",
             dependencies: ["Outbox", "OutboxMock", "CLibUV", .product(name: "Logging", package: "swift-log"),
                            .product(name: "Histogram", package: "hdrhistogram-swift"),
+                           .product(name: "CoreMetrics", package: "swift-metrics"),
                            // `--metrics-port`'s HTTP server: the mock's SwiftNIO, already linked through OutboxMock.
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio")],
@@ -158,7 +162,8 @@ let package = Package(
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),  // decodes the OTLP answers
             "OTLPProto",
         ], path: "Tests/OutboxMockTests"),
-        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "outbox", "outbox-mock"],
+        .testTarget(name: "EndToEndTests", dependencies: ["Outbox", "OutboxTestSupport", "OutboxMock", "outbox", "outbox-mock",
+                                                        .product(name: "MetricsTestKit", package: "swift-metrics")],
                     path: "Tests/EndToEndTests"),
     ]
 )

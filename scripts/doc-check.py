@@ -17,7 +17,7 @@ problem as `file:line: what` and exits 1 when there is one:
            or a section letter cited alone (`SPEC E`) with no `## E — …` section;
   notice   a package of Package.swift's `dependencies:` that NOTICE does not name.
 
-What counts as a rule citation (an id is a letter of T S C R N A W D M V E F K P X, one or two digits and an
+What counts as a rule citation (an id is a letter of T S C R N A W D M V E F K P X O, one or two digits and an
 optional lower-case letter: C7, A8a, V4b, X3a). An id counts only where it is cited, so hex strings, UUIDs, `E2E`,
 `W3C`, `X1 Carbon`, `\u{E9}` or a base64 `W47/…` never do:
   - after `SPEC`, `BEHAVIOUR` or `BEHAVIOUR.md` (`SPEC C3`, `SPEC section E`; a section letter alone only on the
@@ -90,7 +90,7 @@ REF_PATTERNS = [
 ]
 
 # --- rule: citations of docs/BEHAVIOUR.md's rules -------------------------------------------------------------------
-LETTERS = "TSCRNAWDMVEFKPX"
+LETTERS = "TSCRNAWDMVEFKPXO"
 RULE_ID = rf"[{LETTERS}]\d{{1,2}}[a-z]?"
 SECTION = rf"[{LETTERS}]"
 PUNCT_SEP = r"\s*[,;/+&–—-]\s*"

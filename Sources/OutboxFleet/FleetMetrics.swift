@@ -1,3 +1,4 @@
+import CoreMetrics
 import Glibc
 import Histogram
 import NIOCore
@@ -88,6 +89,8 @@ enum FleetMetrics {
         if let delays = s.delays, delays.totalCount > 0 { histogram(delays, into: &w) }
         w.family("outbox_fleet_finished", type: "gauge", help: "1 once the closing object was computed.")
         w.sample("outbox_fleet_finished", [], s.summary == nil ? 0 : 1)
+        // BEHAVIOUR O3: the engines' own families on the same path (empty until an engine made one).
+        EngineMetricsRegistry.shared.render(into: &w)
         return w.out
     }
 
@@ -257,6 +260,8 @@ extension FleetMetricsServer {
     /// `--metrics-port`: binds, says where on stderr, or fails the run with exit 3 before any device starts.
     static func start(port: Int?, board: FleetMetricsBoard) throws -> FleetMetricsServer? {
         guard let port else { return nil }
+        // BEHAVIOUR O3: the engines' own metrics go to the registry the scrape renders; bootstrapped before any device.
+        MetricsSystem.bootstrap(EngineMetricsRegistry.shared)
         do {
             let server = try FleetMetricsServer(port: port) { board.snapshot() }
             writeStandardError("metrics on http://127.0.0.1:\(server.port)/metrics\n")

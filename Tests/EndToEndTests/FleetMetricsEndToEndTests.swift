@@ -106,6 +106,11 @@ struct FleetMetricsEndToEndTests {
         #expect(during["outbox_fleet_devices_done_tracking"] == 3)
         #expect(during["outbox_fleet_finished"] == 0)
         #expect((during[#"outbox_fleet_requests_total{status="503"}"#] ?? 0) > 0)
+        // BEHAVIOUR O3: the engines' own metrics on the same path, summed over the three devices' engines.
+        #expect(during[#"outbox_logs_total{outcome="tracked"}"#] == tracked)
+        #expect((during[#"outbox_requests_total{destination="default",status="503"}"#] ?? 0) > 0)
+        // Held between retries, the logs are leased (neither pending nor on the wire): the stores hold them.
+        #expect((during["outbox_store_bytes"] ?? 0) > 0)
 
         // The server recovers; the fleet drains and ends. Scrapes go on until the port closes.
         server.setScenario(nil)
@@ -138,6 +143,14 @@ struct FleetMetricsEndToEndTests {
         #expect(end["outbox_fleet_delivery_delay_ms_count"] == tracked)
         #expect(end[#"outbox_fleet_delivery_delay_ms_bucket{le="+Inf"}"#] == tracked)
         #expect((end[#"outbox_fleet_requests_total{status="503"}"#] ?? 0) >= (during[#"outbox_fleet_requests_total{status="503"}"#] ?? 0))
+        // BEHAVIOUR O3: every device's deliveries add up to the closing object's; the gauges back to 0 once drained.
+        #expect(end[#"outbox_logs_total{outcome="tracked"}"#] == tracked)
+        #expect(end[#"outbox_logs_total{outcome="delivered",destination="default"}"#] == tracked)
+        #expect(end[#"outbox_requests_total{destination="default",status="503"}"#] == end[#"outbox_fleet_requests_total{status="503"}"#])
+        #expect(end[#"outbox_pending{priority="normal"}"#] == 0)
+        #expect(end["outbox_store_bytes"] == 0)
+        #expect(end[#"outbox_in_flight{destination="default"}"#] == 0)
+        #expect((end[#"outbox_request_duration_seconds_count{destination="default"}"#] ?? 0) > 0)
         if last["outbox_fleet_finished"] == 1 { #expect(last == end) }
         // The port closed with the run.
         #expect(Self.scrape(port: port) == nil)

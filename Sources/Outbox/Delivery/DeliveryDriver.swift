@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import CoreMetrics
 
 /// Result of one `dispatch(completion:)` (SPEC C7; Google Analytics' GAIDispatchResult).
 public enum DispatchResult: Sendable, Equatable {
@@ -98,6 +99,14 @@ final class DeliveryDriver {
         handle(.requestLimit(limit))
     }
 
+    /// BEHAVIOUR O1–O2: this destination's metrics, set by `DeliveryGroup` with its name; nil: none emitted.
+    var metrics: DestinationMetrics?
+    /// The machine's counters as last reported to `metrics`: what moved since is emitted after each event.
+    private var reported = (DeliveryCounters(), 0)
+    /// When each batch on the wire was sent (monotonic ns) and its oldest log's wall time (ms), for O2's timers.
+    private var sentAt: [DeliveryMachine.BatchKey: (monoNs: Int64, oldestWallMs: Int64)] = [:]
+    private var isDisabledReported = false
+
     var disabledReason: String? { machine.disabledReason }
     var retries: Int { machine.retries }
     var counters: DeliveryCounters { machine.counters }
@@ -171,6 +180,10 @@ final class DeliveryDriver {
         guard !isClosed else { return }
         handle(.shutdown)
         isClosed = true
+        // O2: this engine's share of the shared gauges leaves with it.
+        for _ in sentAt { metrics?.inFlight.decrement() }
+        sentAt = [:]
+        if isDisabledReported { metrics?.disabled.decrement(); isDisabledReported = false }
         sender.close()
         retiredSenders.forEach { $0.close() }
         timer.close()
@@ -196,9 +209,20 @@ final class DeliveryDriver {
             }
         }
         isHandling = false
-        // SPEC D16: told once the machine is done, never in the middle: a share given then would reach this machine
+        // BEHAVIOUR D16: told once the machine is done, never in the middle: a share given then would reach this machine
         // only after it had claimed under the old one.
         if transfers.count != requestsBefore { requestsChanged?() }
+        if metrics != nil { reportCounters() }
+    }
+
+    /// BEHAVIOUR O1: what the machine counted since the last event, added to the destination's counters.
+    private func reportCounters() {
+        guard let metrics else { return }
+        let counters = machine.counters, retries = machine.retries
+        if counters.delivered > reported.0.delivered { metrics.delivered.increment(by: Int64(counters.delivered - reported.0.delivered)) }
+        if counters.probes > reported.0.probes { metrics.probes.increment(by: Int64(counters.probes - reported.0.probes)) }
+        if retries > reported.1 { metrics.retries.increment(by: Int64(retries - reported.1)) }
+        reported = (counters, retries)
     }
 
     private func waiting() -> Waiting {
@@ -219,7 +243,10 @@ final class DeliveryDriver {
             case .send(let key, let logs):
                 send(key, logs)
             case .cancel(let key):
-                if let transfer = transfers.removeValue(forKey: key) { transfer.sender.cancel(transfer.id) }
+                if let transfer = transfers.removeValue(forKey: key) {
+                    transfer.sender.cancel(transfer.id)
+                    if sentAt.removeValue(forKey: key) != nil { metrics?.inFlight.decrement() }
+                }
             case .complete(let batchID, let seqs):
                 if let batchID { _ = try queue.complete(batchID: batchID) } else { _ = try queue.complete(seqs: seqs) }
             case .release(let batchID, let seqs):
@@ -227,6 +254,7 @@ final class DeliveryDriver {
                 else { _ = try queue.release(seqs: seqs, nextAttemptMs: 0) }
             case .deadLetter(let seqs, let status, let reason):
                 _ = try queue.deadLetter(seqs: seqs, status: status, reason: reason)
+                metrics?.deadLettered.increment(by: Int64(seqs.count))
             case .expire(let seqs):
                 _ = try queue.expire(seqs: seqs)
             case .deleteAll:
@@ -239,6 +267,10 @@ final class DeliveryDriver {
             case .notifyIdle(let ids):
                 for id in ids { idleWaiters.removeValue(forKey: id)?() }
             case .disabledChanged(let reason):
+                if let metrics, (reason != nil) != isDisabledReported {
+                    isDisabledReported = reason != nil
+                    if isDisabledReported { metrics.disabled.increment() } else { metrics.disabled.decrement() }
+                }
                 try queue.setDisabledReason(reason)
             case .serverRejected(let count):
                 try queue.addServerRejected(count)
@@ -325,10 +357,15 @@ final class DeliveryDriver {
             self?.transferFinished(key, result, url: url)
         }
         transfers[key] = (sender, id)
+        if let metrics {
+            metrics.inFlight.increment()
+            sentAt[key] = (clock.monoNs(), logs.lazy.map(\.wallMs).min() ?? wallNow)
+        }
     }
 
     private func transferFinished(_ key: DeliveryMachine.BatchKey, _ result: TransferResult, url: String) {
         transfers[key] = nil
+        if metrics != nil { reportRequest(key, result) }
         if case .response(let response) = result { learnServerClock(response) }
         var outcome = wire.outcome(of: result, nowWallMs: clock.wallMs())
         if case .stop(let status, let reason) = outcome, case .response = result {
@@ -338,6 +375,23 @@ final class DeliveryDriver {
         }
         handle(.transferOutcome(key, outcome))
         requestsChanged?()
+    }
+
+    /// BEHAVIOUR O1–O2: a finished request counted by its status (`error`: no HTTP answer), its duration timed, and
+    /// for a 2xx the delay from its oldest log's tracking to now.
+    private func reportRequest(_ key: DeliveryMachine.BatchKey, _ result: TransferResult) {
+        guard metrics != nil, let sent = sentAt.removeValue(forKey: key) else { return }
+        metrics?.inFlight.decrement()
+        let status: Int?
+        switch result {
+        case .response(let response): status = response.status
+        case .failure: status = nil
+        }
+        metrics?.requestCounter(status: status).increment()
+        metrics?.requestDuration.recordNanoseconds(max(0, clock.monoNs() - sent.monoNs))
+        if let status, (200..<300).contains(status) {
+            metrics?.deliveryDelay.recordMilliseconds(max(0, clock.wallMs() - sent.oldestWallMs))
+        }
     }
 
     /// SPEC D6: why the batch must not go as it is — a log over the destination's per-log limit (alone, it is

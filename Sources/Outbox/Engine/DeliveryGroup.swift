@@ -23,6 +23,8 @@ final class DeliveryGroup {
 
     init(_ members: [Member]) {
         self.members = members
+        // BEHAVIOUR O1–O2: each destination's metrics, labelled with its name (`default` for a single one).
+        for member in members { member.driver.metrics = DestinationMetrics(destination: member.name) }
         guard members.count > 1 else { return }
         for member in members {
             member.driver.requestsChanged = { [unowned self] in self.shareRequests() }

@@ -28,6 +28,8 @@ final class EngineCore {
     /// Event names of a failed transaction; persisted with the next one (SPEC T4 remembers them across restarts).
     private var retryNames: [String] = []
     private(set) var counters = EngineCounters()
+    /// BEHAVIOUR O1: the engine's own counters through swift-metrics.
+    private var metrics = EngineMetrics()
     var isStopped: Bool { commits.isStopped }
     /// Present when the configuration names an endpoint: one driver per destination (SPEC D15–D16).
     private(set) var delivery: DeliveryGroup?
@@ -67,6 +69,7 @@ final class EngineCore {
         self.commits = CommitMachine(settings: .init(windowNs: configuration.groupCommitWindow.milliseconds * 1_000_000,
                                                      threshold: intake.commitThreshold))
         self.ids = configuration.testingIDSeed.map(IDGenerator.init(seed:)) ?? IDGenerator()
+        store.metrics = StoreMetrics(evicted: store.evictedTotal, expired: store.expiredTotal)
     }
 
     /// Registers the handles. On the creating thread before the loop runs (dedicated) or on the host's loop thread.
@@ -222,6 +225,8 @@ final class EngineCore {
             counters.stored += result.stored
             delivery?.stored()
             counters.rejected += result.rejected.count
+            metrics.tracked.increment(by: Int64(result.stored))
+            if !result.rejected.isEmpty { metrics.rejected.increment(by: Int64(result.rejected.count)) }
             if !result.rejected.isEmpty {
                 logger.warning("logs not stored", metadata: [
                     "outbox.rejected": "\(result.rejected.count)",
@@ -248,6 +253,7 @@ final class EngineCore {
                 dropped += overflow
             }
             counters.rejected += dropped
+            metrics.rejected.increment(by: Int64(dropped))
             logger.error("storing logs failed; what could not be kept is counted as rejected, the rest retried", metadata: [
                 "outbox.error": "\(failure)", "outbox.rejected": "\(dropped)",
                 "outbox.retrying": "\(retryBuffer.count)",
@@ -406,6 +412,7 @@ final class EngineCore {
         reachability?.close()
         if !retryBuffer.isEmpty {
             counters.rejected += retryBuffer.count
+            metrics.rejected.increment(by: Int64(retryBuffer.count))
             logger.error("logs could not be stored before shutdown; counted as rejected", metadata: ["outbox.lost": "\(retryBuffer.count)"])
             retryBuffer.removeAll()
         }

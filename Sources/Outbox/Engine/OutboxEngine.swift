@@ -126,6 +126,7 @@ public final class OutboxEngine: @unchecked Sendable {
             guard !intake.peek().closed else { throw .shutDown }
             guard intake.isEnabled else { return false }
             beforeStore.dropped.add(1, ordering: .relaxed)
+            beforeStore.droppedMetric.increment()
             return true
         }
         return try EventValidator.validate(name: event.name, properties: event.properties) { name, body, adjustments throws(OutboxError) in

@@ -39,6 +39,8 @@ final class LogStore {
     var checkedAtOpen = true
 
     var db: Database
+    /// BEHAVIOUR O1–O2: set by the engine once the store is open; nil (tools reading a store): none emitted.
+    var metrics: StoreMetrics?
     /// SPEC K1: the keys of a sealed store (nil: plain); the tables seal and open with them.
     var keys: StoreKeys?
     /// The key rotation running on this connection, and where it is (LogStore+Keys.swift); nil before its first step.
@@ -99,6 +101,7 @@ final class LogStore {
     /// only way the ledger changes; called by the store's own files (`Storage/`), never by its users, which read it.
     func record(_ change: StoreLedger.Change) {
         ledger.apply(change)
+        if metrics != nil { reportMetrics(change) }
         guard destinationBook != nil else { return }
         switch change {
         case .appended(let stored, _, _): destinationBook?.appended(stored)
@@ -163,11 +166,33 @@ final class LogStore {
 
     deinit { close() }
 
+    /// BEHAVIOUR O1–O2: the store's gauges and outcomes after `change`; the size is read again only when rows came or
+    /// went.
+    private func reportMetrics(_ change: StoreLedger.Change) {
+        guard var metrics else { return }
+        var usedBytes: Int?
+        var pending = ledger.pending
+        if metrics.isLive && db.isOpen {
+            switch change {
+            case .claimed, .released, .releasedSeqs, .recounted, .diskFull, .retriedFull, .deadLetteredFor, .lostAtOpen: break
+            default: usedBytes = try? Self.usedBytes(db)
+            }
+            // The ledger forgets its pending counts after a change of their shape (and keeps none while several
+            // destinations read the store): counted again from the index, as `waiting()` would.
+            if pending == nil, let counted = try? waitingCounts() {
+                pending = Waiting(normal: counted.normal, critical: counted.critical)
+            }
+        }
+        metrics.update(pending: pending, bytes: usedBytes, evictedTotal: evictedTotal, expiredTotal: expiredTotal)
+        self.metrics = metrics
+    }
+
     /// Closes the database (SQLite checkpoints and removes the WAL when the last connection closes) and
     /// releases the lock. Idempotent; every later call throws `shutDown`.
     func close() {
         guard db.isOpen || lock != nil else { return }
         owner.check()
+        metrics?.leave()
         StoreOpener.markClosedCleanly(db, logger: logger)
         db.close()
         commitMark = nil

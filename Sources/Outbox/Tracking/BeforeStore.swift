@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Synchronization
+import CoreMetrics
 
 /// An event as the before-store hook (`Configuration.beforeStore`, SPEC H1) sees it: the name and the properties the
 /// call was given — or, for `trackTimerEnd` and the categorised `trackEvent`s, with the `$event_duration` and
@@ -73,6 +74,8 @@ final class BeforeStoreSlot: @unchecked Sendable {
     private let kept = Mutex<[BeforeStoreHook]>([])
     /// Events the hook dropped (SPEC H1's `dropped_by_policy`), since the engine started.
     let dropped = Atomic<Int>(0)
+    /// BEHAVIOUR O1: the same drops as `outbox_logs_total{outcome="dropped_by_policy"}`, made once per engine.
+    let droppedMetric = Counter(label: "outbox_logs_total", dimensions: [("outcome", "dropped_by_policy")])
 
     init(_ hook: BeforeStoreHook?) {
         publish(hook)
