@@ -132,9 +132,10 @@ struct GA4Wire: DeliveryWire {
         var userProperties: [(String, StoredValue)] = []
         /// The event's properties, pointing into its payload: valid only while it is read.
         var properties: [(JSONText, StoredPayload.Value)] = []
-        /// The parameter names an event has written (`nameEnds` closes each in `names`), for GA4's one-per-name.
-        var names: [UInt8] = []
-        var nameEnds: [Int] = []
+        /// The parameter names an event has written, for GA4's one-per-name.
+        var written = ByteNames()
+        /// The parameters whose values the batch has cut: warned about once a batch here, once a wire's life there.
+        var cut = ByteNames()
 
         mutating func user(_ text: JSONText) {
             guard userID == nil || !userBytes.elementsEqual(text.raw) else { return }
@@ -143,16 +144,31 @@ struct GA4Wire: DeliveryWire {
             userBytes.append(contentsOf: text.raw)
         }
 
-        /// Whether the event has written `name`; if not, it is now counted as written.
-        mutating func isWritten(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+    }
+
+    /// A few short names (an event's 25 parameters at most), each compared byte for byte: no String made.
+    struct ByteNames {
+        private var bytes: [UInt8] = []
+        /// Where each name ends in `bytes`.
+        private var ends: [Int] = []
+
+        var count: Int { ends.count }
+
+        /// Whether `name` is new here; it is kept from now on.
+        mutating func insert(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
             var start = 0
-            for end in nameEnds {
-                if end - start == name.count, names[start..<end].elementsEqual(name) { return true }
+            for end in ends {
+                if end - start == name.count, bytes[start..<end].elementsEqual(name) { return false }
                 start = end
             }
-            names.append(contentsOf: name)
-            nameEnds.append(names.count)
-            return false
+            bytes.append(contentsOf: name)
+            ends.append(bytes.count)
+            return true
+        }
+
+        mutating func removeAll() {
+            bytes.removeAll(keepingCapacity: true)
+            ends.removeAll(keepingCapacity: true)
         }
     }
 
@@ -251,8 +267,7 @@ struct GA4Wire: DeliveryWire {
             if var eventName { eventName.withUTF8 { w.raw(UnsafeRawBufferPointer($0)) } } else { w.raw(UnsafeRawBufferPointer(nameBytes.raw)) }
             w.raw(#"","params":{"#)
             var count = 0
-            batch.names.removeAll(keepingCapacity: true)
-            batch.nameEnds.removeAll(keepingCapacity: true)
+            batch.written.removeAll()
             func parameter(_ key: JSONText, _ value: ParameterValue) {
                 count += 1
                 guard count <= Self.maxParameters else { return }
@@ -264,20 +279,25 @@ struct GA4Wire: DeliveryWire {
                 }
             }
             func parameter(named name: UnsafeBufferPointer<UInt8>, _ value: ParameterValue) {
-                guard !batch.isWritten(name) else { return }
-                if batch.nameEnds.count > 1 { w.raw(",") }
+                guard batch.written.insert(name) else { return }
+                if batch.written.count > 1 { w.raw(",") }
                 w.raw(UInt8(ascii: "\""))
                 w.raw(UnsafeRawBufferPointer(name))
                 w.raw(#"":"#)
-                let cut = { warnings.once("value \(String(decoding: name, as: UTF8.self))",
-                                          "parameter \(String(decoding: name, as: UTF8.self)): value cut to 100 characters, GA4's limit") }
+                func cut() {
+                    guard batch.cut.insert(name) else { return }
+                    warnings.once("value \(String(decoding: name, as: UTF8.self))",
+                                  "parameter \(String(decoding: name, as: UTF8.self)): value cut to 100 characters, GA4's limit")
+                }
                 switch value {
                 case .stored(.text(let text)):
-                    // Unescaped and no longer than the limit in bytes, so in characters: the stored bytes are the
-                    // string as written (SPEC D10's fast path).
-                    if !text.escaped, text.raw.count <= Self.maxValueLength {
+                    // Unescaped, the stored bytes are the string as written; within the limit in bytes it is within
+                    // it in characters, and ASCII has one character a byte (CR LF, the two-byte one, is escaped in
+                    // JSON): copied, cut by bytes (SPEC D10's fast path).
+                    if !text.escaped, text.raw.count <= Self.maxValueLength || Self.isASCII(text.raw) {
+                        if text.raw.count > Self.maxValueLength { cut() }
                         w.raw(UInt8(ascii: "\""))
-                        w.raw(UnsafeRawBufferPointer(text.raw))
+                        w.raw(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: text.raw.prefix(Self.maxValueLength))))
                         w.raw(UInt8(ascii: "\""))
                     } else {
                         StoredValue.text(text.string).write(into: &w, maxLength: Self.maxValueLength, cut: cut)
@@ -330,6 +350,12 @@ struct GA4Wire: DeliveryWire {
     /// Whether GA4 takes a stored parameter name as it is (`parameterName` would give it back).
     private static func isTakenAsParameterName(_ name: JSONText) -> Bool {
         !name.escaped && WireName.isKept(name.raw, dollar: false, maxLength: maxNameLength) && !hasReservedPrefix(name.raw)
+    }
+
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var high: UInt8 = 0
+        for byte in bytes { high |= byte }
+        return high < 0x80
     }
 
     private static func hasReservedPrefix(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
