@@ -265,7 +265,7 @@ case "memory":
 case "encode":
     // The encoder's share of D10: thread CPU per log to encode batches of 50, each wire alternately (or the one
     // wire named, for a profiler).
-    let wires = argumentsList.count > 1 ? [argumentsList[1]] : ["appcenter", "otlp", "otlp-json", "posthog", "segment"]
+    let wires = argumentsList.count > 1 ? [argumentsList[1]] : ["appcenter", "otlp", "otlp-json", "posthog", "segment", "amplitude", "mixpanel", "sensors", "ga4"]
     for round in 0..<5 {
         var line: [String] = []
         for wire in wires {

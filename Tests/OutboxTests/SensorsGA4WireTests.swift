@@ -125,6 +125,38 @@ struct SensorsGA4WireTests {
         #expect((params["long"] as? String)?.count == 100)
     }
 
+    // SPEC D12 on the bytes-first path (D10): in one batch, names GA4 takes are copied beside names it rewrites
+    // (non-ASCII, reserved prefix, a clash after rewriting, a name clashing with one of ours), a value needing its
+    // escape, a non-ASCII value over 100 bytes but under 100 characters (not cut), an ASCII one over 100 (cut, one
+    // warning), the last user id, a reserved event name.
+    @Test func ga4RewritesOnlyTheNamesThatNeedItInABatch() throws {
+        func log(_ seq: Int64, _ payload: String) -> StoredLog {
+            StoredLog(seq: seq, id: UUIDBytes(high: 1, low: UInt64(seq)), priority: .normal, wallMs: 1_795_000_000_000 + seq,
+                      monoNs: 0, boot: 7, context: 1, payload: Array(payload.utf8))
+        }
+        let long = String(repeating: "é", count: 60), pad = String(repeating: "a", count: 110)
+        let cut = String(repeating: "a", count: 100)
+        let logs = [
+            log(1, #"{"type":"event","id":"x","sid":null,"userId":"u-0","name":"Bought","typedProperties":[{"type":"string","name":"plan","value":"pro"},{"type":"long","name":"n","value":3},{"type":"boolean","name":"ok","value":true},{"type":"double","name":"r","value":1.5},{"type":"long","name":"engagement_time_msec","value":99},{"type":"string","name":"pad","value":"\#(pad)"}]}"#),
+            log(2, #"{"type":"event","id":"y","sid":null,"userId":"u-1","name":"a-b","typedProperties":[{"type":"string","name":"x-y","value":"1"},{"type":"string","name":"x_y","value":"2"},{"type":"string","name":"é","value":"q\"uote"},{"type":"string","name":"ga_id","value":"ü"},{"type":"string","name":"long","value":"\#(long)"}]}"#),
+            log(3, #"{"type":"event","id":"z","sid":null,"name":"error","typedProperties":[{"type":"string","name":"pad","value":"\#(pad)"}]}"#),
+        ]
+        let (logger, box) = RecordingLogHandler.make()
+        let wire = GA4Wire(measurementId: "G-A1", apiSecret: "s", installID: Self.install, warnings: GA4Warnings(logger: logger))
+        let bytes = wire.encode(logs, contexts: [:], times: WireTimes(sentAtMs: 0) { $0.wallMs })
+        let expected = #"{"client_id":"5a1f0c3e-8b2d-4e6f-9a7c-1d3e5f7a9b0c","user_id":"u-1","user_properties":{},"events":["#
+            + #"{"name":"Bought","params":{"engagement_time_msec":1,"plan":"pro","n":3,"ok":1,"r":1.5,"pad":"\#(cut)"},"timestamp_micros":1795000000001000},"#
+            + #"{"name":"a_b","params":{"engagement_time_msec":1,"original_name":"a-b","x_y":"1","e__":"q\"uote","p_ga_id":"ü","long":"\#(long)"},"timestamp_micros":1795000000002000},"#
+            + #"{"name":"e_error","params":{"engagement_time_msec":1,"original_name":"error","pad":"\#(cut)"},"timestamp_micros":1795000000003000}]}"#
+        #expect(String(decoding: bytes, as: UTF8.self) == expected)
+        #expect(box.all.map(\.message).filter { $0.contains("cut to 100") } == ["parameter pad: value cut to 100 characters, GA4's limit"],
+                "120 bytes of 60 characters not cut; 110 ASCII characters cut, warned about once")
+        for name in ["a-b", "x-y", "ga_id", "error"] {
+            #expect(box.all.count { $0.message.contains(" \(name) ") && $0.level == .warning } == 1, "warned about \(name)")
+        }
+        #expect(!box.all.contains { $0.message.contains("plan") || $0.message.contains("Bought") }, "names GA4 takes: no warning")
+    }
+
     // SPEC D12: a log older than 72 hours is refused before any request; the secret is masked wherever the URL is
     // shown; the measurement id must be GA4's; 25 events a request.
     @Test func ga4AgeSecretMeasurementIdAndBatch() throws {

@@ -92,30 +92,23 @@ struct GA4Wire: DeliveryWire {
     }
 
     func encode(_ logs: [StoredLog], contexts: [Int64: [UInt8]], times: WireTimes) -> [UInt8] {
-        var w = JSONWriter(capacity: logs.reduce(512) { $0 + 2 * $1.payload.count + 300 })
-        var userID: String?
-        var userProperties: [(String, StoredValue)] = []
-        var events: [[UInt8]] = []
-        for log in logs {
-            let event = self.event(log)
-            if let user = event.user { userID = user }
-            for (key, value) in event.userProperties {
-                userProperties.removeAll { $0.0 == key }
-                userProperties.append((key, value))
-            }
-            events.append(event.json)
-        }
+        // The events first, in a buffer of their own: the request's `user_id` and `user_properties`, which come
+        // before them, are known only once every log is read.
+        var events = EventJSON(capacity: logs.reduce(64) { $0 + 2 * $1.payload.count + 200 })
+        var batch = GA4Batch()
+        events.logs(logs) { log, out in event(log, into: &out.json, batch: &batch) }
+        var w = JSONWriter(capacity: events.json.count + 512)
         w.raw(#"{"client_id":"#)
         w.string(installID.uuidString.lowercased())
-        if let userID {
+        if let userID = batch.userID {
             w.raw(#","user_id":"#)
             w.string(String(userID.prefix(256)))
         }
         w.raw(#","user_properties":{"#)
-        if userProperties.count > Self.maxUserProperties {
+        if batch.userProperties.count > Self.maxUserProperties {
             warnings.once("user properties", "GA4 takes 25 user properties a request: the others were dropped")
         }
-        for (index, (key, value)) in userProperties.prefix(Self.maxUserProperties).enumerated() {
+        for (index, (key, value)) in batch.userProperties.prefix(Self.maxUserProperties).enumerated() {
             if index > 0 { w.raw(",") }
             w.string(key)
             w.raw(#":{"value":"#)
@@ -125,12 +118,58 @@ struct GA4Wire: DeliveryWire {
             w.raw("}")
         }
         w.raw(#"},"events":["#)
-        for (index, event) in events.enumerated() {
-            if index > 0 { w.raw(",") }
-            w.raw(event)
-        }
+        events.json.withBytes { w.raw($0) }
         w.raw("]}")
         return w.bytes
+    }
+
+    /// What the logs of one request give it beyond their events, and the room an event is read into, reused from
+    /// log to log (SPEC D10: no per-event arrays).
+    private struct GA4Batch {
+        /// The last user id the batch names, and its bytes as stored: the text is made only when it changes.
+        var userID: String?
+        var userBytes: [UInt8] = []
+        var userProperties: [(String, StoredValue)] = []
+        /// The event's properties, pointing into its payload: valid only while it is read.
+        var properties: [(JSONText, StoredPayload.Value)] = []
+        /// The parameter names an event has written, for GA4's one-per-name.
+        var written = ByteNames()
+        /// The parameters whose values the batch has cut: warned about once a batch here, once a wire's life there.
+        var cut = ByteNames()
+
+        mutating func user(_ text: JSONText) {
+            guard userID == nil || !userBytes.elementsEqual(text.raw) else { return }
+            userID = text.string
+            userBytes.removeAll(keepingCapacity: true)
+            userBytes.append(contentsOf: text.raw)
+        }
+
+    }
+
+    /// A few short names (an event's 25 parameters at most), each compared byte for byte: no String made.
+    struct ByteNames {
+        private var bytes: [UInt8] = []
+        /// Where each name ends in `bytes`.
+        private var ends: [Int] = []
+
+        var count: Int { ends.count }
+
+        /// Whether `name` is new here; it is kept from now on.
+        mutating func insert(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+            var start = 0
+            for end in ends {
+                if end - start == name.count, bytes[start..<end].elementsEqual(name) { return false }
+                start = end
+            }
+            bytes.append(contentsOf: name)
+            ends.append(bytes.count)
+            return true
+        }
+
+        mutating func removeAll() {
+            bytes.removeAll(keepingCapacity: true)
+            ends.removeAll(keepingCapacity: true)
+        }
     }
 
     /// A typed value read from a payload, kept past the scan.
@@ -159,93 +198,172 @@ struct GA4Wire: DeliveryWire {
         }
     }
 
-    /// One log as a GA4 event (docs/BEHAVIOUR.md, "D12"), with the user id and user properties it gives the request.
-    private func event(_ log: StoredLog) -> (json: [UInt8], user: String?, userProperties: [(String, StoredValue)]) {
-        var type = LogType.event, name: String?, sid: String?, user: String?, path: String?
-        var durationMs: Double?, latitude: Double?, longitude: Double?, accuracy: Double?
-        var properties: [(String, StoredValue)] = [], category: [String]?
+    /// A parameter's value: as the payload holds it, or a text of ours (the category path).
+    private enum ParameterValue {
+        case stored(StoredPayload.Value), text(String)
+    }
+
+    /// One log as a GA4 event (docs/BEHAVIOUR.md, "D12"), written as its payload is read; its user id and user
+    /// properties go to `batch`. Names and values GA4 takes as they are stored are copied byte for byte; only those
+    /// it would refuse, cut or find reserved are made into texts and rewritten (SPEC D10).
+    private func event(_ log: borrowing StoredLog, into w: inout JSONWriter, batch: inout GA4Batch) {
+        let wallMs = log.wallMs
         log.payload.withUnsafeBufferPointer { payload in
+            var type = LogType.event, name: JSONText?, sid: JSONText?, user: JSONText?, path: JSONText?
+            var durationMs: Double?, latitude: Double?, longitude: Double?, accuracy: Double?
+            var category: [String]?
+            batch.properties.removeAll(keepingCapacity: true)
             StoredPayload.scan(payload) { field in
                 switch field {
                 case .type(let value): type = value
                 case .id: break
-                case .sid(let text): sid = text.string
-                case .userID(let text): user = text.string
-                case .name(let text): name = text.string
-                case .path(let text): path = text.string
+                case .sid(let text): sid = text
+                case .userID(let text): user = text
+                case .name(let text): name = text
+                case .path(let text): path = text
                 case .durationMs(let ms): durationMs = ms
                 case .latitude(let degrees): latitude = degrees
                 case .longitude(let degrees): longitude = degrees
                 case .accuracy(let metres): accuracy = metres
                 case .property(let key, let value):
                     if key.is("$event_duration"), case .double(let ms) = value { durationMs = ms } else {
-                        properties.append((key.string, StoredValue(value)))
+                        batch.properties.append((key, value))
                     }
                 case .categoryStart: category = []
                 case .categoryPart(let part): category?.append(part.string)
                 case .categoryEnd: break
                 }
             }
-        }
-        var params: [(String, StoredValue)] = []
-        if let sid { params.append(("session_id", .text(sid))) }
-        params.append(("engagement_time_msec", .int(max(1, Int64((durationMs ?? 1).rounded())))))
-        var userProperties: [(String, StoredValue)] = []
-        let eventName: String
-        switch type {
-        case .event:
-            eventName = eventNameFor(name ?? "event", params: &params)
-            if let category { params.append(("category", .text(category.joined(separator: ">")))) }
-            params += properties
-        case .startSession: eventName = "outbox_session_start"
-        case .endSession: eventName = "outbox_session_end"
-        case .screen:
-            eventName = "screen_view"
-            params.append(("screen_name", .text(name ?? "")))
-            if let path { params.append(("screen_path", .text(path))) }
-            params += properties
-        case .userProperties, .identify:
-            eventName = type == .identify ? "login" : "set_user_properties"
-            if type == .identify { params.append(("method", .text("outbox"))) }
-            for (key, value) in properties { userProperties.append((userPropertyName(key), value)) }
-        case .location:
-            eventName = "location"
-            if let latitude { params.append(("latitude", .double(latitude))) }
-            if let longitude { params.append(("longitude", .double(longitude))) }
-            if let accuracy { params.append(("accuracy", .double(accuracy))) }
-        }
-        var w = JSONWriter(capacity: 256 + log.payload.count)
-        w.raw(#"{"name":"#)
-        w.string(eventName)
-        w.raw(#","params":{"#)
-        if params.count > Self.maxParameters {
-            warnings.once("parameters \(eventName)", "event \(eventName): GA4 takes 25 parameters an event; the others were dropped")
-        }
-        var written = Set<String>()
-        for (key, value) in params.prefix(Self.maxParameters) {
-            let name = parameterName(key)
-            guard written.insert(name).inserted else { continue }
-            if written.count > 1 { w.raw(",") }
-            w.string(name)
-            w.raw(":")
-            value.write(into: &w, maxLength: Self.maxValueLength) {
-                warnings.once("value \(name)", "parameter \(name): value cut to 100 characters, GA4's limit")
+            if let user { batch.user(user) }
+            // The event's name: a stored one GA4 takes is copied, any other rewritten (its original kept).
+            var rewrittenFrom: JSONText?
+            var eventName: String?
+            var nameBytes = JSONText("event")
+            switch type {
+            case .event:
+                if let name {
+                    if Self.isTakenAsEventName(name) {
+                        nameBytes = name
+                    } else {
+                        let original = name.string
+                        let rewritten = Self.eventName(original)
+                        if rewritten != original {
+                            rewrittenFrom = name
+                            warnings.once("event \(original)",
+                                          "event name \(original) is not one GA4 takes: sent as \(rewritten), the original in original_name")
+                        }
+                        eventName = rewritten
+                    }
+                }
+            case .startSession: nameBytes = JSONText("outbox_session_start")
+            case .endSession: nameBytes = JSONText("outbox_session_end")
+            case .screen: nameBytes = JSONText("screen_view")
+            case .identify: nameBytes = JSONText("login")
+            case .userProperties: nameBytes = JSONText("set_user_properties")
+            case .location: nameBytes = JSONText("location")
             }
+            w.raw(#"{"name":""#)
+            // Every event name is `[A-Za-z0-9_]`: nothing to escape.
+            if var eventName { eventName.withUTF8 { w.raw(UnsafeRawBufferPointer($0)) } } else { w.raw(UnsafeRawBufferPointer(nameBytes.raw)) }
+            w.raw(#"","params":{"#)
+            var count = 0
+            batch.written.removeAll()
+            func parameter(_ key: JSONText, _ value: ParameterValue) {
+                count += 1
+                guard count <= Self.maxParameters else { return }
+                if Self.isTakenAsParameterName(key) {
+                    parameter(named: key.raw, value)
+                } else {
+                    var name = parameterName(key.string)
+                    name.withUTF8 { parameter(named: $0, value) }
+                }
+            }
+            func parameter(named name: UnsafeBufferPointer<UInt8>, _ value: ParameterValue) {
+                guard batch.written.insert(name) else { return }
+                if batch.written.count > 1 { w.raw(",") }
+                w.raw(UInt8(ascii: "\""))
+                w.raw(UnsafeRawBufferPointer(name))
+                w.raw(#"":"#)
+                func cut() {
+                    guard batch.cut.insert(name) else { return }
+                    warnings.once("value \(String(decoding: name, as: UTF8.self))",
+                                  "parameter \(String(decoding: name, as: UTF8.self)): value cut to 100 characters, GA4's limit")
+                }
+                switch value {
+                case .stored(.text(let text)):
+                    // Unescaped, the stored bytes are the string as written; within the limit in bytes it is within
+                    // it in characters, and ASCII has one character a byte (CR LF, the two-byte one, is escaped in
+                    // JSON): copied, cut by bytes (SPEC D10's fast path).
+                    if !text.escaped, text.raw.count <= Self.maxValueLength || Self.isASCII(text.raw) {
+                        if text.raw.count > Self.maxValueLength { cut() }
+                        w.raw(UInt8(ascii: "\""))
+                        w.raw(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: text.raw.prefix(Self.maxValueLength))))
+                        w.raw(UInt8(ascii: "\""))
+                    } else {
+                        StoredValue.text(text.string).write(into: &w, maxLength: Self.maxValueLength, cut: cut)
+                    }
+                case .stored(let stored): StoredValue(stored).write(into: &w, maxLength: Self.maxValueLength, cut: cut)
+                case .text(let text): StoredValue.text(text).write(into: &w, maxLength: Self.maxValueLength, cut: cut)
+                }
+            }
+            if let sid { parameter(JSONText("session_id"), .stored(.text(sid))) }
+            parameter(JSONText("engagement_time_msec"), .stored(.int(max(1, Int64((durationMs ?? 1).rounded())))))
+            switch type {
+            case .event:
+                if let rewrittenFrom { parameter(JSONText("original_name"), .stored(.text(rewrittenFrom))) }
+                if let category { parameter(JSONText("category"), .text(category.joined(separator: ">"))) }
+                for (key, value) in batch.properties { parameter(key, .stored(value)) }
+            case .startSession, .endSession: break
+            case .screen:
+                parameter(JSONText("screen_name"), .stored(.text(name ?? JSONText(""))))
+                if let path { parameter(JSONText("screen_path"), .stored(.text(path))) }
+                for (key, value) in batch.properties { parameter(key, .stored(value)) }
+            case .userProperties, .identify:
+                if type == .identify { parameter(JSONText("method"), .stored(.text(JSONText("outbox")))) }
+                for (key, value) in batch.properties {
+                    let name = userPropertyName(key.string)
+                    batch.userProperties.removeAll { $0.0 == name }
+                    batch.userProperties.append((name, StoredValue(value)))
+                }
+            case .location:
+                if let latitude { parameter(JSONText("latitude"), .stored(.double(latitude))) }
+                if let longitude { parameter(JSONText("longitude"), .stored(.double(longitude))) }
+                if let accuracy { parameter(JSONText("accuracy"), .stored(.double(accuracy))) }
+            }
+            if count > Self.maxParameters {
+                let eventName = eventName ?? String(decoding: nameBytes.raw, as: UTF8.self)
+                warnings.once("parameters \(eventName)", "event \(eventName): GA4 takes 25 parameters an event; the others were dropped")
+            }
+            w.raw(#"},"timestamp_micros":"#)
+            w.int(wallMs * 1000)
+            w.raw("}")
         }
-        w.raw(#"},"timestamp_micros":"#)
-        w.int(log.wallMs * 1000)
-        w.raw("}")
-        return (w.bytes, user, userProperties)
     }
 
-    /// SPEC D12: the event's name as GA4 takes it; a rewritten one keeps the original in `original_name`.
-    private func eventNameFor(_ name: String, params: inout [(String, StoredValue)]) -> String {
-        let rewritten = Self.eventName(name)
-        guard rewritten != name else { return name }
-        params.append(("original_name", .text(name)))
-        warnings.once("event \(name)", "event name \(name) is not one GA4 takes: sent as \(rewritten), the original in original_name")
-        return rewritten
+    /// Whether GA4 takes a stored event name as it is (`eventName` would give it back): checked on its bytes.
+    private static func isTakenAsEventName(_ name: JSONText) -> Bool {
+        guard !name.escaped, WireName.isKept(name.raw, dollar: false, maxLength: maxNameLength),
+              !hasReservedPrefix(name.raw) else { return false }
+        return !reservedEventNameBytes.contains { $0.count == name.raw.count && $0.elementsEqual(name.raw) }
     }
+
+    /// Whether GA4 takes a stored parameter name as it is (`parameterName` would give it back).
+    private static func isTakenAsParameterName(_ name: JSONText) -> Bool {
+        !name.escaped && WireName.isKept(name.raw, dollar: false, maxLength: maxNameLength) && !hasReservedPrefix(name.raw)
+    }
+
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var high: UInt8 = 0
+        for byte in bytes { high |= byte }
+        return high < 0x80
+    }
+
+    private static func hasReservedPrefix(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        reservedPrefixBytes.contains { $0.count <= name.count && $0.elementsEqual(name.prefix($0.count)) }
+    }
+
+    private static let reservedEventNameBytes = reservedEventNames.map { Array($0.utf8) }
+    private static let reservedPrefixBytes = reservedPrefixes.map { Array($0.utf8) }
 
     /// `[A-Za-z][A-Za-z0-9_]*` of at most 40 characters, not reserved: invalid characters become `_`, a reserved name
     /// (or prefix) gets `e_` before it.
