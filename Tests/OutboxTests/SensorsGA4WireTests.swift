@@ -104,6 +104,17 @@ struct SensorsGA4WireTests {
         #expect(params["engagement_time_msec"] as? Int == 61_500, "the timer's duration")
     }
 
+    // SPEC D12: `engagement_time_msec` is the duration in whole ms, at least 1; a stored duration no Int64 holds (or
+    // not a number) is clamped, never a trap in the conversion.
+    @Test func ga4EngagementTimeIsClampedNeverATrap() {
+        #expect(GA4Wire.engagementMs(nil) == 1)
+        #expect(GA4Wire.engagementMs(0.2) == 1)
+        #expect(GA4Wire.engagementMs(2_400.6) == 2_401)
+        #expect(GA4Wire.engagementMs(1e300) == 9_000_000_000_000_000_000)
+        #expect(GA4Wire.engagementMs(-.infinity) == 1)
+        #expect(GA4Wire.engagementMs(.nan) == 1)
+    }
+
     // SPEC D12: names GA4 refuses or reserves are rewritten; values cut; a name is warned about once.
     @Test func ga4NamesAndLimits() throws {
         #expect(GA4Wire.eventName("Video>Music>Play") == "Video_Music_Play")

@@ -307,7 +307,7 @@ struct GA4Wire: DeliveryWire {
                 }
             }
             if let sid { parameter(JSONText("session_id"), .stored(.text(sid))) }
-            parameter(JSONText("engagement_time_msec"), .stored(.int(max(1, Int64((durationMs ?? 1).rounded())))))
+            parameter(JSONText("engagement_time_msec"), .stored(.int(Self.engagementMs(durationMs))))
             switch type {
             case .event:
                 if let rewrittenFrom { parameter(JSONText("original_name"), .stored(.text(rewrittenFrom))) }
@@ -425,5 +425,14 @@ extension String {
     /// The text with `0`s before it up to `width` characters.
     func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+extension GA4Wire {
+    /// `engagement_time_msec`: the duration in whole ms, at least 1. A stored duration beyond Int64's range (or not a
+    /// number) is clamped rather than trapping in the conversion: stored data must never crash the host.
+    static func engagementMs(_ durationMs: Double?) -> Int64 {
+        guard let ms = durationMs?.rounded(), ms.isFinite else { return 1 }
+        return Int64(min(max(ms, 1), 9.0e18))
     }
 }
