@@ -40,7 +40,7 @@ struct FleetSummary {
                 ("destination", jsonString(wire)), ("delivered", String(delivered)), ("duplicates", String(duplicates)),
                 ("dead_lettered", String(deadLettered)), ("pending", String(pending)), ("lost", lost.map(String.init) ?? "null"),
             ]
-            return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+            return jsonObject(fields)
         }
     }
 
@@ -55,11 +55,15 @@ struct FleetSummary {
             ("peak_rss_kib", String(peakRSSKiB)), ("cpu_s", cFormat("%.2f", cpuSeconds)),
         ]
         if !destinations.isEmpty {
-            let each: [String] = destinations.map { jsonString($0.name) + ":" + $0.json }
-            fields.append(("destinations", "{" + each.joined(separator: ",") + "}"))
+            fields.append(("destinations", jsonObject(destinations.map { ($0.name, $0.json) })))
         }
-        return "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        return jsonObject(fields)
     }
+}
+
+/// A JSON object of `fields`, in their order: each key quoted, each value already JSON.
+private func jsonObject(_ fields: [(String, String)]) -> String {
+    "{" + fields.map { "\(jsonString($0.0)):\($0.1)" }.joined(separator: ",") + "}"
 }
 
 /// SPEC F3: `report.html` — self-contained, its plots inline SVG drawn by `SVGChart` — and `summary.json`, the

@@ -226,8 +226,8 @@ final class EngineCore {
             delivery?.stored()
             counters.rejected += result.rejected.count
             metrics.tracked.increment(by: Int64(result.stored))
-            if !result.rejected.isEmpty { metrics.rejected.increment(by: Int64(result.rejected.count)) }
             if !result.rejected.isEmpty {
+                metrics.rejected.increment(by: Int64(result.rejected.count))
                 logger.warning("logs not stored", metadata: [
                     "outbox.rejected": "\(result.rejected.count)",
                     "outbox.reason": "\(result.rejected.values.first.map(String.init(describing:)) ?? "")",

@@ -28,15 +28,13 @@ extension LogStore {
             }
             var settled: [Int64: SeqStretches] = [:]
             var removed: [String: Int] = [:]
-            var fresh = false
             try withRoom(bytes: 4096) { () throws(OutboxError) in
                 removed = [:]
                 rows = try table.all()
                 settled = try table.settled()
-                // A store that never stored a log had no destination worth a warning when a list replaces its
-                // `default` (every fleet device's and every new store's first open with a list would log one).
-                fresh = rows.isEmpty && ledger.nextSeq <= 1
-                if rows.isEmpty {
+                // A store that never stored a log has no `default` to carry over: making one only to remove it would
+                // warn of its removal at every new store's first open with a list (each fleet device's).
+                if rows.isEmpty && ledger.nextSeq > 1 {
                     // The store's one destination so far: `default`, with what meta kept of it.
                     let row = DestinationsTable.Row(id: 0, name: NamedDestination.defaultName, wire: try metaTable.value(.destination),
                                                     disabledReason: try metaTable.value(.disabledReason),
@@ -64,7 +62,7 @@ extension LogStore {
                     }
                 }
             }
-            for (name, held) in removed.sorted(by: { $0.key < $1.key }) where !(fresh && name == NamedDestination.defaultName) {
+            for (name, held) in removed.sorted(by: { $0.key < $1.key }) {
                 logger.warning("destination removed: its progress and dead letters are dropped (SPEC D18)",
                                metadata: ["outbox.destination": "\(name)", "outbox.logs_held": "\(held)"])
             }

@@ -1,6 +1,6 @@
-/// The `destinations` and `settled` rows of an engine with several destinations
-/// (SPEC D15–D18); their leases are `LeasesTable`'s rows with a `dest`. Mirrored in memory by `LogStore.destinationBook`, which the store changes only once the
-/// transaction that wrote these rows has committed.
+/// The `destinations` and `settled` rows of an engine with several destinations (SPEC D15–D18); their leases are
+/// `LeasesTable`'s rows with a `dest`. Mirrored in memory by `LogStore.destinationBook`, which the store changes only
+/// once the transaction that wrote these rows has committed.
 struct DestinationsTable {
     let db: Database
 
