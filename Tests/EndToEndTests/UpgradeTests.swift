@@ -36,12 +36,18 @@ struct UpgradeTests {
         engine.shutdown()
     }
 
-    @Test func aStoreOfThePreviousReleaseOpensAndDelivers() async throws {
-        let dir = TempDirectory(); defer { dir.remove() }
+    /// A copy of the previous release's store in `dir`, to be opened and changed.
+    static func copyOfTheFixture(in dir: TempDirectory) throws -> String {
         let path = dir.file()
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(Self.fixture).path
+            .deletingLastPathComponent().appendingPathComponent(fixture).path
         try FileManager.default.copyItem(atPath: source, toPath: path)
+        return path
+    }
+
+    @Test func aStoreOfThePreviousReleaseOpensAndDelivers() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let path = try Self.copyOfTheFixture(in: dir)
         let before = try StoreReport.read(path: path)
         #expect(before.pendingNormal + before.pendingCritical >= Self.pendingEvents)
         #expect(before.deadLetters == Self.deadLetters)
@@ -65,10 +71,7 @@ struct UpgradeTests {
     // from then on.
     @Test func aStoreOfThePreviousReleaseOpensWithTwoDestinations() async throws {
         let dir = TempDirectory(); defer { dir.remove() }
-        let path = dir.file()
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(Self.fixture).path
-        try FileManager.default.copyItem(atPath: source, toPath: path)
+        let path = try Self.copyOfTheFixture(in: dir)
         let before = try StoreReport.read(path: path)
 
         let server = try startMock("ok"); defer { try? server.stop() }
