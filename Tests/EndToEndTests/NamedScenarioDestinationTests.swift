@@ -8,11 +8,11 @@ import Testing
 /// `outbox emit` against the mock speaking the wire — with exact accounting: every tracked log is delivered,
 /// dead-lettered or still pending (none evicted, expired or unaccounted: lost 0), and the mock holds exactly the
 /// delivered ones once each by the vendor's key (GA4's `events_unique`, its resends counted as duplicates).
-// Serialized: Foundation's Process.run crashed twice in 4 full runs (a bad memmove, and a FileHandle trap on EINTR)
-// when this suite's 48 cases started their children all at once.
-@Suite("Every named scenario on the Sensors, GA4, Amplitude and Mixpanel wires (SPEC D7, D11–D14)", .serialized)
+// One serialized suite per wire (below), the four side by side: Foundation's Process.run crashed twice in 4 full runs
+// (a bad memmove, and a FileHandle trap on EINTR) when all 48 cases started their children at once, and one after
+// another they took 220 s of `make test`.
+@Suite("Every named scenario on the Sensors, GA4, Amplitude and Mixpanel wires (SPEC D7, D11–D14)")
 struct NamedScenarioDestinationTests {
-    static let wires: [Vendor] = [.sensors, .ga4, .amplitude, .mixpanel]
     static let scenarios = ["ok", "flaky", "lost-ack", "drop-before-body", "slow-network", "throttle", "skewed-clock",
                             "too-large", "poison", "unauthorized", "outage", "outage-60"]
 
@@ -33,8 +33,7 @@ struct NamedScenarioDestinationTests {
         }
     }
 
-    @Test(arguments: wires, scenarios)
-    func everyLogIsAccountedForUnderTheScenario(wire: Vendor, scenario: String) async throws {
+    static func everyLogIsAccountedForUnderTheScenario(wire: Vendor, scenario: String) async throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let secret = dir.file("secret")
         try "s3cr3t-of-\(wire.rawValue)\n".write(toFile: secret, atomically: true, encoding: .utf8)
@@ -94,5 +93,37 @@ struct NamedScenarioDestinationTests {
             let status = scenario == "too-large" ? "413" : "429"
             #expect((run.mock.statusCounts[status] ?? 0) > 0, "\(label): the mock answered \(status)")
         }
+    }
+}
+
+@Suite("Every named scenario on the Sensors wire (SPEC D7, D11)", .serialized)
+struct NamedScenarioSensorsTests {
+    @Test(arguments: NamedScenarioDestinationTests.scenarios)
+    func everyLogIsAccountedForUnderTheScenario(scenario: String) async throws {
+        try await NamedScenarioDestinationTests.everyLogIsAccountedForUnderTheScenario(wire: .sensors, scenario: scenario)
+    }
+}
+
+@Suite("Every named scenario on the GA4 wire (SPEC D7, D12)", .serialized)
+struct NamedScenarioGA4Tests {
+    @Test(arguments: NamedScenarioDestinationTests.scenarios)
+    func everyLogIsAccountedForUnderTheScenario(scenario: String) async throws {
+        try await NamedScenarioDestinationTests.everyLogIsAccountedForUnderTheScenario(wire: .ga4, scenario: scenario)
+    }
+}
+
+@Suite("Every named scenario on the Amplitude wire (SPEC D7, D13)", .serialized)
+struct NamedScenarioAmplitudeTests {
+    @Test(arguments: NamedScenarioDestinationTests.scenarios)
+    func everyLogIsAccountedForUnderTheScenario(scenario: String) async throws {
+        try await NamedScenarioDestinationTests.everyLogIsAccountedForUnderTheScenario(wire: .amplitude, scenario: scenario)
+    }
+}
+
+@Suite("Every named scenario on the Mixpanel wire (SPEC D7, D14)", .serialized)
+struct NamedScenarioMixpanelTests {
+    @Test(arguments: NamedScenarioDestinationTests.scenarios)
+    func everyLogIsAccountedForUnderTheScenario(scenario: String) async throws {
+        try await NamedScenarioDestinationTests.everyLogIsAccountedForUnderTheScenario(wire: .mixpanel, scenario: scenario)
     }
 }
