@@ -193,7 +193,9 @@ int outbox_dispatch(outbox_engine *engine, void (*done)(int result, void *ctx), 
  * The engine's state as one JSON object (SPEC X4): "pending_normal", "pending_critical", "in_flight", "bytes",
  * "oldest_age_s", "dead_letters", "enabled", "disabled_reason", "install_id", and what this engine did since it
  * started: "stored", "evicted", "rejected", "expired", "delivered", "dead_lettered", "retries", "requests",
- * "dropped_by_policy" (events the before-store hook dropped).
+ * "dropped_by_policy" (events the before-store hook dropped), "skipped" (logs a destination's policy settled without
+ * sending: "include", "exclude", "sample" — keys of the configuration, at the top level or in a "destinations"
+ * element, with "redact"; BEHAVIOUR H2–H4).
  * pending_* count every log whose outbox_track returned. The caller frees the string with outbox_free.
  * NULL on failure (a NULL or closed engine). Thread: any; in host mode from another thread it waits for the
  * loop's next turn, so the loop must be running.

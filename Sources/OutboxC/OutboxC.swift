@@ -246,7 +246,7 @@ func statusJSON(_ s: EngineStatus) -> String {
         + "\"rotating_store_key\":\(s.rotatingStoreKey),"
         + "\"stored\":\(s.stored),\"evicted\":\(s.evicted),\"rejected\":\(s.rejected),\"expired\":\(s.expired),"
         + "\"delivered\":\(s.delivered),\"dead_lettered\":\(s.deadLettered),\"retries\":\(s.retries),\"requests\":\(s.requests),\"lost_at_open\":\(s.lostAtOpen),\"unreadable\":\(s.unreadable),"
-        + "\"dropped_by_policy\":\(s.droppedByPolicy)}"
+        + "\"dropped_by_policy\":\(s.droppedByPolicy),\"skipped\":\(s.skipped)}"
 }
 
 @_cdecl("outbox_set_enabled")

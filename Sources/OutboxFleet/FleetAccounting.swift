@@ -29,9 +29,10 @@ struct FleetAccounting {
         var evicted: Int { store?.evicted ?? 0 }
         var expired: Int { store?.expired ?? 0 }
         var serverRejected: Int { store?.serverRejected ?? 0 }
-        /// SPEC F2, F2a: what is none of delivered, pending, dead-lettered, evicted, expired or refused inside an
-        /// accepted request.
-        var lost: Int { tracked - uniqueDelivered - pending - deadLettered - evicted - expired - serverRejected }
+        var skipped: Int { store?.skipped ?? 0 }
+        /// SPEC F2, F2a: what is none of delivered, pending, dead-lettered, evicted, expired, refused inside an
+        /// accepted request or skipped by a destination's policy (BEHAVIOUR H2).
+        var lost: Int { tracked - uniqueDelivered - pending - deadLettered - evicted - expired - serverRejected - skipped }
     }
 
     private(set) var devices: [Device]
@@ -238,6 +239,8 @@ struct FleetStoreCount {
     /// SPEC F2a: too old to send (S4), and refused by the server inside an accepted request (D5): settled, not lost.
     var expired = 0
     var serverRejected = 0
+    /// BEHAVIOUR H2: settled by a destination's policy without a request (its engine's count since it opened).
+    var skipped = 0
     /// Why the store's engine had stopped sending at the end, if it had (SPEC R1, R5).
     var stopReason: String? = nil
     /// BEHAVIOUR D18: each destination's own count, by name, when the store serves several; eviction and expiry
@@ -249,6 +252,7 @@ struct FleetStoreCount {
         self.init(pending: pending, deadLettered: status.deadLetters, evicted: status.evicted,
                   delivered: status.delivered, deadOrdinals: [], expired: status.expired,
                   serverRejected: status.serverRejected)
+        skipped = status.skipped
         for (name, report) in status.store.destinations ?? [:] { destinations[name] = destination(report) }
     }
 
@@ -269,6 +273,7 @@ struct FleetStoreCount {
                                   evicted: evicted, delivered: report.delivered ?? 0, deadOrdinals: [],
                                   expired: expired, serverRejected: report.serverRejected)
         own.stopReason = report.disabledReason
+        own.skipped = report.skipped ?? 0
         return own
     }
 }

@@ -210,8 +210,8 @@ struct Emit: ParsableCommand {
         let pending = status.pendingNormal + status.pendingCritical + status.inFlight
         printJSON([
             ("tracked", tracked), ("rejected", rejected + status.rejected), ("delivered", status.delivered),
-            ("dead_lettered", status.deadLettered), ("evicted", status.evicted), ("expired", status.expired),
-            ("pending", pending), ("retries", status.retries),
+            ("dead_lettered", status.deadLettered), ("skipped", status.skipped), ("evicted", status.evicted),
+            ("expired", status.expired), ("pending", pending), ("retries", status.retries),
             ("disabled", status.disabledReason != nil), ("lost_at_open", status.lostAtOpen),
             ("server_rejected", status.serverRejected), ("in_calls_us", Int(inCallsNs / 1000)),
         ] + (destinationsJSON(status.store.destinations, delivered: true).map { [("destinations", $0)] } ?? []))

@@ -40,7 +40,7 @@ func destinationsJSON(_ reports: [String: DestinationReport]?, delivered: Bool) 
     guard let reports else { return nil }
     let members = reports.sorted { $0.key < $1.key }.map { name, report -> String in
         var fields = ["\"pending\":\(report.pending)", "\"in_flight\":\(report.inFlight)"]
-        if delivered { fields.append("\"delivered\":\(report.delivered ?? 0)") }
+        if delivered { fields += ["\"delivered\":\(report.delivered ?? 0)", "\"skipped\":\(report.skipped ?? 0)"] }
         fields += ["\"dead_letters\":\(report.deadLetters)", "\"server_rejected\":\(report.serverRejected)",
                    "\"disabled_reason\":" + (report.disabledReason.map(jsonString) ?? "null")]
         return jsonString(name) + ":{" + fields.joined(separator: ",") + "}"

@@ -12,7 +12,7 @@ import Outbox
 /// `OTEL_EXPORTER_OTLP_*`). A value holds no comma (percent-encode one in a URL).
 struct ToOptions: ParsableArguments {
     @Option(name: .customLong("to"), help: ArgumentHelp(
-        "A destination of several (repeatable): NAME=WIRE[,endpoint=URL][,encoding=E][,profile=P][,measurement-id=ID][,project-id=N][,header=Name: value][,header-file=PATH][,<credential>-file=PATH][,service-account-user=U][,ca-file=…][,client-certificate=…][,client-key=…][,pinned-public-key=…]; credentials otherwise from OUTBOX_<NAME>_<CREDENTIAL>. Not with --destination, --endpoint or their flags.",
+        "A destination of several (repeatable): NAME=WIRE[,endpoint=URL][,encoding=E][,profile=P][,measurement-id=ID][,project-id=N][,header=Name: value][,header-file=PATH][,<credential>-file=PATH][,service-account-user=U][,ca-file=…][,client-certificate=…][,client-key=…][,pinned-public-key=…][,include=A|B*][,exclude=…][,redact=…][,sample=debug*:0.1|*:0.5]; credentials otherwise from OUTBOX_<NAME>_<CREDENTIAL>. Not with --destination, --endpoint or their flags.",
         valueName: "name=wire,…"))
     var items: [String] = []
 
@@ -20,7 +20,7 @@ struct ToOptions: ParsableArguments {
 
     /// Where an item goes: one of the single destination's flags (`DestinationOptions`, `TLSOptions`), or a field
     /// the command holds itself (`--endpoint`, `--app-secret-file`).
-    enum Reader { case destination, tls, endpoint, appSecret }
+    enum Reader { case destination, tls, endpoint, appSecret, policy }
 
     /// Every item key, the single destination's flag that reads it, and whether it may repeat.
     static let keys: [(key: String, flag: String, reader: Reader, repeats: Bool)] = [
@@ -42,6 +42,11 @@ struct ToOptions: ParsableArguments {
         ("client-certificate", "--client-certificate", .tls, false),
         ("client-key", "--client-key", .tls, false),
         ("pinned-public-key", "--pinned-public-key", .tls, false),
+        // BEHAVIOUR H2–H4: only inside --to; `|` between names, `name:rate` for sample.
+        ("include", "", .policy, false),
+        ("exclude", "", .policy, false),
+        ("redact", "", .policy, false),
+        ("sample", "", .policy, false),
     ]
 
     /// SPEC D15: `--to` beside the single destination's flags (`emit`'s and `fleet`'s alike) is refused, naming the
@@ -101,6 +106,7 @@ struct ToOptions: ParsableArguments {
         var endpoint: String?
         var appSecretFile: String?
         var given: Set<String> = []
+        var policy: [String: String] = [:]
         for (index, part) in parts.enumerated().dropFirst() {
             guard let equals = part.firstIndex(of: "="), let entry = keys.first(where: { part[..<equals] == $0.key }) else {
                 throw ValidationError("--to \(name): \(unknownItem(part, index: index, name: name))")
@@ -115,14 +121,37 @@ struct ToOptions: ParsableArguments {
             case .tls: tlsFlags.append(entry.flag + "=" + value)
             case .endpoint: endpoint = value
             case .appSecret: appSecretFile = value
+            case .policy: policy[entry.key] = value
             }
         }
         do {
-            return try reading(name: name, wire: wire, destinationFlags: destinationFlags, tlsFlags: tlsFlags,
+            var destination = try reading(name: name, wire: wire, destinationFlags: destinationFlags, tlsFlags: tlsFlags,
                                endpoint: endpoint, appSecretFile: appSecretFile, endpointRequired: endpointRequired,
                                testKeys: testKeys, testAppSecret: testAppSecret)
+            try applyPolicy(policy, to: &destination)
+            return destination
         } catch let error as ValidationError {
             throw ValidationError("--to \(name): \(inItemWords(error.message))")
+        }
+    }
+
+    /// BEHAVIOUR H2–H4: `include=`, `exclude=`, `redact=` as names between `|`, `sample=` as `name:rate` items
+    /// between `|`; the names and rates are checked with the list, as the engine checks them.
+    static func applyPolicy(_ items: [String: String], to destination: inout NamedDestination) throws {
+        func names(_ value: String) -> [String] { value.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
+        if let value = items["include"] { destination.include = names(value) }
+        if let value = items["exclude"] { destination.exclude = names(value) }
+        if let value = items["redact"] { destination.redact = names(value) }
+        if let value = items["sample"] {
+            for item in names(value) {
+                guard let colon = item.lastIndex(of: ":"), let rate = Double(item[item.index(after: colon)...]) else {
+                    throw ValidationError("sample= takes name:rate items between '|' (debug*:0.1|*:0.5), got '\(item)'")
+                }
+                let name = String(item[..<colon])
+                guard destination.sample.updateValue(rate, forKey: name) == nil else {
+                    throw ValidationError("sample= gives '\(name)' twice")
+                }
+            }
         }
     }
 

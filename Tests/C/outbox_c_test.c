@@ -626,6 +626,41 @@ static void test_destinations(void) {
           outbox_last_error_code());
 }
 
+/* BEHAVIOUR H2–H4: a destination's policy from C JSON — at the top level for the single destination, in a
+   "destinations" element — opens and its status counts "skipped"; a rate
+   outside 0–1 is OUTBOX_ECONFIG naming it, a list of the wrong type OUTBOX_EINVAL. */
+static void test_policies(void) {
+    char path[512], config[1024];
+    store_path(path, sizeof path, "policies");
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destination\":\"otlp\",\"endpoint\":\"http://127.0.0.1:9\","
+             "\"exclude\":[\"debug*\"],\"redact\":[\"email\"],\"sample\":{\"noisy\":0.5,\"*\":1}}", path);
+    outbox_engine *e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open with a top-level policy: %s", outbox_last_error());
+    if (e) { outbox_close(e, 0); outbox_free(e); }
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":[{\"name\":\"ops\",\"destination\":\"otlp\","
+             "\"endpoint\":\"http://127.0.0.1:9\",\"include\":[\"checkout*\",\"$identify\"]}]}", path);
+    e = outbox_open(config, NULL);
+    CHECK(e != NULL, "open with a destination's policy: %s", outbox_last_error());
+    if (e) {
+        char *status = outbox_status(e);
+        CHECK(status != NULL && strstr(status, "\"skipped\":0") != NULL, "status has skipped: %s", status ? status : "NULL");
+        outbox_free(status);
+        outbox_close(e, 0);
+        outbox_free(e);
+    }
+    snprintf(config, sizeof config,
+             "{\"storePath\":\"%s\",\"destinations\":[{\"name\":\"ops\",\"destination\":\"otlp\","
+             "\"endpoint\":\"http://127.0.0.1:9\",\"sample\":{\"debug*\":1.5}}]}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("destination 'ops': sample's rate for 'debug*'"),
+          "open: a rate outside 0-1, named: %s", outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_ECONFIG, "open: a bad rate is OUTBOX_ECONFIG (%d)", outbox_last_error_code());
+    snprintf(config, sizeof config, "{\"storePath\":\"%s\",\"exclude\":\"debug\"}", path);
+    CHECK(outbox_open(config, NULL) == NULL && error_names("'exclude'"), "open: exclude not a list, named: %s", outbox_last_error());
+    CHECK(outbox_last_error_code() == OUTBOX_EINVAL, "open: exclude not a list is OUTBOX_EINVAL (%d)", outbox_last_error_code());
+}
+
 static void *fresh_thread_error(void *arg) {
     const char **out = arg;
     *out = outbox_last_error();
@@ -1071,6 +1106,7 @@ int main(int argc, char **argv) {
 
     test_bad_input();
     test_destinations();
+    test_policies();
     test_close_from_the_log_handler();
     test_host_loop();
     test_host_loop_dispatch_commits_first();

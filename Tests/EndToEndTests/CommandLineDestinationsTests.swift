@@ -87,7 +87,8 @@ struct CommandLineDestinationsTests {
         let covered = Set(Self.rows(files).flatMap { row in
             row.items.split(separator: ",").compactMap { $0.split(separator: "=").first.map(String.init) }
         } + ["endpoint"])
-        #expect(covered == Set(ToOptions.keys.map(\.key)), "item keys without a row: \(Set(ToOptions.keys.map(\.key)).subtracting(covered))")
+        let flagged = Set(ToOptions.keys.filter { $0.reader != .policy }.map(\.key))
+        #expect(covered == flagged, "item keys without a row: \(flagged.subtracting(covered))")
         for row in Self.rows(files) {
             let endpoint = row.wire == "sensors" ? "http://127.0.0.1:9/sa?project=p" : Self.endpoint
             let to = "x=\(row.wire),endpoint=\(endpoint)" + (row.items.isEmpty ? "" : "," + row.items)
@@ -172,11 +173,32 @@ struct CommandLineDestinationsTests {
          "--to ops: header-file: cannot read /nonexistent/headers"),
         (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,pinned-public-key=md5//x"], "--to: destination 'ops': pinnedPublicKey: 'md5//x' is not a sha256//BASE64 pin"),
         (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,client-key=/etc/hostname"], "--to: destination 'ops': clientKey is set without clientCertificate"),
+        // BEHAVIOUR H2–H4: the policy items.
+        (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,sample=debug*:1.5"], "--to: destination 'ops': sample's rate for 'debug*' must be between 0 and 1, got 1.5"),
+        (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,sample=debug*"], "--to ops: sample= takes name:rate items between '|' (debug*:0.1|*:0.5), got 'debug*'"),
+        (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,sample=a:0.1|a:0.2"], "--to ops: sample= gives 'a' twice"),
+        (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,include=a|"], "--to: destination 'ops': include holds an empty name"),
+        (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,exclude=de*bug"], "--to: destination 'ops': exclude's 'de*bug': '*' goes only at the end"),
+        (["--to", "ops=otlp,endpoint=http://127.0.0.1:9,redact=a,redact=b"], "--to ops: redact= is given twice"),
     ])
     func refusalsNameTheirProblem(arguments: [String], expected: String) throws {
         let message = try #require(Self.emitRefusal(arguments), "\(arguments) was taken")
         #expect(message.contains(expected), "message: \(message)")
         #expect(!message.contains("s3cret"), "a secret in the message: \(message)")
+    }
+
+    // BEHAVIOUR H2–H4: a destination's policy inside its --to, `|` between names, `name:rate` for sample.
+    @Test func policyItemsSetTheDestinationsPolicy() throws {
+        let configuration = try Self.emitConfiguration([
+            "--to", "ops=otlp,endpoint=http://127.0.0.1:4318",
+            "--to", "product=otlp,endpoint=http://127.0.0.1:4319,include=checkout*|$identify|viewed,exclude=checkout_debug,"
+                + "redact=email|card_*,sample=viewed:0.25|*:1",
+        ])
+        let ops = try #require(configuration.destinations.first), product = try #require(configuration.destinations.last)
+        #expect(ops.include == nil && ops.exclude.isEmpty && ops.redact.isEmpty && ops.sample.isEmpty)
+        #expect(product.include == ["checkout*", "$identify", "viewed"] && product.exclude == ["checkout_debug"])
+        #expect(product.redact == ["email", "card_*"] && product.sample == ["viewed": 0.25, "*": 1])
+        try configuration.validate()
     }
 
     // SPEC D15: a credential file that is empty is refused naming its item and the file.

@@ -86,6 +86,29 @@ struct MetricsEndToEndTests {
         #expect(total("outbox_logs_total", [("outcome", "delivered"), ("destination", name)]) == 39)
     }
 
+    // O1, H2: what a destination's policy leaves out is counted as skipped for it, beside what it delivered.
+    @Test func aPolicySkipIsCountedAsSkipped() async throws {
+        let name = "metrics-skipped-\(UUID().uuidString.prefix(8).lowercased())"
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock(); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
+        var destination = NamedDestination(name: name, destination: .appCenter, endpoint: server.baseURL)
+        destination.appSecret = configuration.appSecret
+        destination.exclude = ["debug*"]
+        configuration.destinations = [destination]
+        configuration.endpoint = nil
+        configuration.appSecret = ""
+        let engine = try OutboxEngine(configuration: configuration)
+        for index in 0..<30 { try engine.trackEvent(index % 3 == 0 ? "debug_tick" : "fine", properties: ["i": .int(Int64(index))]) }
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(status.skipped == 10 && status.delivered == 20)
+        #expect(total("outbox_logs_total", [("outcome", "skipped"), ("destination", name)]) == 10)
+        #expect(total("outbox_logs_total", [("outcome", "delivered"), ("destination", name)]) == 20)
+        #expect(server.stats().logsReceived == 20, "the skipped never left")
+    }
+
     // O2: a 401 disables the destination (1), and the engine's shutdown takes its share away (0).
     @Test func unauthorizedDisablesTheDestination() async throws {
         let name = "metrics-unauthorized-\(UUID().uuidString.prefix(8).lowercased())"

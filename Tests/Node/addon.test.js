@@ -158,6 +158,37 @@ test('the analytics model reaches the mock', async (t) => {
   assert.ok(list.some((entry) => entry.type === 'location' && entry.userId === `${tag}-user2`), 'the location');
 });
 
+// BEHAVIOUR H2–H3: a destination's policy from Node (the configuration's keys): the excluded event is settled
+// as skipped and never reaches the mock, the redacted property leaves the one that does; a bad rate is ECONFIG.
+test('a policy decides what the destination receives', async (t) => {
+  const url = process.env.OUTBOX_MOCK_URL;
+  assert.ok(url, 'OUTBOX_MOCK_URL names a running outbox-mock (scripts/node-test.sh sets it)');
+  const api = require(path.join(__dirname, '..', '..', 'examples', 'node', 'outbox.js'));
+  const store = temporaryStore(t);
+  const engine = api.open({
+    storePath: store, endpoint: url, appSecret: 's', sessionTracking: 'manual', dispatchIntervalMs: 0,
+    exclude: ['debug*'], redact: ['email'],
+  });
+  let closed = false;
+  t.after(() => { if (!closed) engine.close(0); engine.free(); });
+  const tag = `node-policy-${process.pid}`;
+  engine.track(`debug_${tag}`, { i: 1 });
+  engine.track(`keep_${tag}`, { email: 'ada@example.com', plan: 'pro' });
+  for (let round = 0; round < 100 && await engine.dispatch() !== api.NO_DATA; round++);
+  const status = engine.status();
+  assert.strictEqual(status.skipped, 1);
+  assert.strictEqual(status.delivered, 1);
+  engine.close(500);
+  closed = true;
+  const logs = await (await fetch(`${url}/_mock/logs`)).text();
+  assert.ok(!logs.includes(`debug_${tag}`), 'the excluded event never left');
+  const kept = logs.split('\n').find((line) => line.includes(`keep_${tag}`)) || '';
+  assert.match(kept, /"plan"/);
+  assert.ok(!kept.includes('ada@example.com'), `redacted: ${kept}`);
+  assert.throws(() => api.open({ storePath: path.join(path.dirname(store), 'bad.outbox'), sample: { x: 2 } }),
+    (error) => error.code === ECONFIG && error.message.includes("sample's rate for 'x'"));
+});
+
 // SPEC C7 (round 4): on Node's loop a pending dispatch() promise keeps the process alive until it settles, and an
 // idle engine never does. Each script below leaves its engine open and must exit by itself: one that tracks five
 // events and only dispatches prints GOOD (0) first; one that only opens an engine prints at once.

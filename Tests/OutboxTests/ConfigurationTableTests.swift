@@ -99,6 +99,8 @@ struct ConfigurationTableTests {
             "appVersion": .string("2.0"), "appBuild": .string("42"), "appNamespace": .string("com.example"),
             "sessionTimeoutMs": .integer(30_000), "sessionTracking": .string("automatic"), "tracksAppLifecycle": .bool(true),
             "testingAllowsValuesBelowBounds": .bool(false),
+            "include": .array([.string("checkout*"), .string("$identify")]), "exclude": .array([.string("debug*")]),
+            "redact": .array([.string("email")]), "sample": .object([(key: "noisy*", value: .double(0.25))]),
             "destinations": .array([
                 .object([(key: "name", value: .string("ops")), (key: "destination", value: .string("otlp")),
                          (key: "endpoint", value: .string("http://127.0.0.1:10"))]),
@@ -207,14 +209,7 @@ struct ConfigurationTableTests {
     static func sampleLog() -> StoredLog {
         let stamp = Stamp.bytes(sid: UUIDBytes(high: 0x0193_0000_0000_7000, low: 0x8000_0000_0000_0001), userID: nil)
         let body = (try? EventValidator.validate(name: "table", properties: ["n": .int(1)]).body) ?? []
-        var payload = Array(LogType.event.payloadPrefix)
-        let id = UUIDBytes(high: 1, low: 0x8000_0000_0000_0001)
-        id.write(into: &payload)
-        payload.append(UInt8(ascii: "\""))
-        payload += stamp
-        payload.append(UInt8(ascii: ","))
-        payload += body
-        payload.append(UInt8(ascii: "}"))
-        return StoredLog(seq: 1, id: id, priority: .normal, wallMs: 1_790_000_000_000, monoNs: 0, boot: 0, context: 1, payload: payload)
+        return .made(.event, id: UUIDBytes(high: 1, low: 0x8000_0000_0000_0001), stamp: stamp, body: body, seq: 1,
+                     wallMs: 1_790_000_000_000)
     }
 }

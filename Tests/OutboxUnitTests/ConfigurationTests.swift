@@ -84,7 +84,7 @@ struct ConfigurationSchemaTests {
         runtime.requestTimeout = .seconds(5)
         #expect(runtime.fixedFieldsChanged(from: base).isEmpty)
         #expect(Configuration.changeableFields == ["storeKey", "endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding",
-                                                  "projectToken", "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "destinations", "requestTimeout", "caFile",
+                                                  "projectToken", "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "include", "exclude", "redact", "sample", "destinations", "requestTimeout", "caFile",
                                                   "clientCertificate", "clientKey", "pinnedPublicKey", "beforeStore"])
     }
 

@@ -107,6 +107,12 @@ final class DeliveryDriver {
     private var sentAt: [DeliveryMachine.BatchKey: (monoNs: Int64, oldestWallMs: Int64)] = [:]
     private var isDisabledReported = false
 
+    /// BEHAVIOUR H2–H4: what this destination leaves out of what it sends; nil: every log whole. Replaced by `update`:
+    /// its skipping applies to the batches claimed from then on, its redaction to every request from then on.
+    var policy: DestinationPolicy?
+    /// BEHAVIOUR H2, D18: logs this destination's policy settled without sending them, since the engine started.
+    private(set) var skipped = 0
+
     var disabledReason: String? { machine.disabledReason }
     var retries: Int { machine.retries }
     var counters: DeliveryCounters { machine.counters }
@@ -152,9 +158,11 @@ final class DeliveryDriver {
 
     /// SPEC R8: later requests go to the new endpoint with the new secret (and through `sender`, when the transport's
     /// own settings changed); batches on the wire finish as they are.
-    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil, wire newWire: (any DeliveryWire)? = nil) {
+    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil, wire newWire: (any DeliveryWire)? = nil,
+                     policy newPolicy: DestinationPolicy?? = .none) {
         assertOwner()
         self.request = request
+        if case .some(let newPolicy) = newPolicy { policy = newPolicy }
         // SPEC R8: batches waiting for a retry hold stored logs, not bodies: they are encoded again by the new wire.
         if let newWire { wire = newWire }
         if let newSender {
@@ -239,7 +247,10 @@ final class DeliveryDriver {
         do {
             switch action {
             case .claim(let limit, let completing):
-                return .claimed(try queue.claimBatch(limit: min(limit, wire.maxLogsPerRequest ?? limit), completing: completing))
+                let most = min(limit, wire.maxLogsPerRequest ?? limit)
+                let claimed = try queue.claimBatch(limit: most, completing: completing)
+                guard let policy else { return .claimed(claimed) }
+                return .claimed(try skipping(claimed, policy: policy, limit: most))
             case .send(let key, let logs):
                 send(key, logs)
             case .cancel(let key):
@@ -284,6 +295,27 @@ final class DeliveryDriver {
         return nil
     }
 
+    /// BEHAVIOUR H2, H4: the claimed batch without the logs this destination's policy skips, which are settled for it
+    /// at once (`skipped`). A batch of only skipped logs is settled in the claim of the next one, one commit each, until
+    /// a batch holds a log to send or nothing is left.
+    private func skipping(_ claimed: ClaimedBatch?, policy: DestinationPolicy, limit: Int) throws(OutboxError) -> ClaimedBatch? {
+        var batch = claimed
+        while let current = batch {
+            let (kept, skipped) = policy.partition(current.logs)
+            guard !skipped.isEmpty else { break }
+            self.skipped += skipped.count
+            metrics?.recordSkipped(skipped.count)
+            if kept.isEmpty {
+                batch = try queue.claimBatch(limit: limit, completing: current.batchID)
+                continue
+            }
+            _ = try queue.complete(seqs: skipped)
+            batch = ClaimedBatch(batchID: current.batchID, logs: kept)
+            break
+        }
+        return batch
+    }
+
     private func log(_ line: DeliveryMachine.LogLine) {
         let metadata = line.metadata.mapValues { Logger.MetadataValue.string($0) }
         switch line.level {
@@ -305,7 +337,8 @@ final class DeliveryDriver {
         }
     }
 
-    private func send(_ key: DeliveryMachine.BatchKey, _ logs: [StoredLog]) {
+    private func send(_ key: DeliveryMachine.BatchKey, _ claimed: [StoredLog]) {
+        let logs = policy?.redacting(claimed) ?? claimed
         loadContexts(of: logs)
         let wallNow = clock.wallMs(), monoNow = clock.monoNs()
         let correction = self.correction, boot = self.boot

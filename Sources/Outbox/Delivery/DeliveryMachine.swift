@@ -385,9 +385,11 @@ struct DeliveryMachine: Sendable {
     private mutating func claimed(_ batch: ClaimedBatch?, waiting: Waiting, nowMs: Int64, into actions: inout [Action]) {
         deliveredBatch = nil  // the claim's transaction deleted it
         guard let batch, !batch.logs.isEmpty else {
-            // Nothing claimable although the count said otherwise: stop asking until the queue changes.
+            // Nothing claimable although the count said otherwise (or all of it settled by a policy, BEHAVIOUR H2):
+            // stop asking until the queue changes; a dispatch that waits for nothing more has its answer.
             dispatchRequested = false
             closeDispatches()
+            notifySettledDispatches(into: &actions)
             return
         }
         let key = nextKey

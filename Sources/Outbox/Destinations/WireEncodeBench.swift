@@ -14,16 +14,8 @@ package enum WireEncodeBench {
         var logs: [StoredLog] = []
         for index in 0..<batchSize {
             let body = try EventValidator.validate(name: "bench", properties: properties(index)).body
-            var payload = Array(LogType.event.payloadPrefix)
             let id = UUIDBytes(high: UInt64(index), low: 0x8000_0000_0000_0000 | UInt64(index))
-            id.write(into: &payload)
-            payload.append(UInt8(ascii: "\""))
-            payload += stamp
-            payload.append(UInt8(ascii: ","))
-            payload += body
-            payload.append(UInt8(ascii: "}"))
-            logs.append(StoredLog(seq: Int64(index), id: id, priority: .normal, wallMs: 1_790_000_000_000 + Int64(index),
-                                  monoNs: 0, boot: 0, context: 1, payload: payload))
+            logs.append(.made(.event, id: id, stamp: stamp, body: body, seq: Int64(index), wallMs: 1_790_000_000_000 + Int64(index)))
         }
         let contexts: [Int64: [UInt8]] = [1: Array(#"{"appVersion":"1.0","appBuild":"1","sdkName":"outbox","sdkVersion":"0.2.0","osName":"Linux","osVersion":"6.1","model":"bench","oemName":"bench","locale":"en_US","timeZoneOffset":0}"#.utf8)]
         let times = WireTimes(sentAtMs: 1_790_000_100_000, timestamp: { $0.wallMs })

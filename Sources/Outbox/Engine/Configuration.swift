@@ -90,6 +90,17 @@ public struct Configuration: Sendable {
     /// destination's wire sets itself (`Content-Type`, `Content-Encoding`, `Install-ID`; App Center's `App-Secret`,
     /// Segment's `Authorization`: `Destination.wireHeaders`) are refused, in any case.
     public var headers: [HeaderField] = []
+    /// SPEC H2 (BEHAVIOUR H2): the single destination sends only the logs these names match (nil: every name). Names
+    /// match exactly or by `prefix*`; non-event logs by the engine's names (`$screen`, `$identify`, …).
+    public var include: [String]? = nil
+    /// SPEC H2: logs of these names are not sent to the single destination (settled for it as `skipped`).
+    public var exclude: [String] = []
+    /// SPEC H3: property names (or `prefix*`) removed before encoding for the single destination, from event and
+    /// screen properties, user properties and identify traits alike. The store keeps them.
+    public var redact: [String] = []
+    /// SPEC H4: event name (or `prefix*`, `*`) → the share of those events sent, 0–1, decided by the log id (the
+    /// same on every attempt and restart); 1 when no pattern matches.
+    public var sample: [String: Double] = [:]
     /// SPEC D15: several destinations, each named, delivering the same logs from the one store with progress of
     /// their own (D16–D18). Empty (default): the single-destination fields above, a list of one named `default`.
     /// Given, those fields keep their defaults: every destination is in the list.
@@ -175,6 +186,9 @@ public struct Configuration: Sendable {
         try destinationsProblem()
         if let missingCredential { throw .invalidConfiguration(missingCredential) }
         if let destinationFieldProblem { throw .invalidConfiguration(destinationFieldProblem) }
+        if let problem = DestinationPolicy.problem(include: include, exclude: exclude, redact: redact, sample: sample) {
+            throw .invalidConfiguration(problem)
+        }
         for header in headers {
             if let problem = header.refusal(for: destination) { throw .invalidConfiguration(problem) }
         }

@@ -107,6 +107,43 @@ extension FieldCodec where Value == [HeaderField] {
     }
 }
 
+extension FieldCodec where Value == [String] {
+    /// SPEC H2–H3: an array of names (`include`, `exclude`, `redact`); the names are checked by `validate()`.
+    static var names: Self {
+        Self(decode: { value, key throws(ConfigurationValueError) in
+            guard case .array(let items) = value else { throw wrongType(key, "an array of names", value) }
+            var names: [String] = []
+            for item in items {
+                guard case .string(let name) = item else {
+                    throw ConfigurationValueError(wrongType: true, message: "configuration key '\(key)' must hold names (strings), got \(item.typeName)")
+                }
+                names.append(name)
+            }
+            return names
+        }, encode: { .array($0.map { .string($0) }) })
+    }
+}
+
+extension FieldCodec where Value == [String: Double] {
+    /// SPEC H4: an object, name → rate (a number; 0 and 1 may be written as integers); the rates are checked by
+    /// `validate()`.
+    static var rates: Self {
+        Self(decode: { value, key throws(ConfigurationValueError) in
+            guard case .object(let members) = value else { throw wrongType(key, "an object of rates (name: 0 to 1)", value) }
+            var rates: [String: Double] = [:]
+            for member in members {
+                switch member.value {
+                case .integer(let number): rates[member.key] = Double(number)
+                case .double(let number): rates[member.key] = number
+                default:
+                    throw ConfigurationValueError(wrongType: true, message: "configuration key '\(key)': the rate of '\(member.key)' must be a number from 0 to 1, got \(member.value.typeName)")
+                }
+            }
+            return rates
+        }, encode: { rates in .object(rates.sorted { $0.key < $1.key }.map { (key: $0.key, value: .double($0.value)) }) })
+    }
+}
+
 extension FieldCodec where Value == RecoveryProbe? {
     /// null: R3/R5 alone (App Center's behaviour); an object: R9–R10 with its intervals, each optional.
     static var recoveryProbe: Self {
@@ -240,11 +277,11 @@ extension FieldCodec where Value == [NamedDestination] {
 
 extension Configuration {
     /// The fields a destination of `destinations` has of its own (SPEC D15): the single destination's wire,
-    /// endpoint, credentials, headers and TLS identity. Everything else is the engine's.
+    /// endpoint, credentials, headers, TLS identity and policy (H2–H4). Everything else is the engine's.
     static let destinationFieldNames: Set<String> = [
         "endpoint", "appSecret", "destination", "apiKey", "writeKey", "segmentProfile", "otlpEncoding", "projectToken",
         "serviceAccountUser", "serviceAccountSecret", "projectId", "measurementId", "apiSecret", "headers", "caFile",
-        "clientCertificate", "clientKey", "pinnedPublicKey",
+        "clientCertificate", "clientKey", "pinnedPublicKey", "include", "exclude", "redact", "sample",
     ]
 
     static var destinationCKeys: [String] {

@@ -45,6 +45,8 @@ public struct ConfigurationApplyTargets: OptionSet, Sendable, Hashable {
     public static let destinations = Self(rawValue: 16)
     /// SPEC H1: the callers' before-store hook, swapped at once on the caller's thread (nothing on the loop).
     public static let beforeStore = Self(rawValue: 32)
+    /// SPEC H2–H4: a destination's policy, given to its delivery (the wire and the transport stay).
+    public static let policy = Self(rawValue: 64)
 }
 
 /// Why a C JSON value cannot be a field: `wrongType` when it is not of the field's JSON type (OUTBOX_EINVAL), else a
@@ -163,6 +165,10 @@ extension Configuration {
         row(\.measurementId, "measurementId", "measurementId", .string, applies: .wire),
         row(\.apiSecret, "apiSecret", "apiSecret", .string, applies: .wire),
         row(\.headers, "headers", "headers", .headers, applies: .wire),
+        row(\.include, "include", "include", .optional(.names), applies: .policy),
+        row(\.exclude, "exclude", "exclude", .names, applies: .policy),
+        row(\.redact, "redact", "redact", .names, applies: .policy),
+        row(\.sample, "sample", "sample", .rates, applies: .policy),
         row(\.destinations, "destinations", "destinations", .destinations, applies: .destinations),
         row(\.batchSize, "batchSize", "batchSize", .integer, bounds: .batchSize),
         row(\.transmissionInterval, "transmissionInterval", "transmissionIntervalMs", .milliseconds, bounds: .transmissionInterval),

@@ -149,6 +149,7 @@ final class DeliveryGroup {
         }
     }
     var retries: Int { members.reduce(0) { $0 + $1.driver.retries } }
+    var skipped: Int { members.reduce(0) { $0 + $1.driver.skipped } }
     var inFlightBatches: Int { members.reduce(0) { $0 + $1.driver.inFlightBatches } }
     /// Why sending is disabled: with several destinations, only when every one is (each one's reason, by name).
     var disabledReason: String? {

@@ -40,7 +40,7 @@ struct DeliverySetup {
                     boot: Int64) throws -> DeliveryDriver {
         let loop = self.loop
         let wire = configuration.wire(installID: installID)
-        return DeliveryDriver(
+        let driver = DeliveryDriver(
             queue: queue, sender: try makeSender(configuration), timer: LoopTimer(loop: loop),
             settings: configuration.deliverySettings,
             request: wire.request(endpoint: configuration.endpoint ?? "", headers: configuration.headers),
@@ -48,6 +48,8 @@ struct DeliverySetup {
             clockSkewThresholdMs: configuration.clockSkewThreshold.milliseconds,
             bodyCompression: configuration.bodyCompression, boot: boot, wire: wire,
             assertOwner: { loop.assertOnLoopThread() })
+        driver.policy = configuration.policy
+        return driver
     }
 
     /// Applies an update validated on the caller's thread: new requests use it, batches in flight finish under the
@@ -81,7 +83,8 @@ struct DeliverySetup {
         // restarts a stopped channel, R1), the same unless a field of the wire changed.
         let wire = updated.wire(installID: installID)
         let newWire = targets.contains(.wire) ? wire : nil
-        delivery.reconfigure(wire.request(endpoint: endpoint, headers: updated.headers), sender: sender, wire: newWire)
+        delivery.reconfigure(wire.request(endpoint: endpoint, headers: updated.headers), sender: sender, wire: newWire,
+                             policy: .some(updated.policy))
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
                                                         "outbox.destination": "\(updated.destination)"])
         return (newWire, sender != nil)

@@ -34,6 +34,11 @@ public struct NamedDestination: Sendable, Equatable, CustomStringConvertible {
     public var clientCertificate: String? = nil
     public var clientKey: String? = nil
     public var pinnedPublicKey: String? = nil
+    /// SPEC H2–H4: this destination's policy, as `Configuration`'s fields of the same names say.
+    public var include: [String]? = nil
+    public var exclude: [String] = []
+    public var redact: [String] = []
+    public var sample: [String: Double] = [:]
 
     public init(name: String?, destination: Destination = .appCenter, endpoint: String? = nil) {
         self.name = name
@@ -62,6 +67,10 @@ public struct NamedDestination: Sendable, Equatable, CustomStringConvertible {
         clientCertificate = configuration.clientCertificate
         clientKey = configuration.clientKey
         pinnedPublicKey = configuration.pinnedPublicKey
+        include = configuration.include
+        exclude = configuration.exclude
+        redact = configuration.redact
+        sample = configuration.sample
     }
 
     /// Writes this destination's fields into `configuration`'s single-destination ones: a destination's driver, wire
@@ -85,6 +94,10 @@ public struct NamedDestination: Sendable, Equatable, CustomStringConvertible {
         configuration.clientCertificate = clientCertificate
         configuration.clientKey = clientKey
         configuration.pinnedPublicKey = pinnedPublicKey
+        configuration.include = include
+        configuration.exclude = exclude
+        configuration.redact = redact
+        configuration.sample = sample
     }
 
     /// Its name, wire and endpoint: never a credential or a header's value (they may be secrets).
@@ -121,6 +134,11 @@ extension Configuration {
         }
     }
 
+    /// SPEC H2–H4: the single destination's policy, compiled; nil when it asks for nothing.
+    var policy: DestinationPolicy? {
+        DestinationPolicy.make(include: include, exclude: exclude, redact: redact, sample: sample)
+    }
+
     /// The configuration one destination's delivery is made from: this one with that destination's fields.
     func delivering(to destination: NamedDestination) -> Configuration {
         var configuration = self
@@ -136,9 +154,10 @@ extension Configuration {
         let lone = NamedDestination(name: nil, from: Configuration(storePath: storePath))
         let given = NamedDestination(name: nil, from: self)
         if given.destination != lone.destination || given.endpoint != nil || !given.headers.isEmpty
+            || given.include != nil || !given.exclude.isEmpty || !given.redact.isEmpty || !given.sample.isEmpty
             || [given.appSecret, given.apiKey, given.writeKey, given.projectToken, given.apiSecret, given.measurementId,
                 given.serviceAccountUser, given.serviceAccountSecret].contains(where: { !$0.isEmpty }) {
-            throw .invalidConfiguration("destinations is given together with the single destination's fields (destination, endpoint, credentials, headers): give every destination in the list")
+            throw .invalidConfiguration("destinations is given together with the single destination's fields (destination, endpoint, credentials, headers, policy): give every destination in the list")
         }
         var seen: [String: String] = [:]
         for (index, element) in destinations.enumerated() {

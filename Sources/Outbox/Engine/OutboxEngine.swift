@@ -333,11 +333,12 @@ public final class OutboxEngine: @unchecked Sendable {
             delivered: core.delivery?.counters.delivered ?? 0, deadLettered: core.store.deadLetteredTotal,
             retries: core.delivery?.retries ?? 0, requests: core.delivery?.counters.requests ?? 0,
             probes: core.delivery?.counters.probes ?? 0, lostAtOpen: lostLogsAtOpen, unreadable: core.store.unreadableTotal,
-            droppedByPolicy: beforeStore.dropped.load(ordering: .relaxed))
+            droppedByPolicy: beforeStore.dropped.load(ordering: .relaxed), skipped: core.delivery?.skipped ?? 0)
         // SPEC D18: each destination's figures, with what this engine delivered to it.
         if var destinations = try StoreInspector.readDestinations(core.store.db) {
             for member in core.delivery?.members ?? [] {
                 destinations[member.name]?.delivered = member.driver.counters.delivered
+                destinations[member.name]?.skipped = member.driver.skipped
                 destinations[member.name]?.disabledReason = member.driver.disabledReason
             }
             status.store.destinations = destinations
@@ -413,6 +414,8 @@ public struct EngineStatus: Sendable, Equatable, Codable {
     public var unreadable: Int = 0
     /// SPEC H1: events the before-store hook dropped (never stored; apart from `stored` and `rejected`).
     public var droppedByPolicy: Int = 0
+    /// BEHAVIOUR H2, D18: logs a destination's policy settled without sending them (summed over the destinations).
+    public var skipped: Int = 0
 
     public subscript<T>(dynamicMember keyPath: KeyPath<StoreReport, T>) -> T { store[keyPath: keyPath] }
 }

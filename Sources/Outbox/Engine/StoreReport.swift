@@ -77,6 +77,8 @@ public struct DestinationReport: Sendable, Equatable, Codable {
     public var wire: String?
     /// Delivered by the engine reporting, since it started (the engine's status and `emit`; nil read from a file).
     public var delivered: Int?
+    /// BEHAVIOUR H2, D18: logs its policy settled without sending, since the engine started (nil read from a file).
+    public var skipped: Int? = nil
 
     /// Stopped by its server's answer or its TLS identity until `update` or a restart (R1, R8), as
     /// `StoreReport.sendingStopped` says for a single destination.

@@ -47,6 +47,21 @@ struct StoredLog: Sendable, Equatable {
     var payload: [UInt8]
 
     static func == (a: StoredLog, b: StoredLog) -> Bool { a.seq == b.seq && a.id == b.id }
+
+    /// A log as the engine stores it — `{"type":…,"id":…` then the session's stamp (`Stamp.bytes`) and the type's own
+    /// fields (`body`, without braces) — for the encode bench and the wires' tests.
+    static func made(_ type: LogType, id: UUIDBytes, stamp: [UInt8], body: [UInt8], seq: Int64, wallMs: Int64,
+                     monoNs: Int64 = 0, context: Int64 = 1) -> StoredLog {
+        var payload = Array(type.payloadPrefix)
+        id.write(into: &payload)
+        payload.append(UInt8(ascii: "\""))
+        payload += stamp
+        if !body.isEmpty { payload.append(UInt8(ascii: ",")) }
+        payload += body
+        payload.append(UInt8(ascii: "}"))
+        return StoredLog(seq: seq, id: id, priority: .normal, wallMs: wallMs, monoNs: monoNs, boot: 0, context: context,
+                         payload: payload)
+    }
 }
 
 /// A claimed batch (SPEC C9): its rows are marked in flight with `batchID` until completed or released.
