@@ -109,6 +109,27 @@ struct MetricsEndToEndTests {
         #expect(server.stats().logsReceived == 20, "the skipped never left")
     }
 
+    // O1, S4: logs found too old to send while the engine runs are counted as expired (engine-wide), never delivered.
+    @Test func expiryIsCounted() async throws {
+        let name = "metrics-expired-\(UUID().uuidString.prefix(8).lowercased())"
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock(); defer { try? server.stop() }
+        let clock = ManualClock()
+        let expired = engineWide("expired")
+        let engine = try engine(dir, server, name: name) { $0.clock = clock }
+        engine.setReachability(.offline)
+        for index in 0..<12 { try engine.trackEvent("aging", properties: ["i": .int(Int64(index))]) }
+        await engine.persisted()
+        clock.advance(ms: 26 * 24 * 3600 * 1000)   // past the default 25 days
+        engine.setReachability(.online)
+        #expect(await engine.waitUntilDelivered(timeout: .seconds(30)))
+        let status = try await engine.status()
+        engine.shutdown()
+        #expect(status.expired == 12 && status.delivered == 0)
+        #expect(engineWide("expired") - expired >= 12)
+        #expect(server.stats().logsReceived == 0)
+    }
+
     // O2: a 401 disables the destination (1), and the engine's shutdown takes its share away (0).
     @Test func unauthorizedDisablesTheDestination() async throws {
         let name = "metrics-unauthorized-\(UUID().uuidString.prefix(8).lowercased())"

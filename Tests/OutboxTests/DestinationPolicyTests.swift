@@ -175,8 +175,15 @@ struct DestinationPolicyTests {
             #expect(!text.contains("ada@example.com") && !text.contains("4111"), "\(destination): \(text)")
             #expect(String(decoding: plain, as: UTF8.self).contains("ada@example.com"))
         }
+        // Every kind at once on this wire: what include/exclude and sample leave out is not encoded at all.
+        let all = try Self.policy(exclude: ["$screen"], redact: ["email", "card_*"], sample: ["viewed": 0])
+        let (kept, skipped) = all.partition(tracked)
+        #expect(skipped == [2, 5], "the screen (seq 2) and the sampled-out event (seq 5)")
+        let expected = withoutThem.filter { ![2, 5].contains($0.seq) }
+        #expect(wire.encode(all.redacting(kept), contexts: contexts, times: times) == wire.encode(expected, contexts: contexts, times: times),
+                "\(destination): the batch with every policy applied")
         // An exact name does not reach a longer one: `email` leaves `email_verified` alone.
-        let kept = policy.redacting([try Self.event("signup", ["email_verified": true], index: 9)])
-        #expect(String(decoding: kept[0].payload, as: UTF8.self).contains("email_verified"))
+        let signup = policy.redacting([try Self.event("signup", ["email_verified": true], index: 9)])
+        #expect(String(decoding: signup[0].payload, as: UTF8.self).contains("email_verified"))
     }
 }
