@@ -46,6 +46,21 @@ struct SensorsGA4WireTests {
         #expect(records[6]["original_id"] as? String == Self.install.uuidString.lowercased())
     }
 
+    // SPEC D11: a property named as one of Sensors' reserved fields, in any case, gets a `_` in front (compared as
+    // bytes on the fast path); a longer name that begins like one, or a name that is not reserved, is copied.
+    @Test func sensorsReservedPropertyNamesArePrefixed() throws {
+        let payload = #"{"type":"event","id":"01930000-0000-7000-8000-000000000009","sid":null,"name":"e","typedProperties":["#
+            + #"{"type":"string","name":"Time","value":"a"},{"type":"string","name":"distinct_ID","value":"b"},"#
+            + #"{"type":"string","name":"timezone","value":"c"},{"type":"string","name":"user_ids","value":"d"}]}"#
+        let log = StoredLog(seq: 1, id: UUIDBytes(high: 0x0193_0000_0000_7000, low: 0x8000_0000_0000_0009), priority: .normal,
+                            wallMs: 1_795_000_000_000, monoNs: 0, boot: 0, context: 1, payload: Array(payload.utf8))
+        let bytes = SensorsWire(installID: Self.install).records([log], contexts: [:], flushTimeMs: 1_795_000_060_000)
+        let records = try #require(try Self.json(bytes) as? [[String: Any]])
+        let properties = try #require(records.first?["properties"] as? [String: Any])
+        #expect(properties["_Time"] as? String == "a" && properties["_distinct_ID"] as? String == "b")
+        #expect(properties["timezone"] as? String == "c" && properties["user_ids"] as? String == "d")
+    }
+
     // SPEC D11: the form as Sensors' SDKs post it: `crc` the Java hash of the base64 text, `gzip=1`, `data_list`
     // the base64 of the gzipped records with `+` and `=` percent-encoded; `_track_id` stable and 31 bits.
     @Test func sensorsFormCarriesTheGzippedRecordsAndTheirCRC() throws {

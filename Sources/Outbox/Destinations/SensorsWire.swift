@@ -66,20 +66,22 @@ struct SensorsWire: DeliveryWire {
     /// each, as Java hashes them).
     static func form(_ json: [UInt8], gzip: KeptGzip = KeptGzip()) -> [UInt8] {
         let gzipped = gzip.compress(json)
-        let base64 = Data(gzipped ?? json).base64EncodedData()
-        var crc: Int32 = 0
-        for byte in base64 { crc = crc &* 31 &+ Int32(byte) }
-        var body = Array("crc=\(crc)&gzip=\(gzipped == nil ? 0 : 1)&data_list=".utf8)
-        body.reserveCapacity(body.count + base64.count + base64.count / 8 + 16)
-        for byte in base64 {
-            // The SDKs' set: URL query characters less `:#[]@!$&'()*+,;=`, so of base64's only `+` and `=` change.
-            switch byte {
-            case UInt8(ascii: "+"): body += [UInt8(ascii: "%"), UInt8(ascii: "2"), UInt8(ascii: "B")]
-            case UInt8(ascii: "="): body += [UInt8(ascii: "%"), UInt8(ascii: "3"), UInt8(ascii: "D")]
-            default: body.append(byte)
+        // Read through its buffer: `Data`'s own iterator cost an eighth of the wire's time (D10).
+        return Data(gzipped ?? json).base64EncodedData().withUnsafeBytes { (base64: UnsafeRawBufferPointer) -> [UInt8] in
+            var crc: Int32 = 0
+            for byte in base64 { crc = crc &* 31 &+ Int32(byte) }
+            var body = Array("crc=\(crc)&gzip=\(gzipped == nil ? 0 : 1)&data_list=".utf8)
+            body.reserveCapacity(body.count + base64.count + base64.count / 8 + 16)
+            for byte in base64 {
+                // The SDKs' set: URL query characters less `:#[]@!$&'()*+,;=`, so of base64's only `+` and `=` change.
+                switch byte {
+                case UInt8(ascii: "+"): body.append(UInt8(ascii: "%")); body.append(UInt8(ascii: "2")); body.append(UInt8(ascii: "B"))
+                case UInt8(ascii: "="): body.append(UInt8(ascii: "%")); body.append(UInt8(ascii: "3")); body.append(UInt8(ascii: "D"))
+                default: body.append(byte)
+                }
             }
+            return body
         }
-        return body
     }
 
     /// Java's `String.hashCode` over UTF-16 code units, as an Int32 with wraparound (Sensors' `crc`).
@@ -166,8 +168,7 @@ struct SensorsWire: DeliveryWire {
     private static func key(_ key: JSONText, into out: inout EventJSON) {
         // D10: a key that is a Sensors name already is copied without making a String of it (no reserved name is
         // longer than 11 characters).
-        if !key.escaped, WireName.isKept(key.raw, dollar: true, maxLength: 100),
-           key.raw.count > 11 || !reservedKeys.contains(key.string.lowercased()) {
+        if !key.escaped, WireName.isKept(key.raw, dollar: true, maxLength: 100), !isReserved(key.raw) {
             out.member(key)
             return
         }
@@ -181,6 +182,16 @@ struct SensorsWire: DeliveryWire {
             out.json.raw(":")
         }
     }
+
+    /// Whether `raw` is a reserved name in any case, compared as bytes (D10: no String a property).
+    private static func isReserved(_ raw: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard raw.count <= 11 else { return false }
+        return reservedBytes.contains { name in
+            name.count == raw.count && zip(name, raw).allSatisfy { $0 == ($1 | (($1 >= 0x41 && $1 <= 0x5A) ? 0x20 : 0)) }
+        }
+    }
+
+    private static let reservedBytes: [[UInt8]] = reservedKeys.map { Array($0.utf8) }
 
     /// Sensors' reserved property names (its data format's guide, "reserved fields").
     static let reservedKeys: Set<String> = ["date", "datetime", "distinct_id", "event", "events", "event_id", "first_id",
