@@ -40,7 +40,7 @@ struct CommandLineDestinationsTests {
             try "s3cret-file-value\n".write(toFile: secret, atomically: true, encoding: .utf8)
             try "# a comment\nAuthorization: Bearer h3ader-secret\n\nX-Region: eu\n".write(toFile: headers, atomically: true, encoding: .utf8)
             try "".write(toFile: empty, atomically: true, encoding: .utf8)
-            let openssl = Process()
+            let openssl = ChildProcess()
             openssl.executableURL = URL(fileURLWithPath: NginxServer.openssl)
             openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                                  "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=outbox-test"]

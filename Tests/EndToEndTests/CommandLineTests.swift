@@ -8,7 +8,7 @@ import Testing
 /// command's whole environment.
 func runCapturingErrors(_ executable: String, _ arguments: [String],
                         environment: [String: String]? = nil) throws -> (status: Int32, errors: String) {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
@@ -70,7 +70,7 @@ extension CommandLineTests {
     @Test func emitWithZlibCompressionDeliversEverything() throws {
         let dir = TempDirectory(); defer { dir.remove() }
         let server = try startMock("ok"); defer { try? server.stop() }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
         process.arguments = ["emit", "--store", dir.file(), "--count", "300", "--payload-bytes", "200",
                              "--endpoint", server.baseURL, "--app-secret", "k", "--compression", "zlib:9",

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import OutboxMock
 import Testing
 @testable import Outbox
@@ -25,7 +26,7 @@ struct DeliveryCrashTests {
         var kills = 0
         while kills < 10 {
             let before = server.stats().requests
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: outbox)
             process.arguments = drain
             process.standardOutput = FileHandle.nullDevice
@@ -94,7 +95,7 @@ struct DeliveryCrashTests {
         var kills = 0
         while kills < 6 {
             let before = first.stats().requests + second.stats().requests
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: outbox)
             process.arguments = drain
             process.environment = ProcessInfo.processInfo.environment.merging(secrets) { $1 }

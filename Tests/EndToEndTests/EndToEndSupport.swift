@@ -54,7 +54,7 @@ func fastConfiguration(store: String, endpoint: String) -> Configuration {
 /// Runs a command to completion and returns its exit status and standard output.
 @discardableResult
 func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     let pipe = Pipe()
@@ -133,7 +133,7 @@ func runOutboxAwaiting(_ arguments: [String], in dir: TempDirectory) async throw
 
 /// The `outbox` child of `runOutbox`, its output in files.
 private struct OutboxChild: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     let outPath: String, errPath: String
     let out: FileHandle, err: FileHandle
 

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import Outbox
 import OutboxMock
 import Testing
@@ -103,7 +104,7 @@ struct FleetEndToEndTests {
         let errPath = dir.path + "/stderr"
         FileManager.default.createFile(atPath: outPath, contents: nil)
         FileManager.default.createFile(atPath: errPath, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: builtProduct("outbox"))
         process.arguments = ["fleet", "--devices", "4", "--events", "40", "--rate", "10", "--endpoint", server.baseURL,
                              "--dir", dir.path + "/stores", "--timeout", "60"] + Self.fast
@@ -155,7 +156,7 @@ struct FleetEndToEndTests {
     /// `outbox` with RLIMIT_NOFILE lowered to `descriptors` (soft and hard, so that the fleet cannot raise it).
     static func runLimited(to descriptors: Int, _ arguments: [String], in dir: TempDirectory) throws
         -> (status: Int32, output: String, errors: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "ulimit -n \(descriptors) && exec \"$0\" \"$@\" 2>\"$OUTBOX_ERR\"", builtProduct("outbox")] + arguments
         let errPath = dir.path + "/stderr-\(UUID().uuidString)"
@@ -370,7 +371,7 @@ extension FleetEndToEndTests {
                                     "--dir", dir.path + "/stores", "--timeout", "30"] + Self.fast, in: dir)
         #expect(result.status == 0, "\(result.errors)")
         // outbox-mock starts with it: it says where it listens (it exits at once, a usage error, when it cannot load it).
-        let mock = Process()
+        let mock = ChildProcess()
         mock.executableURL = URL(fileURLWithPath: builtProduct("outbox-mock"))
         mock.arguments = ["--port", "0", "--host", "127.0.0.1", "--scenario", "flaky"]
         let pipe = Pipe()

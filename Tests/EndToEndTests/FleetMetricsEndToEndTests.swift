@@ -8,7 +8,7 @@ import Testing
 struct FleetMetricsEndToEndTests {
     /// A running `outbox fleet` with its stdout and stderr in files.
     final class RunningFleet {
-        let process = Process()
+        let process = ChildProcess()
         let outPath: String
         let errPath: String
 

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import OutboxMock
 import Testing
 
@@ -59,7 +60,7 @@ struct FleetNetworkNamespaceTests {
         // The mock, recording every ingestion request with its time and install.
         let port = 20_000 + (Int(suffix) ?? 1) % 20_000
         let recording = dir.path + "/exchanges.jsonl"
-        let server = Process()
+        let server = ChildProcess()
         server.executableURL = URL(fileURLWithPath: Self.ip)
         server.arguments = ["netns", "exec", serverNS, builtProduct("outbox-mock"), "--host", "\(net).2", "--port", "\(port)",
                             "--record", recording]
@@ -74,7 +75,7 @@ struct FleetNetworkNamespaceTests {
     /// `outbox fleet` in the fleet's namespace, its stderr read line by line (the engines log each reachability
     /// change they are told, N2, at info).
     private final class Fleet {
-        let process = Process()
+        let process = ChildProcess()
         let output = Pipe(), log = Pipe()
         let reader: LineReader
         var lines: [String] = []

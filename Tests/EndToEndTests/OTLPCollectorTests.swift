@@ -15,8 +15,8 @@ struct OTLPCollectorTests {
     static var available: Bool { FileManager.default.isExecutableFile(atPath: agent) }
 
     /// rotel relaying OTLP/HTTP on `httpPort` to `mock`; returns once its HTTP port accepts connections.
-    static func startRotel(httpPort: UInt16, grpcPort: UInt16, mock: String, log: String) throws -> Process {
-        let process = Process()
+    static func startRotel(httpPort: UInt16, grpcPort: UInt16, mock: String, log: String) throws -> ChildProcess {
+        let process = ChildProcess()
         // Through python3, which unblocks SIGTERM before it becomes rotel: a child inherits the signal mask of the test
         // thread that spawns it, where SIGTERM may be blocked, and rotel would then never see the stop below.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -41,7 +41,7 @@ struct OTLPCollectorTests {
     /// SIGTERM, then waits for the exit (20 s at most): rotel sends what it buffered first (a SIGKILL would lose what it
     /// had acknowledged). Returns whether it exited by itself.
     @discardableResult
-    static func stop(_ process: Process) -> Bool {
+    static func stop(_ process: ChildProcess) -> Bool {
         process.terminate()
         for _ in 0..<800 where process.isRunning { usleep(25_000) }
         guard !process.isRunning else {

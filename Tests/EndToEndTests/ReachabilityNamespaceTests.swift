@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import Logging
 import Testing
 @testable import Outbox
@@ -77,7 +78,7 @@ struct ReachabilityNamespaceTests {
         let outbox = builtProduct("outbox"), mock = builtProduct("outbox-mock")
         let port = 20_000 + Int(suffix)! % 20_000
         // Phase 1: no server yet. The first attempt is refused, the second retry is scheduled 2.5–5 minutes out.
-        let emit = Process()
+        let emit = ChildProcess()
         emit.executableURL = URL(fileURLWithPath: Self.ip)
         emit.arguments = ["netns", "exec", engineNS, outbox, "emit", "--store", dir.file(), "--count", "50",
                           "--endpoint", "http://\(serverAddress):\(port)", "--app-secret", "k", "--wait-delivered",
@@ -102,7 +103,7 @@ struct ReachabilityNamespaceTests {
 
         // Phase 2: offline (the link goes down, the default route with it). The server starts meanwhile.
         if change == .offlineThenOnline { try ip("-n \(engineNS) link set vE\(suffix) down") }
-        let server = Process()
+        let server = ChildProcess()
         server.executableURL = URL(fileURLWithPath: Self.ip)
         let recording = dir.path + "/exchanges.jsonl"
         server.arguments = ["netns", "exec", serverNS, mock, "--host", serverAddress, "--port", "\(port)", "--record", recording]
@@ -197,10 +198,10 @@ struct ReachabilityNamespaceTests {
         // One mock on the engine namespace's loopback, one in the server namespace.
         let mock = builtProduct("outbox-mock")
         let port = 20_000 + Int(suffix)! % 20_000
-        var servers: [Process] = []
+        var servers: [ChildProcess] = []
         defer { for server in servers where server.isRunning { kill(server.processIdentifier, SIGTERM); server.waitUntilExit() } }
         for (ns, host) in [(engineNS, "127.0.0.1"), (serverNS, "\(net).2")] {
-            let server = Process()
+            let server = ChildProcess()
             server.executableURL = URL(fileURLWithPath: Self.ip)
             server.arguments = ["netns", "exec", ns, mock, "--host", host, "--port", "\(port)"]
             let output = Pipe()

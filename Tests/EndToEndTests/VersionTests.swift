@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import OutboxMock
 import Testing
 @testable import Outbox
@@ -15,7 +16,7 @@ struct VersionTests {
     }
 
     private static func versionOutput(_ product: String) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: builtProduct(product))
         process.arguments = ["--version"]
         let pipe = Pipe()

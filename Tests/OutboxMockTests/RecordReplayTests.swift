@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import Testing
 @testable import OutboxMock
 
@@ -136,7 +137,7 @@ struct ExecutableTests {
     // SPEC X1: prints `listening on http://HOST:PORT`, serves, and exits 0 on SIGTERM and SIGINT.
     @Test(.enabled(if: binary != nil), arguments: [SIGTERM, SIGINT])
     func printsListeningAndStopsOnSignal(_ signal: Int32) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: try #require(Self.binary))
         process.arguments = ["--port", "0", "--scenario", try MockServer.scenarioPath("throttle"), "--app-secret", "x"]
         let stdout = Pipe()

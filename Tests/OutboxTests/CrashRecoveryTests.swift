@@ -16,7 +16,7 @@ struct CrashRecoveryTests {
         try #require(FileManager.default.isExecutableFile(atPath: child), "build the package first: \(child)")
         var random = SystemRandomNumberGenerator()
         for run in 1...20 {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: child)
             process.arguments = [store, String(run)]
             let output = Pipe()

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import Testing
 @testable import Outbox
 
@@ -13,7 +14,7 @@ struct LogStoreCrashTests {
         let dir = TempDirectory()
         defer { dir.remove() }
         let path = dir.file("store.sqlite")
-        let child = Process()
+        let child = ChildProcess()
         child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
         child.arguments = ["--testing-library", "swift-testing", "--filter", "crashChildWriter"]
         var environment = ProcessInfo.processInfo.environment

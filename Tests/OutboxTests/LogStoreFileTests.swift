@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import Testing
 @testable import Outbox
 
@@ -204,7 +205,7 @@ struct LogStoreFileTests {
         let lockPath = path + ".lock"
 
         let store = try Fixture.open(path)
-        let probe = Process()
+        let probe = ChildProcess()
         probe.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
         probe.arguments = ["--nonblock", "--conflict-exit-code", "99", lockPath, "true"]
         try probe.run()
@@ -213,7 +214,7 @@ struct LogStoreFileTests {
         store.close()
 
         // A child holds the lock until its stdin closes; no sleeping: it says when it holds it.
-        let holder = Process()
+        let holder = ChildProcess()
         let input = Pipe()
         let output = Pipe()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")

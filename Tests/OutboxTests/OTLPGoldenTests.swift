@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTestSupport
 import Testing
 @testable import Outbox
 
@@ -94,7 +95,7 @@ struct OTLPGoldenTests {
     }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         let pipe = Pipe()

@@ -14,7 +14,7 @@ struct SealedStoreCrashTests {
             guard let bytes = FileManager.default.contents(atPath: file) else { continue }
             if bytes.range(of: Data(marker.utf8)) != nil { found.append("bytes of \(file)") }
             if FileManager.default.isExecutableFile(atPath: "/usr/bin/strings") {
-                let strings = Process()
+                let strings = ChildProcess()
                 strings.executableURL = URL(fileURLWithPath: "/usr/bin/strings")
                 strings.arguments = ["-a", "-n", "6", file]
                 let output = Pipe()
@@ -59,7 +59,7 @@ struct SealedStoreCrashTests {
         let child = builtProduct("outbox-crash-child")
         try #require(FileManager.default.isExecutableFile(atPath: child), "build the package first: \(child)")
 
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: child)
         process.arguments = [store, "1", keyFile, marker]
         let output = Pipe()

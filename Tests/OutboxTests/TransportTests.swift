@@ -568,7 +568,7 @@ struct TransportTests {
     }
 
     private static func gunzipWithSystemTool(_ bytes: [UInt8]) throws -> [UInt8] {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/gzip")
         process.arguments = ["-dc"]
         let input = Pipe()

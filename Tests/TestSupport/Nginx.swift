@@ -94,7 +94,7 @@ public final class NginxServer: @unchecked Sendable {
     public var strangerCertificatePath: String { directory.appendingPathComponent("stranger-cert.pem").path }
     public var strangerKeyPath: String { directory.appendingPathComponent("stranger-key.pem").path }
 
-    private let process: Process
+    private let process: ChildProcess
     private let drained = DispatchGroup()
     private let lock = NSLock()
     private var errorLines: [String] = []
@@ -107,7 +107,7 @@ public final class NginxServer: @unchecked Sendable {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         certificatePath = directory.appendingPathComponent("cert.pem").path
-        let started: (process: Process, ports: [Listener: UInt16], mutualTLSPort: UInt16?, lines: [String], reader: LineReader)
+        let started: (process: ChildProcess, ports: [Listener: UInt16], mutualTLSPort: UInt16?, lines: [String], reader: LineReader)
         do {
             try Self.makeCertificate(in: directory)
             if mutualTLS { try Self.makeClientCertificates(in: directory) }
@@ -174,7 +174,7 @@ public final class NginxServer: @unchecked Sendable {
     public func publicKeyPin() throws -> String {
         let pipeline = "\(Self.openssl) x509 -in '\(certificatePath)' -pubkey -noout | \(Self.openssl) pkey -pubin -outform der"
             + " | \(Self.openssl) dgst -sha256 -binary | \(Self.openssl) enc -base64"
-        let run = Process()
+        let run = ChildProcess()
         run.executableURL = URL(fileURLWithPath: "/bin/sh")
         run.arguments = ["-c", pipeline]
         let output = Pipe()
@@ -203,7 +203,7 @@ public final class NginxServer: @unchecked Sendable {
     }
 
     private static func runOpenSSL(_ arguments: [String]) throws {
-        let run = Process()
+        let run = ChildProcess()
         run.executableURL = URL(fileURLWithPath: openssl)
         run.arguments = arguments
         run.standardOutput = FileHandle.nullDevice
@@ -216,7 +216,7 @@ public final class NginxServer: @unchecked Sendable {
     }
 
     private static func makeCertificate(in directory: URL) throws {
-        let generate = Process()
+        let generate = ChildProcess()
         generate.executableURL = URL(fileURLWithPath: openssl)
         generate.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                               "-keyout", directory.appendingPathComponent("key.pem").path,
@@ -304,7 +304,7 @@ public final class NginxServer: @unchecked Sendable {
     /// Writes the configuration and starts nginx. Free ports are found by binding port 0 and letting go: another
     /// process may take one in between, and nginx then fails to bind it; another attempt with new ports gets past that.
     private static func start(directory: URL, mutualTLS: Bool) throws
-        -> (process: Process, ports: [Listener: UInt16], mutualTLSPort: UInt16?, lines: [String], reader: LineReader) {
+        -> (process: ChildProcess, ports: [Listener: UInt16], mutualTLSPort: UInt16?, lines: [String], reader: LineReader) {
         var attempt = 0
         while true {
             attempt += 1
@@ -326,8 +326,8 @@ public final class NginxServer: @unchecked Sendable {
 
     /// Runs nginx in the foreground (`daemon off`), its error output on a pipe. No wrapper shell that would stop
     /// nginx when this process dies: a shell's `wait` inherits the test thread's blocked SIGCHLD and never returns.
-    private static func launch(directory: URL) throws -> (Process, LineReader) {
-        let process = Process()
+    private static func launch(directory: URL) throws -> (ChildProcess, LineReader) {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["-p", directory.path + "/", "-c", directory.path + "/nginx.conf", "-e", "stderr",
                              "-g", "daemon off;"]
