@@ -66,14 +66,20 @@ test: deps vendor-venv rotel
 	python3 scripts/compare/test_compare.py
 	$(SWIFT) build --product OutboxPackageTests
 	$(SWIFT) test --skip-build
-	$(SWIFT) build --product OutboxC
-	$(SWIFT) build --product outbox-bench
-	$(MAKE) cli-check BUILT=1 CHECK_CONFIG=debug
-	$(MAKE) c-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
-	$(MAKE) install-check BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
-	$(MAKE) node-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug
-	$(MAKE) fleet-distributed-small
-	$(MAKE) swift-app
+	@# The distributed fleet runs built binaries only (no SwiftPM, which allows one build at a time): it runs beside the
+	@# builds and checks after it rather than after them; its output follows theirs, and either failing fails the target.
+	@# Its Debian packages are installed first: two apt-get at once would fight over dpkg's lock.
+	$(call install-missing,python3 python3-venv haproxy iproute2,test)
+	@$(MAKE) fleet-distributed-small > .build/fleet-distributed-small.log 2>&1 & fleet=$$!; status=0; \
+	{ $(SWIFT) build --product OutboxC && $(SWIFT) build --product outbox-bench \
+	  && $(MAKE) cli-check BUILT=1 CHECK_CONFIG=debug \
+	  && $(MAKE) c-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug \
+	  && $(MAKE) install-check BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug \
+	  && $(MAKE) node-test BUILT=1 BUILT_CLIB=1 CHECK_CONFIG=debug \
+	  && $(MAKE) swift-app; } || status=$$?; \
+	wait $$fleet; fleet_status=$$?; cat .build/fleet-distributed-small.log; \
+	if [ $$fleet_status -ne 0 ]; then echo "make test: fleet-distributed-small failed ($$fleet_status)"; exit 1; fi; \
+	exit $$status
 
 # Documents and comments point only at what the repository holds, Markdown code fences pair up, relative links
 # resolve, every rule cited has its heading in docs/BEHAVIOUR.md, and NOTICE names every Swift package dependency
