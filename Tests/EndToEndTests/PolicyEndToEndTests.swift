@@ -83,6 +83,25 @@ struct PolicyEndToEndTests {
         #expect(productIDs == expected, "sampling goes by the log id: the same decision in both runs")
     }
 
+    // BEHAVIOUR H2, C7: a dispatch whose logs the policy all skips is answered (it has nothing left to wait for), and
+    // nothing reaches the server.
+    @Test func aDispatchOfOnlySkippedLogsIsAnswered() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock(); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
+        configuration.exclude = ["debug*"]
+        configuration.dispatchInterval = .zero
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        for index in 0..<120 { try engine.trackEvent("debug_tick", properties: ["i": .int(Int64(index))]) }
+        await engine.persisted()
+        let result = await dispatchResult(engine)
+        #expect(result == .good || result == .noData, "\(result)")
+        let status = try await engine.status()
+        #expect(status.skipped == 120 && status.delivered == 0 && status.pendingNormal == 0)
+        #expect(server.stats().logsReceived == 0)
+    }
+
     /// The log id an OTLP record carries (its `log.record.uid` attribute), from the record as the mock renders it.
     static func logID(inOTLP json: String) -> String? {
         let pattern = #"log\.record\.uid"\s*,\s*"value"\s*:\s*\{\s*"stringValue"\s*:\s*"([0-9a-f-]{36})""#

@@ -386,10 +386,9 @@ struct DeliveryMachine: Sendable {
         deliveredBatch = nil  // the claim's transaction deleted it
         guard let batch, !batch.logs.isEmpty else {
             // Nothing claimable although the count said otherwise (or all of it settled by a policy, BEHAVIOUR H2):
-            // stop asking until the queue changes; a dispatch that waits for nothing more has its answer.
+            // stop asking until the queue changes.
             dispatchRequested = false
             closeDispatches()
-            notifySettledDispatches(into: &actions)
             return
         }
         let key = nextKey
