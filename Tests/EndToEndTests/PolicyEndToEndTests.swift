@@ -102,6 +102,30 @@ struct PolicyEndToEndTests {
         #expect(server.stats().logsReceived == 0)
     }
 
+    // BEHAVIOUR H, R8: `update` changes a running destination's policy: what is claimed afterwards is skipped by the
+    // new one, and its redaction reaches the requests from then on.
+    @Test func updateChangesAPolicyOnARunningEngine() async throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let server = try startMock(); defer { try? server.stop() }
+        var configuration = fastConfiguration(store: dir.file(), endpoint: server.baseURL)
+        configuration.dispatchInterval = .zero
+        let engine = try OutboxEngine(configuration: configuration)
+        defer { engine.shutdown() }
+        try engine.trackEvent("debug_before", properties: ["email": "a@example.com"])
+        #expect(await dispatchResult(engine) == .good)
+        try engine.update { $0.exclude = ["debug*"]; $0.redact = ["email"] }
+        for index in 0..<5 { try engine.trackEvent("debug_after", properties: ["i": .int(Int64(index))]) }
+        try engine.trackEvent("kept", properties: ["email": "b@example.com", "plan": "pro"])
+        await engine.persisted()
+        #expect(await dispatchResult(engine) == .good)
+        let status = try await engine.status()
+        #expect(status.skipped == 5 && status.delivered == 2)
+        let logs = server.uniqueLogs()
+        #expect(logs.map(\.name) == ["debug_before", "kept"])
+        #expect(logs.first?.json.contains("a@example.com") == true, "sent before the update, whole")
+        #expect(logs.last.map { !$0.json.contains("b@example.com") && $0.json.contains("plan") } == true)
+    }
+
     /// The log id an OTLP record carries (its `log.record.uid` attribute), from the record as the mock renders it.
     static func logID(inOTLP json: String) -> String? {
         let pattern = #"log\.record\.uid"\s*,\s*"value"\s*:\s*\{\s*"stringValue"\s*:\s*"([0-9a-f-]{36})""#

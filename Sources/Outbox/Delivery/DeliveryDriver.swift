@@ -158,11 +158,9 @@ final class DeliveryDriver {
 
     /// SPEC R8: later requests go to the new endpoint with the new secret (and through `sender`, when the transport's
     /// own settings changed); batches on the wire finish as they are.
-    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil, wire newWire: (any DeliveryWire)? = nil,
-                     policy newPolicy: DestinationPolicy?? = .none) {
+    func reconfigure(_ request: RequestSettings, sender newSender: (any HTTPSender)? = nil, wire newWire: (any DeliveryWire)? = nil) {
         assertOwner()
         self.request = request
-        if case .some(let newPolicy) = newPolicy { policy = newPolicy }
         // SPEC R8: batches waiting for a retry hold stored logs, not bodies: they are encoded again by the new wire.
         if let newWire { wire = newWire }
         if let newSender {

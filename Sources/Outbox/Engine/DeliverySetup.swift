@@ -83,8 +83,8 @@ struct DeliverySetup {
         // restarts a stopped channel, R1), the same unless a field of the wire changed.
         let wire = updated.wire(installID: installID)
         let newWire = targets.contains(.wire) ? wire : nil
-        delivery.reconfigure(wire.request(endpoint: endpoint, headers: updated.headers), sender: sender, wire: newWire,
-                             policy: .some(updated.policy))
+        delivery.policy = updated.policy
+        delivery.reconfigure(wire.request(endpoint: endpoint, headers: updated.headers), sender: sender, wire: newWire)
         logger.info("configuration updated", metadata: ["outbox.endpoint": "\(endpoint)",
                                                         "outbox.destination": "\(updated.destination)"])
         return (newWire, sender != nil)
