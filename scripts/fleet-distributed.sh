@@ -108,8 +108,11 @@ run_locust() {  # NAME [MORE FLEET ARGS] → the master's exit status; fleet-mer
         worker_pid=$!
     done
     if [ -n "${kill_after:-}" ]; then
-        # A worker host lost mid-run: its locust and its shard go at once, as with a machine that dies.
+        # A worker host lost mid-run: its locust and its shard go at once, as with a machine that dies. The worker is
+        # stopped first: killed after its shard, it could still see the shard's exit and report it as a failed shard
+        # before dying (a fresh clone's make test did), which is not the loss this checks.
         sleep "$kill_after"
+        kill -STOP "$worker_pid" 2>/dev/null || true
         pkill -KILL -P "$worker_pid" 2>/dev/null || true
         kill -KILL "$worker_pid" 2>/dev/null || true
     fi
