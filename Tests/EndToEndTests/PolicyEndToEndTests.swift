@@ -17,7 +17,7 @@ struct PolicyEndToEndTests {
 
     static func trackTheMix(_ engine: OutboxEngine, round: Int) throws {
         for index in 0..<20 {
-            try engine.trackEvent("checkout", properties: ["email": "ada@example.com", "card_number": "4111", "plan": "pro",
+            try engine.trackEvent("checkout", properties: ["email": "ada@example.com", "card_number": "card-4111-secret", "plan": "pro",
                                                            "i": .int(Int64(round * 100 + index))])
         }
         for index in 0..<10 { try engine.trackEvent("debug_tick", properties: ["i": .int(Int64(index))]) }
@@ -62,7 +62,7 @@ struct PolicyEndToEndTests {
         let noisy = names.filter { $0 == "noisy" }.count
         #expect(noisy > 20 && noisy < 60, "sampled at 0.5: \(noisy) of 80")
         let texts = product.vendorEvents().map(\.json)
-        #expect(!texts.contains { $0.contains("ada@example.com") || $0.contains("4111") }, "redacted for product")
+        #expect(!texts.contains { $0.contains("ada@example.com") || $0.contains("card-4111-secret") }, "redacted for product (a bare 4111 also turns up inside ids and times)")
         #expect(texts.filter { $0.contains("\"plan\"") }.count == 40, "what is not redacted stays")
         #expect(delivered == events.count && skipped == 142 - events.count,
                 "tracked = delivered + skipped for product: \(delivered) + \(skipped)")
