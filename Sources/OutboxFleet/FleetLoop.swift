@@ -40,6 +40,9 @@ final class FleetFirstEvent: Sendable {
     private let monotonic = Atomic<UInt64>(0)
     private let wall = Atomic<Int64>(0)
     private let started: @Sendable () -> Void
+    /// Devices open on every loop now, and at the first event (-1 before it).
+    private let open = Atomic<Int>(0)
+    private let openAtMark = Atomic<Int>(-1)
 
     /// `started` runs once, on the thread of the first event, before that event is tracked.
     init(started: @escaping @Sendable () -> Void = {}) {
@@ -51,7 +54,19 @@ final class FleetFirstEvent: Sendable {
         let now = max(1, monotonicNs())
         guard monotonic.compareExchange(expected: 0, desired: now, ordering: .acquiringAndReleasing).exchanged else { return }
         wall.store(wallClockMs(), ordering: .releasing)
+        openAtMark.store(open.load(ordering: .relaxed), ordering: .releasing)
         started()
+    }
+
+    /// A loop opened (`delta` 1) or closed (-1) a device.
+    func opened(_ delta: Int) {
+        open.add(delta, ordering: .relaxed)
+    }
+
+    /// How many devices were open when the first event was tracked; nil before it.
+    var devicesOpenAtFirstEvent: Int? {
+        let value = openAtMark.load(ordering: .acquiring)
+        return value < 0 ? nil : value
     }
 
     /// Monotonic ns of the first event; nil before it.
@@ -133,6 +148,8 @@ final class FleetLoop: @unchecked Sendable {
     private var trackingDone: (() -> Void)?
     /// Resumed once every device's drain ended.
     private var settledDone: (() -> Void)?
+    /// Set while `openAll` opens the devices ahead of tracking; called once it has.
+    private var opening: (@Sendable () -> Void)?
     /// The fleet's one netlink watcher's last word (SPEC N1; FleetNetwork.swift).
     var network = SharedNetworkWatcher.State(online: true, defaultInterface: nil)
 
@@ -229,6 +246,17 @@ final class FleetLoop: @unchecked Sendable {
         }
     }
 
+    /// Opens every device before any tracks — as many as fit at once when not all do (SPEC F4; the others are admitted
+    /// as those close, as always); `done` is called on the loop thread once they are open. A paced run (`--rate`) starts this way so that its whole fleet runs from the first
+    /// tracked event, which starts a scenario's clock (BEHAVIOUR F9): the minute before a fault then measures the
+    /// fleet's steady rate, not its admission. The opens go `opensPerWalk` at a time, with the loop's I/O between.
+    func openAll(done: @escaping @Sendable () -> Void) {
+        run { loop in
+            loop.opening = done
+            loop.walk()
+        }
+    }
+
     private func finishTracking() {
         trackingDone?()
         trackingDone = nil
@@ -254,6 +282,7 @@ final class FleetLoop: @unchecked Sendable {
                 device.install = engine.installID.uuidString.lowercased()
                 openCount += 1
                 openNow.add(1, ordering: .relaxed)
+                plan.firstEvent?.opened(1)
                 // An engine starts online: it hears what the fleet's watcher said before it opened (SPEC N1).
                 device.hear(.decide(from: SharedNetworkWatcher.State(online: true, defaultInterface: network.defaultInterface),
                                     to: network, heldOffline: false))
@@ -276,6 +305,11 @@ final class FleetLoop: @unchecked Sendable {
         guard !stopping else { return }
         let now = monotonicNs()
         admit(now: now)
+        if let opening {
+            if nextToOpen < devices.count, openCount < plan.maxOpenPerLoop { return schedule(afterMs: 1) }
+            self.opening = nil
+            return opening()
+        }
         var newlyTracked = 0
         var offline = 0
         var stillTracking = false
@@ -335,8 +369,11 @@ final class FleetLoop: @unchecked Sendable {
         // A 0 ms timer restarted from its own callback runs again in the same pass (libuv 1.44), before any I/O: only
         // while an open device still tracks, never while devices merely wait for admission (their turn comes when a
         // drain, which needs the loop's I/O, closes a device).
-        let period: UInt64 = stillTracking && plan.rate == nil ? 0
-            : !allDone && plan.rate == nil ? 5 : plan.rate.map { max(2, min(50, UInt64(250 / $0))) } ?? 50
+        schedule(afterMs: stillTracking && plan.rate == nil ? 0
+            : !allDone && plan.rate == nil ? 5 : plan.rate.map { max(2, min(50, UInt64(250 / $0))) } ?? 50)
+    }
+
+    private func schedule(afterMs period: UInt64) {
         uv_timer_start(tick, { timer in
             guard let data = timer?.pointee.data else { return }
             Unmanaged<FleetLoop>.fromOpaque(data).takeUnretainedValue().walk()
@@ -385,6 +422,7 @@ final class FleetLoop: @unchecked Sendable {
         device.engine = nil
         openCount -= 1
         openNow.subtract(1, ordering: .relaxed)
+        plan.firstEvent?.opened(-1)
         closedTotal.add(1, ordering: .relaxed)
     }
 

@@ -19,6 +19,9 @@ struct FleetRecovery {
     var recoveryPeakRPS: Double?
     /// Requests per second in the minute before the fault (from the first event when that is nearer).
     var steadyRPS: Double?
+    /// Devices open at the first tracked event: all of them when a paced run opened them first (BEHAVIOUR F9), so that
+    /// `steadyRPS` is the whole fleet's rate.
+    var devicesOpenAtFirstEvent: Int?
 
     static let peakWindow = 10.0
     static let steadyWindow = 60.0
@@ -105,10 +108,11 @@ struct FleetRecovery {
             ("fault_requests_per_device_per_min", number(faultRequestsPerDevicePerMinute)),
             ("recovery_s", number(recoverySeconds)), ("recovery_peak_rps", number(recoveryPeakRPS)),
             ("steady_rps", number(steadyRPS)),
+            ("devices_open_at_first_event", devicesOpenAtFirstEvent.map(String.init) ?? "null"),
         ]
     }
 
     /// The same keys, all null: a run whose scenario refuses nothing in a window.
     static let nullFields: [(String, String)] = ["fault_requests_per_device_per_min", "recovery_s", "recovery_peak_rps",
-                                                  "steady_rps"].map { ($0, "null") }
+                                                  "steady_rps", "devices_open_at_first_event"].map { ($0, "null") }
 }

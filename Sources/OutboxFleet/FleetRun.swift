@@ -87,6 +87,7 @@ package struct FleetRun {
                                    storeBase: FleetPlanning.resolved(base) + "/", server: server)
         sampler.start()
         metrics.attach(loops: loops, sampler: sampler)
+        if plan.rate != nil { await openAll(loops) }
         let (startNs, trackingEndNs, endNs) = await track(loops)
         sampler.stop()
 
@@ -164,11 +165,12 @@ package struct FleetRun {
             destinations: named.isEmpty ? [] : accounts.map { $0.summary(recordsRead: recordsRead) })
         let json = summary.json
         let samples = sampler.samples()
-        let recovery = FleetRecovery.measure(
+        var recovery = FleetRecovery.measure(
             scenarioWindows: faultWindows,
             firstEventT: firstEvent.atNs.map { Double(Int64(bitPattern: $0 &- sampler.startNs)) / 1e9 },
             samples: samples, devices: devices, faultEndMs: faultEndMs,
             lastBacklogReceivedMs: accounting.lastBacklogReceivedMs, backlogKnown: recordsRead && accounting.pending == 0)
+        recovery?.devicesOpenAtFirstEvent = firstEvent.devicesOpenAtFirstEvent
         metrics.finish(summary, delays: accounting.histogram)
         print(json)
         fflush(nil)
@@ -290,6 +292,19 @@ package struct FleetRun {
             throw FleetError("outbox fleet: cannot start a loop: \(error)")
         }
         return loops
+    }
+
+    /// Opens every loop's devices (FleetLoop.openAll); returns once all are open.
+    private func openAll(_ loops: [FleetLoop]) async {
+        await withTaskGroup(of: Void.self) { group in
+            for loop in loops {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        loop.openAll { continuation.resume() }
+                    }
+                }
+            }
+        }
     }
 
     /// Runs the tracking: each loop reports twice — every device tracked everything, then every device's drain ended

@@ -44,6 +44,9 @@ struct FleetRecoveryEndToEndTests {
         let recovery = try #require(written["recovery_s"] as? Double, "\(written)")
         // The next probe comes at most 2 s after the fault's end, and the drain's interval is 0.1 s.
         #expect(recovery >= 0 && recovery <= 4, "\(written)")
+        // BEHAVIOUR F9: a paced run opens every device before the first event, so the minute before the fault is the
+        // whole fleet's.
+        #expect(written["devices_open_at_first_event"] as? Int == devices, "\(written)")
         let steady = try #require(written["steady_rps"] as? Double, "\(written)")
         #expect(steady > 0)
         #expect((written["recovery_peak_rps"] as? Double ?? -1) >= 0, "\(written)")
@@ -52,6 +55,27 @@ struct FleetRecoveryEndToEndTests {
         #expect(html.contains("<rect class=\"fault\""), "the fault is shaded")
         #expect(html.contains("sent by devices"), "the devices' own request counts are plotted")
         #expect(html.contains("fault end → its backlog delivered"))
+    }
+
+    // BEHAVIOUR F9: a paced run opens every device before any tracks, however many walks the opening takes (16
+    // devices a walk per loop): 400 devices on at most 2 loops need at least 13 walks, over which, without that, the
+    // first devices would track while the others still waited to open.
+    @Test func aPacedFleetOpensEveryDeviceBeforeTheFirstEvent() throws {
+        let dir = TempDirectory(); defer { dir.remove() }
+        let scenario = dir.file("outage.json")
+        try Data(#"{"rules": [{"match": {"after_s": 1, "until_s": 2}, "action": "refuse"}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: scenario))
+        let report = dir.path + "/report"
+        let devices = 400
+        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "4", "--rate", "2",
+                                    "--scenario", scenario, "--dir", dir.path + "/stores", "--report", report,
+                                    "--timeout", "60", "--testing", "--interval", "0.1", "--batch-size", "10",
+                                    "--retry-intervals", Self.retryIntervals.map { "\($0)" }.joined(separator: ",")],
+                                   in: dir)
+        #expect(result.status == 0, "stderr: \(result.errors)")
+        #expect(jsonObject(result.output)["lost"] as? Int == 0)
+        let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
+        #expect(written["devices_open_at_first_event"] as? Int == devices)
     }
 
     // A run that ends inside its fault (the drains' --timeout passes while connections are refused) measures the
@@ -81,7 +105,8 @@ struct FleetRecoveryEndToEndTests {
                                     "--dir", dir.path + "/stores", "--timeout", "30"] + FleetEndToEndTests.fast, in: dir)
         #expect(result.status == 0, "stderr: \(result.errors)")
         let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
-        for key in ["fault_requests_per_device_per_min", "recovery_s", "recovery_peak_rps", "steady_rps"] {
+        for key in ["fault_requests_per_device_per_min", "recovery_s", "recovery_peak_rps", "steady_rps",
+                    "devices_open_at_first_event"] {
             #expect(written.keys.contains(key) && written[key] is NSNull, "\(key): \(written)")
         }
         let html = try String(contentsOfFile: report + "/report.html", encoding: .utf8)
