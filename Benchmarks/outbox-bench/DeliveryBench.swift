@@ -67,7 +67,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     // single destination's alone; the writer sends nothing (manual dispatch).
     func destinations(_ endpoint: String) -> [NamedDestination] {
         (0..<benchDestinationCount).map { index in
-            var destination = NamedDestination(name: index == 0 ? nil : "d\(index)", destination: benchDestination, endpoint: endpoint)
+            var destination = NamedDestination(name: index == 0 && !benchList ? nil : "d\(index)", destination: benchDestination, endpoint: endpoint)
             destination.appSecret = "bench"
             destination.otlpEncoding = benchOTLPEncoding
             destination.apiKey = "phc_bench"
@@ -75,7 +75,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
             return destination
         }
     }
-    if benchDestinationCount > 1 {
+    if benchDestinationCount > 1 || benchList {
         storeOnly.destinations = destinations(server.baseURL)
         storeOnly.dispatchInterval = .zero
     }
@@ -98,7 +98,7 @@ func benchEndToEnd(total: Int, batchSize: Int, server: MockServer, compression: 
     configuration.writeKey = "bench"
     if benchDestination == .ga4 { configuration.measurementId = "G-BENCH1"; configuration.apiSecret = "bench" }
     if benchDestination == .mixpanel { configuration.projectToken = "bench" }
-    if benchDestinationCount > 1 {
+    if benchDestinationCount > 1 || benchList {
         configuration.endpoint = nil
         configuration.appSecret = ""
         configuration.destination = .appCenter

@@ -12,6 +12,9 @@ nonisolated(unsafe) var benchOTLPEncoding = OTLPEncoding.protobuf
 /// `--destinations N` (SPEC D16–D17): the delivery bench with N destinations of the same wire on the same mock, from
 /// one store (each event delivered N times; the mock counts the repeats as duplicates).
 nonisolated(unsafe) var benchDestinationCount = 1
+/// `--list` (delivery): the destinations as a named list even when there is one, so that one destination goes the
+/// store's several-destination path (SPEC D16): what that path costs beside the single-destination one.
+nonisolated(unsafe) var benchList = false
 /// `--live` (delivery, SPEC D16): the events are tracked while the engine delivers them, instead of stored first.
 nonisolated(unsafe) var benchLive = false
 /// `--batch-size N` (delivery): that batch size alone instead of 50 and 500 (SPEC D12: GA4 at 25, its request's limit).
@@ -26,6 +29,10 @@ let argumentsList: [String] = {
     var list = Array(CommandLine.arguments.dropFirst())
     if let at = list.firstIndex(of: "--store-key") {
         benchStoreKey = try? StoreKey(bytes: fixedStoreKeyBytes)
+        list.remove(at: at)
+    }
+    if let at = list.firstIndex(of: "--list") {
+        benchList = true
         list.remove(at: at)
     }
     if let at = list.firstIndex(of: "--live") {
