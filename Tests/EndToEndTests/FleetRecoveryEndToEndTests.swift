@@ -10,6 +10,20 @@ struct FleetRecoveryEndToEndTests {
     static let retryIntervals = [0.5, 1.0, 2.0]
     static let fault = (from: 2.0, until: 6.0)
 
+    /// `outbox fleet` at `rate` events/s per device while the in-process mock refuses connections over `fault` (seconds
+    /// after the first event), with sub-second delivery settings and R9's probes on `retryIntervals`.
+    static func pacedFleetThroughARefusal(_ fault: (from: Double, until: Double), devices: Int, events: Int, rate: Double,
+                                          report: String, in dir: TempDirectory) throws -> (status: Int32, output: String, errors: String) {
+        let scenario = dir.file("outage.json")
+        let rule = #"{"match": {"after_s": \#(fault.from), "until_s": \#(fault.until)}, "action": "refuse"}"#
+        try Data(#"{"rules": [\#(rule)]}"#.utf8).write(to: URL(fileURLWithPath: scenario))
+        return try runOutbox(["fleet", "--devices", "\(devices)", "--events", "\(events)", "--rate", "\(rate)",
+                              "--scenario", scenario, "--dir", dir.path + "/stores", "--report", report,
+                              "--timeout", "60", "--testing", "--interval", "0.1", "--batch-size", "10",
+                              "--retry-intervals", retryIntervals.map { "\($0)" }.joined(separator: ",")],
+                             in: dir)
+    }
+
     // SPEC F9, R9: 20 devices × 60 events at 5 per second (12 s) while the in-process mock refuses connections from
     // 2 s to 6 s after the first event. Nothing is lost or left pending; summary.json measures the fault from the
     // engines' own counters (a refused connection never reaches the mock): each device probes one request at a time
@@ -17,16 +31,9 @@ struct FleetRecoveryEndToEndTests {
     // arrives within seconds of the fault's end; the report shades the fault on its plots.
     @Test func aFleetThroughAShortOutageRecoversAndMeasuresIt() throws {
         let dir = TempDirectory(); defer { dir.remove() }
-        let scenario = dir.file("outage.json")
-        let rule = #"{"match": {"after_s": \#(Self.fault.from), "until_s": \#(Self.fault.until)}, "action": "refuse"}"#
-        try Data(#"{"rules": [\#(rule)]}"#.utf8).write(to: URL(fileURLWithPath: scenario))
         let report = dir.path + "/report"
         let devices = 20
-        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "60", "--rate", "5",
-                                    "--scenario", scenario, "--dir", dir.path + "/stores", "--report", report,
-                                    "--timeout", "60", "--testing", "--interval", "0.1", "--batch-size", "10",
-                                    "--retry-intervals", Self.retryIntervals.map { "\($0)" }.joined(separator: ",")],
-                                   in: dir)
+        let result = try Self.pacedFleetThroughARefusal(Self.fault, devices: devices, events: 60, rate: 5, report: report, in: dir)
         #expect(result.status == 0, "stderr: \(result.errors)")
         let summary = jsonObject(result.output)
         #expect(summary["lost"] as? Int == 0)
@@ -62,16 +69,9 @@ struct FleetRecoveryEndToEndTests {
     // first devices would track while the others still waited to open.
     @Test func aPacedFleetOpensEveryDeviceBeforeTheFirstEvent() throws {
         let dir = TempDirectory(); defer { dir.remove() }
-        let scenario = dir.file("outage.json")
-        try Data(#"{"rules": [{"match": {"after_s": 1, "until_s": 2}, "action": "refuse"}]}"#.utf8)
-            .write(to: URL(fileURLWithPath: scenario))
         let report = dir.path + "/report"
         let devices = 400
-        let result = try runOutbox(["fleet", "--devices", "\(devices)", "--events", "4", "--rate", "2",
-                                    "--scenario", scenario, "--dir", dir.path + "/stores", "--report", report,
-                                    "--timeout", "60", "--testing", "--interval", "0.1", "--batch-size", "10",
-                                    "--retry-intervals", Self.retryIntervals.map { "\($0)" }.joined(separator: ",")],
-                                   in: dir)
+        let result = try Self.pacedFleetThroughARefusal((1, 2), devices: devices, events: 4, rate: 2, report: report, in: dir)
         #expect(result.status == 0, "stderr: \(result.errors)")
         #expect(jsonObject(result.output)["lost"] as? Int == 0)
         let written = jsonObject(try String(contentsOfFile: report + "/summary.json", encoding: .utf8))
