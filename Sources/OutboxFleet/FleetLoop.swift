@@ -247,9 +247,10 @@ final class FleetLoop: @unchecked Sendable {
     }
 
     /// Opens every device before any tracks — as many as fit at once when not all do (SPEC F4; the others are admitted
-    /// as those close, as always); `done` is called on the loop thread once they are open. A paced run (`--rate`) starts this way so that its whole fleet runs from the first
-    /// tracked event, which starts a scenario's clock (BEHAVIOUR F9): the minute before a fault then measures the
-    /// fleet's steady rate, not its admission. The opens go `opensPerWalk` at a time, with the loop's I/O between.
+    /// as those close, as always); `done` is called on the loop thread once they are open. A paced run (`--rate`)
+    /// starts this way so that its whole fleet runs from the first tracked event, which starts a scenario's clock
+    /// (BEHAVIOUR F9): the minute before a fault then measures the fleet's steady rate, not its admission. The opens
+    /// go `opensPerWalk` at a time, with the loop's I/O between.
     func openAll(done: @escaping @Sendable () -> Void) {
         run { loop in
             loop.opening = done

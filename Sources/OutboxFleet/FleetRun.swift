@@ -87,7 +87,7 @@ package struct FleetRun {
                                    storeBase: FleetPlanning.resolved(base) + "/", server: server)
         sampler.start()
         metrics.attach(loops: loops, sampler: sampler)
-        if plan.rate != nil { await openAll(loops) }
+        if plan.rate != nil { await onEveryLoop(loops) { loop, done in loop.openAll(done: done) } }
         let (startNs, trackingEndNs, endNs) = await track(loops)
         sampler.stop()
 
@@ -294,13 +294,13 @@ package struct FleetRun {
         return loops
     }
 
-    /// Opens every loop's devices (FleetLoop.openAll); returns once all are open.
-    private func openAll(_ loops: [FleetLoop]) async {
+    /// Starts `body` on every loop and returns once each has called the `done` it was given.
+    private func onEveryLoop(_ loops: [FleetLoop], _ body: @escaping @Sendable (FleetLoop, _ done: @escaping @Sendable () -> Void) -> Void) async {
         await withTaskGroup(of: Void.self) { group in
             for loop in loops {
                 group.addTask {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        loop.openAll { continuation.resume() }
+                        body(loop) { continuation.resume() }
                     }
                 }
             }
@@ -313,14 +313,8 @@ package struct FleetRun {
     private func track(_ loops: [FleetLoop]) async -> (startNs: UInt64, trackingEndNs: UInt64, endNs: UInt64) {
         let startNs = monotonicNs()
         let tracked = FleetCountdown(loops.count)
-        await withTaskGroup(of: Void.self) { group in
-            for loop in loops {
-                group.addTask {
-                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                        loop.begin(startNs: startNs, done: { tracked.arrive() }, settled: { continuation.resume() })
-                    }
-                }
-            }
+        await onEveryLoop(loops) { loop, settled in
+            loop.begin(startNs: startNs, done: { tracked.arrive() }, settled: settled)
         }
         return (startNs, tracked.lastArrivalNs ?? monotonicNs(), monotonicNs())
     }
